@@ -1,0 +1,173 @@
+// zab/core/concepts.hpp — what an application plugs into zab: Transport, Log, StateMachine.
+//
+// The rules that hold for all three (DESIGN.md rules 1–3, 8):
+// - The peer calls these members from its own steps only, on the one thread (or strand)
+//   that drives the peer. No member may call back into the peer: results come back later
+//   as events that the driver (the simulator, or the Asio runtime) delivers.
+// - Nothing may block for long. What takes time (a network write, an fsync) is started
+//   by the call and reported later through the peer's event functions.
+// - Each concept has an archetype below: the smallest type that models it, checked by
+//   static_assert. Copy it as the starting point for your own.
+#pragma once
+
+#include <concepts>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "zab/core/bytes.hpp"
+#include "zab/core/error.hpp"
+#include "zab/core/types.hpp"
+#include "zab/core/zxid.hpp"
+
+namespace zab {
+
+// --- Transport -----------------------------------------------------------------------------
+
+/// Transport: carries encoded frames between peers of one group.
+///
+/// The transport keeps (or keeps trying to keep) one connection to every other member, and
+/// numbers each connection with a `connection_id` unique for its lifetime. It reports to the
+/// driver, which turns them into peer events:
+///   - `on_connected(peer, connection)` when a connection is up;
+///   - `on_disconnected(peer, connection)` when it is gone (anything in flight is lost);
+///   - `on_receive(peer, connection, frame)` for each whole frame, in the order sent.
+/// Frames on one connection arrive in order, without loss or duplication, until it breaks:
+/// Zab depends on FIFO per connection (PROTOCOL.md §0).
+///
+/// Requirements:
+///   t.send(to, connection, frame)
+///       Queue `frame` (a complete encoded frame, see codec.hpp) on `connection` to `to`.
+///       If that connection is no longer the current one, drop the frame silently: the peer
+///       learns of the loss from `on_disconnected`. Never blocks. The transport may keep a
+///       reference to `frame` (shared, immutable) until written.
+///   t.close(to, connection)
+///       Close `connection` (a bad message, or leaving a role). The transport reports the
+///       matching `on_disconnected` later, and may reconnect afterwards with a new id.
+template <typename T>
+concept transport = requires(T& t, peer_id to, connection_id connection,
+                             const shared_bytes& frame) {
+    { t.send(to, connection, frame) } -> std::same_as<void>;
+    { t.close(to, connection) } -> std::same_as<void>;
+};
+
+// --- Log store -----------------------------------------------------------------------------
+
+/// Sequence number of a storage operation. The peer numbers its operations 1, 2, 3, … and
+/// every completion names the operation it completes (DESIGN.md rule 3): after a truncation,
+/// "durable up to zxid Z" would be ambiguous, "operation #N is durable" is not.
+using storage_op = std::uint64_t;
+
+/// One transaction in the log. `txn` shares the bytes of the frame it arrived in.
+struct log_record {
+    zxid id;
+    shared_bytes txn;
+};
+
+/// The two epochs a replica must keep durable (PROTOCOL.md §2).
+struct epochs {
+    epoch_t accepted = 0;  ///< last epoch promised in ACKEPOCH (or chosen, on a leader)
+    epoch_t current = 0;   ///< last epoch whose NEWLEADER was acknowledged (or led)
+    friend bool operator==(const epochs&, const epochs&) = default;
+};
+
+/// Log store: the replica's durable history and its epoch state.
+///
+/// Log operations (`append`, `truncate_after`) take effect in the order they are issued and
+/// are visible to `read` and `last_zxid` at once, but are durable only when the driver
+/// delivers `peer.on_log_durable(op)` for a `sync(op)` that covers them. That completion
+/// means every log operation numbered ≤ op is on stable storage. The peer issues at most one
+/// append batch and one sync per step (DESIGN.md rule 2): that is the group commit.
+/// Epoch writes are independent of log operations: their completion
+/// `peer.on_epochs_durable(op)` may arrive before or after log completions issued earlier.
+/// A failed fsync or truncation is reported as `peer.on_storage_failed(error)`; it is
+/// terminal for the replica (DESIGN.md rule 6), the log must not retry it.
+///
+/// Requirements:
+///   log.append(op, records)     Append records, zxids strictly increasing and above
+///                               `last_zxid()`. Copies or shares the `shared_bytes`.
+///   log.truncate_after(op, z)   Remove every record with zxid > z.
+///   log.sync(op)                Request durability of every log operation ≤ op.
+///   log.write_epochs(op, e)     Replace the stored epochs atomically (temp file + fsync +
+///                               rename + directory fsync, or equivalent).
+///   log.last_zxid()             zxid of the last record appended and not truncated
+///                               (zxid{} for an empty log), durable or not.
+///   log.stored_epochs()         The epochs as last written (as found at open, initially).
+///   log.read(after, max)        Up to `max` records with zxid > `after`, ascending, as a
+///                               `result<std::vector<log_record>>`: an error when the
+///                               range cannot be read (compacted away, or corrupt).
+template <typename L>
+concept log_store = requires(L& log, const L& const_log, storage_op op,
+                             std::span<const log_record> records, zxid z, epochs e,
+                             std::size_t max) {
+    { log.append(op, records) } -> std::same_as<void>;
+    { log.truncate_after(op, z) } -> std::same_as<void>;
+    { log.sync(op) } -> std::same_as<void>;
+    { log.write_epochs(op, e) } -> std::same_as<void>;
+    { const_log.last_zxid() } -> std::same_as<zxid>;
+    { const_log.stored_epochs() } -> std::same_as<epochs>;
+    { const_log.read(z, max) } -> std::same_as<result<std::vector<log_record>>>;
+};
+
+// --- State machine -------------------------------------------------------------------------
+
+/// State machine: the application's replicated state.
+///
+/// Only committed transactions reach it, exactly once each, in zxid order, on every replica
+/// (DESIGN.md rule 5). A restarted replica with a fresh in-memory state reports zxid{} from
+/// `last_applied` and is brought forward again from the log and the leader.
+///
+/// Requirements:
+///   sm.apply(z, txn)       Apply committed transaction `z`. Must not fail for a reason
+///                          other replicas would not share: a deterministic rejection is
+///                          an outcome the application encodes in its own state.
+///   sm.last_applied()      zxid of the last applied (or restored) transaction.
+///   sm.snapshot()          Serialized state as of `last_applied()`.
+///   sm.restore(z, bytes)   Replace the whole state by a snapshot taken at `z`; an error for
+///                          bytes that do not decode (the state is then unchanged).
+template <typename S>
+concept state_machine = requires(S& sm, const S& const_sm, zxid z, byte_view bytes) {
+    { sm.apply(z, bytes) } -> std::same_as<void>;
+    { const_sm.last_applied() } -> std::same_as<zxid>;
+    { const_sm.snapshot() } -> std::same_as<shared_bytes>;
+    { sm.restore(z, bytes) } -> std::same_as<result<void>>;
+};
+
+// --- Archetypes ----------------------------------------------------------------------------
+
+namespace archetypes {
+
+/// The smallest transport: models `zab::transport` and does nothing.
+struct transport {
+    void send(peer_id, connection_id, const shared_bytes&) {}
+    void close(peer_id, connection_id) {}
+};
+
+/// The smallest log store: models `zab::log_store` and keeps nothing.
+struct log_store {
+    void append(storage_op, std::span<const log_record>) {}
+    void truncate_after(storage_op, zxid) {}
+    void sync(storage_op) {}
+    void write_epochs(storage_op, epochs) {}
+    zxid last_zxid() const { return {}; }
+    epochs stored_epochs() const { return {}; }
+    result<std::vector<log_record>> read(zxid, std::size_t) const {
+        return std::vector<log_record>{};
+    }
+};
+
+/// The smallest state machine: models `zab::state_machine` and keeps nothing.
+struct state_machine {
+    void apply(zxid, byte_view) {}
+    zxid last_applied() const { return {}; }
+    shared_bytes snapshot() const { return {}; }
+    result<void> restore(zxid, byte_view) { return BOOST_OUTCOME_V2_NAMESPACE::success(); }
+};
+
+}  // namespace archetypes
+
+static_assert(transport<archetypes::transport>);
+static_assert(log_store<archetypes::log_store>);
+static_assert(state_machine<archetypes::state_machine>);
+
+}  // namespace zab

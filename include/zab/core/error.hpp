@@ -1,0 +1,80 @@
+// zab/core/error.hpp — zab::errc, its std::error_category, and zab::result<T>.
+#pragma once
+
+#include <string>
+#include <system_error>
+
+#include <boost/outcome/std_result.hpp>
+
+namespace zab {
+
+/// Every error zab reports. Grouped by where it comes from; values are stable.
+enum class errc {
+    // Decoding input from the network or disk (DESIGN.md rule 9).
+    truncated = 1,          ///< fewer bytes than the frame or field needs
+    oversized,              ///< a length field exceeds the configured bound
+    bad_magic,              ///< not a zab frame at all
+    unsupported_version,    ///< a frame or file version this build does not speak
+    unknown_message_type,   ///< a frame type byte that names no message
+    bad_checksum,           ///< CRC32C of the payload does not match
+    malformed,              ///< fields decode but are inconsistent (bad enum, trailing bytes, …)
+    // Configuration and API misuse.
+    invalid_options = 100,  ///< an options struct is inconsistent; the message says which field
+    invalid_argument,       ///< an API call's argument is out of range
+    // Protocol outcomes reported to callers.
+    not_leader = 200,       ///< this peer does not lead; retry at the leader
+    backpressure,           ///< a configured bound is reached; retry later
+    shutting_down,          ///< the peer is stopping; the operation never took effect
+    outcome_unknown,        ///< the operation may or may not commit
+    zxid_exhausted,         ///< the epoch's counter is used up (§1); a new election follows
+    // Storage.
+    storage_failed = 300,   ///< fsync/truncate failed: the replica is in its terminal failed state
+    corrupt,                ///< persistent data fails its checks
+};
+
+namespace detail {
+class error_category_impl final : public std::error_category {
+public:
+    const char* name() const noexcept override { return "zab"; }
+    std::string message(int value) const override {
+        switch (static_cast<errc>(value)) {
+            case errc::truncated: return "input truncated";
+            case errc::oversized: return "length exceeds the configured maximum";
+            case errc::bad_magic: return "bad magic: not a zab frame";
+            case errc::unsupported_version: return "unsupported version";
+            case errc::unknown_message_type: return "unknown message type";
+            case errc::bad_checksum: return "checksum mismatch";
+            case errc::malformed: return "malformed input";
+            case errc::invalid_options: return "invalid options";
+            case errc::invalid_argument: return "invalid argument";
+            case errc::not_leader: return "not the leader";
+            case errc::backpressure: return "too many operations outstanding";
+            case errc::shutting_down: return "shutting down";
+            case errc::outcome_unknown: return "outcome unknown";
+            case errc::zxid_exhausted: return "zxid counter exhausted in this epoch";
+            case errc::storage_failed: return "storage failed; replica stopped";
+            case errc::corrupt: return "persistent data is corrupt";
+        }
+        return "unknown zab error";
+    }
+};
+}  // namespace detail
+
+/// The category of every `zab::errc`.
+inline const std::error_category& error_category() noexcept {
+    static const detail::error_category_impl category;
+    return category;
+}
+
+inline std::error_code make_error_code(errc e) noexcept {
+    return {static_cast<int>(e), error_category()};
+}
+
+/// The return type of everything in zab that can fail (DESIGN.md rule 9).
+template <typename T>
+using result = BOOST_OUTCOME_V2_NAMESPACE::std_result<T>;
+
+}  // namespace zab
+
+template <>
+struct std::is_error_code_enum<zab::errc> : std::true_type {};

@@ -1,0 +1,250 @@
+// zab/core/messages.hpp — every message of the protocol, as plain types.
+//
+// Byte fields are `byte_view`s: a decoded message points into its frame buffer (no copy of
+// transaction bytes); the code that keeps a message beyond the frame's lifetime keeps the
+// frame's `shared_bytes` with it. Sentinels (-1 in ZooKeeper) are std::optional here
+// (PROTOCOL.md §1). The wire encoding is in codec.hpp.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+#include <type_traits>
+#include <variant>
+
+#include "zab/core/bytes.hpp"
+#include "zab/core/types.hpp"
+#include "zab/core/zxid.hpp"
+
+namespace zab {
+
+/// The protocol version carried in FOLLOWERINFO / LEADERINFO (ZooKeeper's 0x10000).
+inline constexpr std::uint32_t protocol_version = 0x10000;
+
+// --- Election (§3) -------------------------------------------------------------------------
+
+/// A Fast Leader Election vote as sent on the wire (§3.1). The sender is the connection's peer.
+struct notification {
+    peer_state state = peer_state::looking;  ///< sender's state
+    peer_id leader = 0;                      ///< proposed leader's sid
+    zxid leader_zxid;                        ///< proposed leader's last logged zxid
+    std::uint64_t round = 0;                 ///< sender's election round (logicalclock)
+    epoch_t leader_epoch = 0;                ///< proposed leader's current epoch (peerEpoch)
+    friend bool operator==(const notification&, const notification&) = default;
+};
+
+// --- Discovery (§4) ------------------------------------------------------------------------
+
+/// Learner → leader, first message of discovery: the learner's accepted epoch (§4.2).
+struct follower_info {
+    epoch_t accepted_epoch = 0;
+    std::uint32_t protocol = protocol_version;
+    friend bool operator==(const follower_info&, const follower_info&) = default;
+};
+
+/// Like FOLLOWERINFO, from an observer: never counted toward any quorum (§4.3, §8).
+struct observer_info {
+    epoch_t accepted_epoch = 0;
+    std::uint32_t protocol = protocol_version;
+    friend bool operator==(const observer_info&, const observer_info&) = default;
+};
+
+/// Leader → learner: the new epoch the leader proposes (the paper's NEWEPOCH, §4.4).
+struct leader_info {
+    epoch_t new_epoch = 0;
+    std::uint32_t protocol = protocol_version;
+    friend bool operator==(const leader_info&, const leader_info&) = default;
+};
+
+/// Learner → leader: promise for the new epoch, with the learner's history summary (§4.5).
+/// `current_epoch` is empty when the learner had already accepted this epoch (ZooKeeper's -1):
+/// such an ACKEPOCH is not counted as a promise.
+struct ack_epoch {
+    zxid last_logged;
+    std::optional<epoch_t> current_epoch;
+    friend bool operator==(const ack_epoch&, const ack_epoch&) = default;
+};
+
+// --- Synchronization (§5) ------------------------------------------------------------------
+
+/// Leader → learner: keep your log; the proposals that follow bring you to `last`.
+struct diff {
+    zxid last;
+    friend bool operator==(const diff&, const diff&) = default;
+};
+
+/// Leader → learner: discard every record after `truncate_to` (§5.2, §5.6).
+struct trunc {
+    zxid truncate_to;
+    friend bool operator==(const trunc&, const trunc&) = default;
+};
+
+/// Leader → learner: replace your state with this snapshot, taken at `last_included`.
+struct snap {
+    zxid last_included;
+    byte_view snapshot;
+    friend bool operator==(const snap& a, const snap& b) {
+        return a.last_included == b.last_included &&
+               as_string_view(a.snapshot) == as_string_view(b.snapshot);
+    }
+};
+
+/// Leader → learner: all sync traffic is queued; acknowledge once it is durable (§5.3).
+/// `epoch_zxid` is `(e, 0)`.
+struct new_leader {
+    zxid epoch_zxid;
+    friend bool operator==(const new_leader&, const new_leader&) = default;
+};
+
+/// Learner → leader: acknowledges a PROPOSAL (counter > 0) or NEWLEADER / UPTODATE (`(e, 0)`).
+/// Channels are FIFO, so an ACK of `z` covers every earlier proposal on the connection.
+struct ack {
+    zxid acked;
+    friend bool operator==(const ack&, const ack&) = default;
+};
+
+/// Leader → learner: a quorum acknowledged NEWLEADER; start serving (§5.3).
+struct up_to_date {
+    friend bool operator==(const up_to_date&, const up_to_date&) = default;
+};
+
+// --- Broadcast (§6) ------------------------------------------------------------------------
+
+/// Leader → follower: a transaction to log and acknowledge.
+struct proposal {
+    zxid id;
+    byte_view txn;
+    friend bool operator==(const proposal& a, const proposal& b) {
+        return a.id == b.id && as_string_view(a.txn) == as_string_view(b.txn);
+    }
+};
+
+/// Leader → follower: `id` is committed (commits arrive in zxid order, §6.1).
+struct commit {
+    zxid id;
+    friend bool operator==(const commit&, const commit&) = default;
+};
+
+/// Leader → observer: a committed transaction (§8).
+struct inform {
+    zxid id;
+    byte_view txn;
+    friend bool operator==(const inform& a, const inform& b) {
+        return a.id == b.id && as_string_view(a.txn) == as_string_view(b.txn);
+    }
+};
+
+/// What a forwarded REQUEST asks the leader to do.
+enum class request_kind : std::uint8_t { write = 0, sync = 1 };
+
+/// Learner → leader: a client's write (or sync) forwarded to the leader (§6.1, §7).
+/// `request_id` is chosen by the learner and echoed in the answer.
+struct request {
+    std::uint64_t request_id = 0;
+    request_kind kind = request_kind::write;
+    byte_view txn;
+    friend bool operator==(const request& a, const request& b) {
+        return a.request_id == b.request_id && a.kind == b.kind &&
+               as_string_view(a.txn) == as_string_view(b.txn);
+    }
+};
+
+/// Heartbeat, both directions (§6.2). The leader sends its last proposed zxid and a round
+/// number; the learner echoes the round, which is what a quorum-confirmed sync counts (§7).
+struct ping {
+    zxid last_proposed;
+    std::uint64_t round = 0;
+    friend bool operator==(const ping&, const ping&) = default;
+};
+
+/// Leader → learner: the sync `request_id` is answered; everything committed before it has
+/// already been sent on this connection (§7).
+struct sync {
+    std::uint64_t request_id = 0;
+    friend bool operator==(const sync&, const sync&) = default;
+};
+
+/// Any message. The variant index is not the wire type: see `message_type`.
+using message = std::variant<notification, follower_info, observer_info, leader_info, ack_epoch,
+                             diff, trunc, snap, new_leader, ack, up_to_date, proposal, commit,
+                             inform, request, ping, sync>;
+
+/// Wire type byte of each message. Stable: never renumber, only add.
+enum class message_type : std::uint8_t {
+    notification = 1,
+    follower_info = 10,
+    observer_info = 11,
+    leader_info = 12,
+    ack_epoch = 13,
+    diff = 20,
+    trunc = 21,
+    snap = 22,
+    new_leader = 23,
+    ack = 24,
+    up_to_date = 25,
+    proposal = 30,
+    commit = 31,
+    inform = 32,
+    request = 33,
+    ping = 34,
+    sync = 35,
+};
+
+namespace detail {
+template <typename T> struct message_type_of;
+#define ZAB_MESSAGE_TYPE(name) \
+    template <> struct message_type_of<name> { static constexpr message_type value = message_type::name; };
+ZAB_MESSAGE_TYPE(notification)
+ZAB_MESSAGE_TYPE(follower_info)
+ZAB_MESSAGE_TYPE(observer_info)
+ZAB_MESSAGE_TYPE(leader_info)
+ZAB_MESSAGE_TYPE(ack_epoch)
+ZAB_MESSAGE_TYPE(diff)
+ZAB_MESSAGE_TYPE(trunc)
+ZAB_MESSAGE_TYPE(snap)
+ZAB_MESSAGE_TYPE(new_leader)
+ZAB_MESSAGE_TYPE(ack)
+ZAB_MESSAGE_TYPE(up_to_date)
+ZAB_MESSAGE_TYPE(proposal)
+ZAB_MESSAGE_TYPE(commit)
+ZAB_MESSAGE_TYPE(inform)
+ZAB_MESSAGE_TYPE(request)
+ZAB_MESSAGE_TYPE(ping)
+ZAB_MESSAGE_TYPE(sync)
+#undef ZAB_MESSAGE_TYPE
+}  // namespace detail
+
+/// The wire type of message type `T`.
+template <typename T>
+inline constexpr message_type message_type_v = detail::message_type_of<T>::value;
+
+/// The wire type of `m`.
+inline message_type type_of(const message& m) noexcept {
+    return std::visit([](const auto& v) { return message_type_v<std::decay_t<decltype(v)>>; }, m);
+}
+
+/// Upper-case protocol name (FOLLOWERINFO, ACKEPOCH, …) for logs and traces.
+constexpr std::string_view to_string(message_type t) noexcept {
+    switch (t) {
+        case message_type::notification: return "NOTIFICATION";
+        case message_type::follower_info: return "FOLLOWERINFO";
+        case message_type::observer_info: return "OBSERVERINFO";
+        case message_type::leader_info: return "LEADERINFO";
+        case message_type::ack_epoch: return "ACKEPOCH";
+        case message_type::diff: return "DIFF";
+        case message_type::trunc: return "TRUNC";
+        case message_type::snap: return "SNAP";
+        case message_type::new_leader: return "NEWLEADER";
+        case message_type::ack: return "ACK";
+        case message_type::up_to_date: return "UPTODATE";
+        case message_type::proposal: return "PROPOSAL";
+        case message_type::commit: return "COMMIT";
+        case message_type::inform: return "INFORM";
+        case message_type::request: return "REQUEST";
+        case message_type::ping: return "PING";
+        case message_type::sync: return "SYNC";
+    }
+    return "?";
+}
+
+}  // namespace zab
