@@ -161,7 +161,7 @@ struct state_machine {
     void apply(zxid, byte_view) {}
     zxid last_applied() const { return {}; }
     shared_bytes snapshot() const { return {}; }
-    result<void> restore(zxid, byte_view) { return BOOST_OUTCOME_V2_NAMESPACE::success(); }
+    result<void> restore(zxid, byte_view) { return success(); }
 };
 
 }  // namespace archetypes

@@ -74,6 +74,9 @@ inline std::error_code make_error_code(errc e) noexcept {
 template <typename T>
 using result = BOOST_OUTCOME_V2_NAMESPACE::std_result<T>;
 
+/// `return zab::success();` from a function returning `zab::result<void>`.
+using BOOST_OUTCOME_V2_NAMESPACE::success;
+
 }  // namespace zab
 
 template <>

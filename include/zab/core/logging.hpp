@@ -38,6 +38,8 @@ inline logger_state& logger() noexcept {
 }  // namespace detail
 
 /// Redirects zab's log lines to `sink(context, level, line)`. Pass nullptr to restore stderr.
+/// Set it before any peer runs: a line logged concurrently with the change may reach the old
+/// sink with the new context.
 inline void set_log_sink(log_sink sink, void* context = nullptr) noexcept {
     detail::logger().context.store(context);
     detail::logger().sink.store(sink != nullptr ? sink : &detail::stderr_sink);

@@ -60,7 +60,11 @@ constexpr std::string_view to_string(phase p) noexcept {
 }
 
 constexpr std::string_view to_string(learner_type t) noexcept {
-    return t == learner_type::participant ? "participant" : "observer";
+    switch (t) {
+        case learner_type::participant: return "participant";
+        case learner_type::observer: return "observer";
+    }
+    return "?";
 }
 
 }  // namespace zab

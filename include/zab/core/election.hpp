@@ -1,0 +1,314 @@
+// zab/core/election.hpp — the Election policy interface, and Fast Leader Election (§3).
+//
+// An election policy is the seam users swap first (DESIGN.md rule 4). It is constructed
+// with the peer's context and gets these calls, always from the peer's own step:
+//   start()                     the peer entered LOOKING: begin a new election
+//   on_notification(from, n)    a notification arrived — in *every* state: settled peers
+//                               answer LOOKING ones (§3.4 step 7)
+//   on_connected(peer)          a connection to `peer` came up
+//   on_tick()                   time advanced (ctx.now_tick)
+//   next_deadline()             the tick at which on_tick has something to do, if any
+// It reports its result with `ctx.decide(...)`; the peer then leaves LOOKING.
+#pragma once
+
+#include <algorithm>
+#include <concepts>
+#include <cstdint>
+#include <map>
+#include <optional>
+
+#include "zab/core/logging.hpp"
+#include "zab/core/peer_context.hpp"
+#include "zab/core/vote.hpp"
+
+namespace zab {
+
+/// What the peer requires of an election policy (see the comment at the top of this file).
+template <typename E>
+concept election_policy = std::constructible_from<E, peer_context&> &&
+    requires(E& e, const E& const_e, peer_id from, const notification& n) {
+        { e.start() } -> std::same_as<void>;
+        { e.on_notification(from, n) } -> std::same_as<void>;
+        { e.on_connected(from) } -> std::same_as<void>;
+        { e.on_tick() } -> std::same_as<void>;
+        { const_e.next_deadline() } -> std::same_as<std::optional<std::uint64_t>>;
+    };
+
+/// ZooKeeper's Fast Leader Election, PROTOCOL.md §3, event-driven: ZooKeeper's blocking
+/// `lookForLeader` loop and its receiver thread become `on_notification` and `on_tick`.
+class fast_leader_election {
+public:
+    explicit fast_leader_election(peer_context& ctx) : ctx_{ctx} {}
+
+    /// §3.4 step 1: a new round with my own vote; the vote boxes start empty.
+    void start() {
+        ++logical_clock_;
+        ++ctx_.counters.elections_started;
+        proposal_ = initial_vote();
+        received_.clear();
+        out_of_election_.clear();
+        finalize_deadline_.reset();
+        notification_timeout_ = ctx_.opts().notification_timeout_min_ticks;
+        last_poll_tick_ = ctx_.now_tick;
+        log(log_level::debug, "peer {}: LOOKING, round {}, my vote {}", ctx_.self(),
+            logical_clock_, proposal_);
+        send_notifications();
+        drain_loopback();
+    }
+
+    void on_notification(peer_id from, const notification& n) {
+        ++ctx_.counters.notifications_received;
+        // §3.4 step 7, the receiver thread: non-voters are answered at once and go no further.
+        if (!ctx_.quorums().is_voter(from)) {
+            if (ctx_.config().contains(from)) reply(from);
+            return;
+        }
+        if (ctx_.state != peer_state::looking) {
+            // Settled: answer a LOOKING peer with my settled vote, so joiners find the leader.
+            if (n.state == peer_state::looking) reply(from);
+            return;
+        }
+        if (n.state == peer_state::looking && n.round < logical_clock_) reply(from);
+        process(from, vote::from(n));
+        drain_loopback();
+    }
+
+    /// ZooKeeper resends the last message when a connection comes up; resending my current
+    /// vote to the new connection is the equivalent, and spares a notification timeout.
+    void on_connected(peer_id peer) {
+        if (ctx_.state == peer_state::looking && ctx_.quorums().is_voter(peer) &&
+            peer != ctx_.self())
+            ctx_.send(peer, proposal_notification());
+    }
+
+    void on_tick() {
+        if (ctx_.state != peer_state::looking) return;
+        if (finalize_deadline_ && ctx_.now_tick >= *finalize_deadline_) {
+            // §3.4 step 4: finalizeWait passed with nothing better: decide.
+            finish(election_decision::basis::looking_quorum, received_, looking_target());
+            return;
+        }
+        if (!finalize_deadline_ && ctx_.now_tick >= last_poll_tick_ + notification_timeout_) {
+            // §3.4 step 2: silence. Send again and double the wait, up to the cap.
+            ++ctx_.counters.notification_timeouts;
+            send_notifications();
+            notification_timeout_ = std::min(notification_timeout_ * 2,
+                                             ctx_.opts().notification_timeout_max_ticks);
+            last_poll_tick_ = ctx_.now_tick;
+            drain_loopback();
+        }
+    }
+
+    std::optional<std::uint64_t> next_deadline() const {
+        if (ctx_.state != peer_state::looking) return std::nullopt;
+        if (finalize_deadline_) return *finalize_deadline_;
+        return last_poll_tick_ + notification_timeout_;
+    }
+
+    // Observability (tests, traces).
+    std::uint64_t logical_clock() const noexcept { return logical_clock_; }
+    const vote& proposal() const noexcept { return proposal_; }
+    const std::map<peer_id, vote>& received_votes() const noexcept { return received_; }
+    bool finalizing() const noexcept { return finalize_deadline_.has_value(); }
+
+private:
+    using votes = std::map<peer_id, vote>;
+
+    /// My own vote: (me, last logged, current epoch); an observer's cannot win (§3.2).
+    vote initial_vote() const {
+        if (ctx_.self_type() != learner_type::participant)
+            return vote{0, zxid{}, 0, logical_clock_, peer_state::looking};
+        return vote{ctx_.self(), ctx_.last_logged, ctx_.durable_epochs.current, logical_clock_,
+                    peer_state::looking};
+    }
+
+    bool can_win(const vote& v) const { return ctx_.quorums().is_voter(v.leader); }
+
+    vote looking_target() const {
+        vote v = proposal_;
+        v.round = logical_clock_;
+        v.state = peer_state::looking;
+        return v;
+    }
+
+    notification proposal_notification() const {
+        return looking_target().to_notification(peer_state::looking);
+    }
+
+    /// Answers `to` with what I stand for now: my proposal while LOOKING, my settled vote
+    /// (with the round it was decided in) otherwise.
+    void reply(peer_id to) {
+        if (ctx_.state == peer_state::looking)
+            ctx_.send(to, proposal_notification());
+        else
+            ctx_.send(to, ctx_.current_vote.to_notification(ctx_.state));
+    }
+
+    /// Sends my proposal to every voter; my own copy goes through the loopback queue, as
+    /// ZooKeeper's does, so my vote enters my own vote box like anyone else's.
+    void send_notifications() {
+        for (peer_id id : ctx_.config().voters())
+            if (id != ctx_.self()) ctx_.send(id, proposal_notification());
+        if (ctx_.quorums().is_voter(ctx_.self())) loopback_pending_ = true;
+    }
+
+    void drain_loopback() {
+        while (loopback_pending_ && ctx_.state == peer_state::looking) {
+            loopback_pending_ = false;
+            process(ctx_.self(), looking_target());
+        }
+        loopback_pending_ = false;
+    }
+
+    /// The main loop's handling of one notification (§3.4 steps 3–6).
+    void process(peer_id from, const vote& n) {
+        last_poll_tick_ = ctx_.now_tick;
+        if (!can_win(n)) return;  // step 3: the proposed leader must be a voter
+        if (finalize_deadline_) {
+            // In finalizeWait: a better vote reopens the election; anything else is consumed
+            // and dropped, and the wait starts again (step 4).
+            if (!vote_beats(n, can_win(n), proposal_)) {
+                finalize_deadline_ = ctx_.now_tick + ctx_.opts().finalize_wait_ticks;
+                return;
+            }
+            finalize_deadline_.reset();
+        }
+        switch (n.state) {
+            case peer_state::looking: return process_looking(from, n);
+            case peer_state::observing: return;  // step 5
+            case peer_state::following:
+            case peer_state::leading: return process_settled(from, n);
+        }
+    }
+
+    void process_looking(peer_id from, const vote& n) {
+        if (n.round > logical_clock_) {
+            // A newer round: adopt it, forget the old box, compare with my *initial* vote.
+            logical_clock_ = n.round;
+            received_.clear();
+            const vote mine = initial_vote();
+            proposal_ = vote_beats(n, can_win(n), mine) ? n : mine;
+            send_notifications();
+        } else if (n.round < logical_clock_) {
+            return;  // stale round: already answered by the receiver part
+        } else if (vote_beats(n, can_win(n), proposal_)) {
+            proposal_ = n;
+            send_notifications();
+        }
+        vote recorded = n;
+        recorded.state = peer_state::looking;
+        received_[from] = recorded;
+        if (ctx_.quorums().contains_quorum(agreeing(received_, looking_target())))
+            finalize_deadline_ = ctx_.now_tick + ctx_.opts().finalize_wait_ticks;
+    }
+
+    void process_settled(peer_id from, const vote& n) {
+        if (n.round == logical_clock_) {
+            received_[from] = n;
+            if (ctx_.quorums().contains_quorum(agreeing(received_, n)) &&
+                check_leader(received_, n.leader, n.round)) {
+                finish(election_decision::basis::settled_this_round, received_, n);
+                return;
+            }
+        }
+        out_of_election_[from] = n;
+        if (ctx_.quorums().contains_quorum(agreeing(out_of_election_, n)) &&
+            check_leader(out_of_election_, n.leader, n.round)) {
+            logical_clock_ = n.round;
+            finish(election_decision::basis::settled_any_round, out_of_election_, n);
+        }
+    }
+
+    /// Peers whose recorded vote agrees with `target` (ZooKeeper's getVoteTracker).
+    static peer_set agreeing(const votes& box, const vote& target) {
+        peer_set ids;
+        for (const auto& [id, v] : box)
+            if (votes_agree(v, target)) ids.insert(id);
+        return ids;
+    }
+
+    /// §3.4 step 6, checkLeader: following someone else needs that peer's own LEADING vote;
+    /// leading myself needs the round to be mine. Stops re-electing a dead ex-leader.
+    bool check_leader(const votes& box, peer_id leader, std::uint64_t round) const {
+        if (leader != ctx_.self()) {
+            auto it = box.find(leader);
+            return it != box.end() && it->second.state == peer_state::leading;
+        }
+        return logical_clock_ == round;
+    }
+
+    void finish(election_decision::basis how, const votes& box, const vote& target) {
+        election_decision d;
+        d.how = how;
+        d.decided = target;
+        d.decided.round = logical_clock_;
+        if (target.leader == ctx_.self())
+            d.decided.state = peer_state::leading;
+        else
+            d.decided.state = ctx_.self_type() == learner_type::participant
+                                  ? peer_state::following
+                                  : peer_state::observing;
+        for (const auto& [id, v] : box)
+            if (votes_agree(v, target)) d.counted.emplace_back(id, v);
+        finalize_deadline_.reset();
+        received_.clear();
+        out_of_election_.clear();
+        ctx_.decide(std::move(d));
+    }
+
+    peer_context& ctx_;
+    std::uint64_t logical_clock_ = 0;
+    vote proposal_;
+    votes received_;          ///< ZooKeeper's recvset: this round's votes
+    votes out_of_election_;   ///< ZooKeeper's outofelection: settled votes of any round
+    std::optional<std::uint64_t> finalize_deadline_;
+    std::uint32_t notification_timeout_ = 1;
+    std::uint64_t last_poll_tick_ = 0;
+    bool loopback_pending_ = false;
+};
+
+static_assert(election_policy<fast_leader_election>);
+
+/// A fixed leader, named by configuration: no messages, decided at once. For tests that
+/// want a known leader, and for deployments that pin one. Every member must be given the
+/// same `leader`; safety still comes from discovery and synchronization.
+class fixed_leader_election {
+public:
+    explicit fixed_leader_election(peer_context& ctx) : ctx_{ctx} {}
+
+    void start() {
+        ++ctx_.counters.elections_started;
+        ++round_;
+        // options::fixed_leader, or by default the voter with the highest id.
+        const peer_id leader =
+            ctx_.opts().fixed_leader != 0 ? ctx_.opts().fixed_leader : ctx_.config().voters().back();
+        election_decision d;
+        d.how = election_decision::basis::fixed;
+        d.decided = vote{leader, zxid{}, 0, round_, peer_state::looking};
+        if (leader == ctx_.self())
+            d.decided.state = peer_state::leading;
+        else
+            d.decided.state = ctx_.self_type() == learner_type::participant
+                                  ? peer_state::following
+                                  : peer_state::observing;
+        ctx_.decide(std::move(d));
+    }
+    void on_notification(peer_id from, const notification& n) {
+        ++ctx_.counters.notifications_received;
+        // Answer LOOKING peers (perhaps running FLE during a migration) with the fixed result.
+        if (n.state == peer_state::looking && ctx_.state != peer_state::looking &&
+            ctx_.config().contains(from))
+            ctx_.send(from, ctx_.current_vote.to_notification(ctx_.state));
+    }
+    void on_connected(peer_id) {}
+    void on_tick() {}
+    std::optional<std::uint64_t> next_deadline() const { return std::nullopt; }
+
+private:
+    peer_context& ctx_;
+    std::uint64_t round_ = 0;
+};
+
+static_assert(election_policy<fixed_leader_election>);
+
+}  // namespace zab

@@ -1,0 +1,69 @@
+// zab/core/options.hpp — every timing knob of the core, in ticks, validated in one place.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "zab/core/error.hpp"
+#include "zab/core/logging.hpp"
+
+namespace zab {
+
+/// Timing and identity options of a peer. Time enters the core only as `tick()`
+/// (DESIGN.md rule 1): every duration here is a number of ticks, and `tick_ms` tells the
+/// runtime how long a tick is. The defaults reproduce ZooKeeper's timings with 100 ms ticks.
+struct options {
+    /// Length of one tick in milliseconds (used by the runtime, not by the core).
+    std::uint32_t tick_ms = 100;
+
+    /// FLE: how long a peer that sees a quorum for its proposal keeps listening for a better
+    /// vote before deciding (ZooKeeper's finalizeWait, 200 ms; PROTOCOL.md §3.4 step 4).
+    std::uint32_t finalize_wait_ticks = 2;
+
+    /// FLE: silence after which notifications are sent again; doubles on each silence up to
+    /// the maximum (ZooKeeper: 200 ms doubling to 60 s; §3.4 step 2).
+    std::uint32_t notification_timeout_min_ticks = 2;
+    std::uint32_t notification_timeout_max_ticks = 600;
+
+    /// Bound on discovery and synchronization (ZooKeeper's initLimit, in ticks; §4).
+    std::uint32_t init_limit_ticks = 100;
+
+    /// Bound on silence during broadcast (ZooKeeper's syncLimit, in ticks; §6.2).
+    std::uint32_t sync_limit_ticks = 50;
+
+    /// The leader `fixed_leader_election` elects; 0 means the voter with the highest id.
+    /// Ignored by Fast Leader Election.
+    std::uint64_t fixed_leader = 0;
+
+    /// Group this peer belongs to: frames of another group are refused.
+    std::uint64_t group_id = 0;
+
+    /// What is wrong with these options, or an empty string when they are consistent.
+    std::string problem() const {
+        if (tick_ms == 0) return "tick_ms must be at least 1";
+        if (finalize_wait_ticks == 0) return "finalize_wait_ticks must be at least 1";
+        if (notification_timeout_min_ticks == 0)
+            return "notification_timeout_min_ticks must be at least 1";
+        if (notification_timeout_max_ticks < notification_timeout_min_ticks)
+            return "notification_timeout_max_ticks must be >= notification_timeout_min_ticks";
+        if (finalize_wait_ticks > notification_timeout_max_ticks)
+            return "finalize_wait_ticks must be <= notification_timeout_max_ticks";
+        if (sync_limit_ticks < 2)
+            return "sync_limit_ticks must be at least 2 (a heartbeat goes out every tick)";
+        if (init_limit_ticks < sync_limit_ticks)
+            return "init_limit_ticks must be >= sync_limit_ticks (sync takes longer than a "
+                   "heartbeat round)";
+        return {};
+    }
+
+    /// `errc::invalid_options` (and the reason, logged at error level) when inconsistent.
+    result<void> validate() const {
+        if (auto reason = problem(); !reason.empty()) {
+            log(log_level::error, "invalid options: {}", reason);
+            return make_error_code(errc::invalid_options);
+        }
+        return success();
+    }
+};
+
+}  // namespace zab

@@ -1,0 +1,114 @@
+// zab/core/quorum.hpp — quorum verifiers, and a tracker that checks every active one.
+//
+// Every quorum decision (FLE vote set, epoch quorum, NEWLEADER quorum, commit, leader
+// liveness) is checked against *all* active verifiers (PROTOCOL.md §9): the committed
+// configuration's, and during a reconfiguration the proposed one's too. Today there is one;
+// the tracker already keeps a list so reconfiguration does not have to change its callers.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "zab/core/config.hpp"
+#include "zab/core/types.hpp"
+
+namespace zab {
+
+/// A small ordered set of peer ids (sorted vector: deterministic iteration, cheap for the
+/// handful of members a group has).
+class peer_set {
+public:
+    /// Adds `id`; returns false if it was already there.
+    bool insert(peer_id id) {
+        auto it = std::lower_bound(ids_.begin(), ids_.end(), id);
+        if (it != ids_.end() && *it == id) return false;
+        ids_.insert(it, id);
+        return true;
+    }
+    bool erase(peer_id id) {
+        auto it = std::lower_bound(ids_.begin(), ids_.end(), id);
+        if (it == ids_.end() || *it != id) return false;
+        ids_.erase(it);
+        return true;
+    }
+    bool contains(peer_id id) const { return std::binary_search(ids_.begin(), ids_.end(), id); }
+    std::size_t size() const noexcept { return ids_.size(); }
+    bool empty() const noexcept { return ids_.empty(); }
+    void clear() noexcept { ids_.clear(); }
+    auto begin() const noexcept { return ids_.begin(); }
+    auto end() const noexcept { return ids_.end(); }
+    friend bool operator==(const peer_set&, const peer_set&) = default;
+
+private:
+    std::vector<peer_id> ids_;
+};
+
+/// Decides whether a set of peers is a quorum. Implementations must be pure functions of the
+/// configuration they were built from. Non-voters (observers, weight 0) never contribute.
+class quorum_verifier {
+public:
+    virtual ~quorum_verifier() = default;
+    /// True if `id` counts toward quorums.
+    virtual bool is_voter(peer_id id) const = 0;
+    /// True if `acks` (which may contain non-voters and strangers) holds a quorum.
+    virtual bool contains_quorum(const peer_set& acks) const = 0;
+    /// The configuration version this verifier belongs to.
+    virtual std::uint64_t version() const = 0;
+};
+
+/// Majority of the voting members: `|acks ∩ voters| > |voters| / 2` (ZooKeeper's QuorumMaj).
+class majority_verifier final : public quorum_verifier {
+public:
+    explicit majority_verifier(const configuration& config)
+        : voters_{config.voters()}, version_{config.version()} {}
+
+    bool is_voter(peer_id id) const override {
+        return std::binary_search(voters_.begin(), voters_.end(), id);
+    }
+    bool contains_quorum(const peer_set& acks) const override {
+        std::size_t counted = 0;
+        for (peer_id id : acks)
+            if (is_voter(id)) ++counted;
+        return counted * 2 > voters_.size();
+    }
+    std::uint64_t version() const override { return version_; }
+
+private:
+    std::vector<peer_id> voters_;
+    std::uint64_t version_;
+};
+
+/// The verifiers every quorum decision must satisfy (one today; two during a reconfiguration).
+class quorum_system {
+public:
+    quorum_system() = default;
+    explicit quorum_system(std::shared_ptr<const quorum_verifier> verifier) {
+        verifiers_.push_back(std::move(verifier));
+    }
+    /// A majority system over `config`'s voters.
+    static quorum_system majority(const configuration& config) {
+        return quorum_system{std::make_shared<majority_verifier>(config)};
+    }
+
+    /// True if every active verifier finds a quorum in `acks`.
+    bool contains_quorum(const peer_set& acks) const {
+        if (verifiers_.empty()) return false;
+        return std::all_of(verifiers_.begin(), verifiers_.end(),
+                           [&](const auto& v) { return v->contains_quorum(acks); });
+    }
+    /// True if `id` votes in any active configuration (§3.4 step 3: current or next).
+    bool is_voter(peer_id id) const {
+        return std::any_of(verifiers_.begin(), verifiers_.end(),
+                           [&](const auto& v) { return v->is_voter(id); });
+    }
+    const std::vector<std::shared_ptr<const quorum_verifier>>& verifiers() const noexcept {
+        return verifiers_;
+    }
+
+private:
+    std::vector<std::shared_ptr<const quorum_verifier>> verifiers_;
+};
+
+}  // namespace zab

@@ -1,0 +1,154 @@
+// zab/testing/election_checker.hpp — checks every election decision in a simulated run.
+//
+// After every event it looks for decisions the peers made since the last look and checks
+// them against what really happened in the run, not against the peer's own word:
+//   - a decision by the LOOKING branch rests on a quorum (counted independently) of votes
+//     equal to the decided vote, each really delivered to the decider by its voter, and the
+//     decided leader's (current epoch, last zxid, sid) is at least that of every LOOKING
+//     voter in the quorum (PROTOCOL.md §3.3, §3.4 step 4);
+//   - a decision through FOLLOWING/LEADING votes rests on a quorum of agreeing settled votes
+//     and on checkLeader: the leader itself told the decider it was LEADING (§3.4 step 6).
+// FLE alone does not make the leader unique: Discovery does (§3, safety note).
+#pragma once
+
+#include <cstdint>
+#include <set>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "zab/core/peer_context.hpp"
+#include "zab/core/vote.hpp"
+
+namespace zab::testing {
+
+template <typename Simulator>
+class election_checker {
+public:
+    explicit election_checker(Simulator& sim) : sim_{sim}, seen_(sim.nodes().size() + 1) {
+        sim.set_notification_observer([this](const typename Simulator::delivered_vote& d) {
+            delivered_.insert(key(d.receiver, d.sender, d.cast));
+        });
+        sim.add_checker([this](Simulator&) { check(); });
+    }
+
+    /// Everything found wrong so far, one line each.
+    const std::vector<std::string>& failures() const noexcept { return failures_; }
+    std::uint64_t decisions_checked() const noexcept { return decisions_; }
+    std::uint64_t decided_by_looking_quorum() const noexcept { return by_looking_; }
+    std::uint64_t decided_by_joining() const noexcept { return by_joining_; }
+
+    /// True when every live voter has decided, all for the same leader, that leader leads,
+    /// and every live observer observes it.
+    bool all_decided_same_leader() const {
+        std::optional<peer_id> leader;
+        for (const auto& n : sim_.nodes()) {
+            if (!n.peer) continue;
+            const auto state = n.peer->state();
+            if (state == peer_state::looking) return false;
+            const peer_id l = n.peer->current_vote().leader;
+            if (leader && *leader != l) return false;
+            leader = l;
+        }
+        if (!leader) return false;
+        const auto* p = sim_.peer_of(*leader);
+        return p != nullptr && p->state() == peer_state::leading;
+    }
+
+private:
+    using vote_key = std::tuple<peer_id, peer_id, peer_id, std::uint64_t, epoch_t, std::uint64_t,
+                                peer_state>;
+    static vote_key key(peer_id receiver, peer_id sender, const vote& v) {
+        return {receiver, sender, v.leader, v.leader_zxid.value(), v.leader_epoch, v.round,
+                v.state};
+    }
+
+    void fail(peer_id at, const std::string& what) {
+        failures_.push_back(fmt::format("t={} peer {}: {}", sim_.now(), at, what));
+    }
+
+    bool is_quorum(const std::vector<std::pair<peer_id, vote>>& counted) const {
+        std::set<peer_id> ids;
+        for (const auto& [id, v] : counted)
+            if (sim_.config().is_voter(id)) ids.insert(id);
+        return ids.size() * 2 > sim_.config().voters().size();
+    }
+
+    /// (current epoch, last logged) of `id` now: its live peer's, or its disk's if crashed.
+    std::pair<epoch_t, zxid> history_of(peer_id id) const {
+        const auto& n = sim_.at(id);
+        if (n.peer) return {n.peer->durable_epochs().current, n.peer->last_logged()};
+        const auto& records = n.log->durable_records();
+        return {n.log->durable_epochs().current, records.empty() ? zxid{} : records.back().id};
+    }
+
+    void check() {
+        for (const auto& n : sim_.nodes()) {
+            if (!n.peer || !n.peer->last_decision()) continue;
+            const auto& d = *n.peer->last_decision();
+            auto& last = seen_[n.id];
+            if (last.first == n.incarnation && last.second >= d.sequence) continue;
+            last = {n.incarnation, d.sequence};
+            ++decisions_;
+            check_decision(n.id, d);
+        }
+    }
+
+    void check_decision(peer_id at, const election_decision& d) {
+        using basis = election_decision::basis;
+        if (d.how == basis::fixed) return;
+        if (!is_quorum(d.counted))
+            fail(at, fmt::format("decided {} without a quorum ({} votes)", d.decided,
+                                 d.counted.size()));
+        if (d.how == basis::looking_quorum) {
+            ++by_looking_;
+            vote target = d.decided;
+            target.state = peer_state::looking;
+            for (const auto& [voter, v] : d.counted) {
+                if (!votes_agree(v, target))
+                    fail(at, fmt::format("counted vote {} of {} differs from {}", v, voter,
+                                         d.decided));
+                if (voter != at && !delivered_.contains(key(at, voter, v)))
+                    fail(at, fmt::format("counted vote {} of {} was never delivered", v, voter));
+                // A LOOKING voter only ever moves its vote up from its own (§3.4 step 4), so
+                // the leader it backs is at least as recent as it is. A FOLLOWING/LEADING vote
+                // of the same round also counts, as in ZooKeeper: that voter joined an
+                // established leader instead of comparing (checked by delivery above).
+                if (v.state != peer_state::looking) continue;
+                const auto [epoch, last] = history_of(voter);
+                if (std::tie(d.decided.leader_epoch, d.decided.leader_zxid, d.decided.leader) <
+                    std::tie(epoch, last, voter))
+                    fail(at, fmt::format("leader {} is behind voter {} (epoch {}, zxid {})",
+                                         d.decided, voter, epoch, last));
+            }
+            return;
+        }
+        ++by_joining_;
+        bool leader_said_leading = d.decided.leader == at;
+        for (const auto& [voter, v] : d.counted) {
+            if (!votes_agree(v, d.decided))
+                fail(at, fmt::format("counted settled vote {} of {} differs from {}", v, voter,
+                                     d.decided));
+            if (voter != at && !delivered_.contains(key(at, voter, v)))
+                fail(at, fmt::format("counted vote {} of {} was never delivered", v, voter));
+            if (voter == d.decided.leader && v.state == peer_state::leading) {
+                leader_said_leading = true;
+            }
+        }
+        if (!leader_said_leading)
+            fail(at, fmt::format("joined {} without the leader's own LEADING vote (checkLeader)",
+                                 d.decided));
+    }
+
+    Simulator& sim_;
+    std::vector<std::pair<std::uint64_t, std::uint64_t>> seen_;  // per id: (incarnation, seq)
+    std::set<vote_key> delivered_;
+    std::vector<std::string> failures_;
+    std::uint64_t decisions_ = 0;
+    std::uint64_t by_looking_ = 0;
+    std::uint64_t by_joining_ = 0;
+};
+
+}  // namespace zab::testing

@@ -1,0 +1,89 @@
+// zab/testing/recording_state_machine.hpp — a state machine that remembers what it applied.
+//
+// Its state is the sequence of applied transactions itself, which is exactly what the
+// invariant checkers compare between replicas (PROTOCOL.md §10: delivered sequences D_s).
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "zab/core/assert.hpp"
+#include "zab/core/bytes.hpp"
+#include "zab/core/concepts.hpp"
+#include "zab/core/error.hpp"
+#include "zab/core/zxid.hpp"
+
+namespace zab::testing {
+
+class recording_state_machine {
+public:
+    struct applied_txn {
+        zxid id;
+        shared_bytes txn;
+    };
+
+    /// Applies a committed transaction. zab guarantees zxid order (DESIGN.md rule 5); a
+    /// violation here is a bug in zab, so it is asserted.
+    void apply(zxid id, byte_view txn) {
+        ZAB_ASSERT(applied_.empty() || applied_.back().id < id,
+                   "transactions applied out of zxid order");
+        applied_.push_back({id, shared_bytes::copy_of(txn)});
+    }
+
+    zxid last_applied() const { return applied_.empty() ? snapshot_base_ : applied_.back().id; }
+
+    /// Serialized as a sequence of (u64 zxid, u32 length, bytes), little-endian.
+    shared_bytes snapshot() const {
+        std::vector<std::byte> out;
+        for (const auto& a : applied_) {
+            put(out, a.id.value(), 8);
+            put(out, a.txn.size(), 4);
+            out.insert(out.end(), a.txn.data(), a.txn.data() + a.txn.size());
+        }
+        return shared_bytes{std::move(out)};
+    }
+
+    /// Replaces the state by a snapshot; `errc::malformed` (state unchanged) if it does not
+    /// decode or does not end at `last_included`.
+    result<void> restore(zxid last_included, byte_view bytes) {
+        std::vector<applied_txn> restored;
+        std::size_t at = 0;
+        while (at < bytes.size()) {
+            if (bytes.size() - at < 12) return make_error_code(errc::malformed);
+            const zxid id = zxid::from_value(get(bytes, at, 8));
+            const std::size_t length = get(bytes, at + 8, 4);
+            at += 12;
+            if (bytes.size() - at < length) return make_error_code(errc::malformed);
+            if (!restored.empty() && !(restored.back().id < id))
+                return make_error_code(errc::malformed);
+            restored.push_back({id, shared_bytes::copy_of(bytes.subspan(at, length))});
+            at += length;
+        }
+        if (!restored.empty() && restored.back().id != last_included)
+            return make_error_code(errc::malformed);
+        applied_ = std::move(restored);
+        snapshot_base_ = last_included;
+        return success();
+    }
+
+    const std::vector<applied_txn>& applied() const noexcept { return applied_; }
+
+private:
+    static void put(std::vector<std::byte>& out, std::uint64_t value, int width) {
+        for (int i = 0; i < width; ++i) out.push_back(static_cast<std::byte>(value >> (8 * i)));
+    }
+    static std::uint64_t get(byte_view in, std::size_t at, int width) {
+        std::uint64_t value = 0;
+        for (int i = 0; i < width; ++i)
+            value |= std::uint64_t(std::to_integer<std::uint8_t>(in[at + i])) << (8 * i);
+        return value;
+    }
+
+    std::vector<applied_txn> applied_;
+    zxid snapshot_base_;
+};
+
+static_assert(state_machine<recording_state_machine>);
+
+}  // namespace zab::testing

@@ -1,0 +1,425 @@
+// zab/testing/sim_log.hpp — a `zab::log_store` on a simulated disk that can lose power.
+//
+// What it models: a log file plus the two epoch files of PROTOCOL.md §2, on a disk whose
+// fsync takes time and whose un-synced writes are at the mercy of a crash. Writes are
+// visible at once (the page cache) and durable only when a sync completes (fsync). At a
+// power loss each un-synced record is independently kept, dropped or torn, as in
+// FoundationDB's AsyncFileNonDurable (DESIGN.md rule 11). A torn record fails its checksum
+// at recovery, so recovery stops there: the recovered log is the durable image plus a
+// prefix of the un-synced writes. That prefix is what resurrects transactions that were
+// never acknowledged, the situation behind most of ZooKeeper's data-loss bugs (§2).
+//
+// Timing: completions are events on the event_queue, never calls from inside a member
+// (DESIGN.md rule 2). Log syncs complete in the order issued. Epoch writes complete in
+// their own order, independently of log syncs: an epoch write issued after a sync may
+// become durable first, which the protocol must survive (the concept allows it).
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <optional>
+#include <span>
+#include <system_error>
+#include <utility>
+#include <vector>
+
+#include "zab/core/assert.hpp"
+#include "zab/core/concepts.hpp"
+#include "zab/core/error.hpp"
+#include "zab/core/zxid.hpp"
+#include "zab/testing/event_queue.hpp"
+#include "zab/testing/random.hpp"
+
+namespace zab::testing {
+
+/// The simulated disk. Latencies in microseconds of virtual time.
+struct disk_options {
+    /// A sync (fsync) or an epoch write takes a latency drawn uniformly from
+    /// [sync_latency_min, sync_latency_max], multiplied by `slow_factor`.
+    sim_time sync_latency_min = 200;
+    sim_time sync_latency_max = 5000;
+    /// Multiplies every latency: 10.0 is a disk ten times slower (> 0).
+    double slow_factor = 1.0;
+    /// At a crash, the fate of each un-synced record (relative weights; need not sum to 1).
+    /// An un-synced truncation is applied with probability crash_keep / (sum), else lost;
+    /// an un-synced epoch write is kept with that same probability, else dropped (a torn
+    /// temporary file is never renamed into place).
+    double crash_keep = 0.4;
+    double crash_drop = 0.4;
+    double crash_tear = 0.2;
+};
+
+/// What the driver hands to the peer when a storage operation finishes.
+struct storage_completion {
+    enum class kind {
+        log_durable,     ///< every log operation <= op is durable (the sync of `op`)
+        epochs_durable,  ///< the epoch write `op` is durable
+        failed,          ///< the sync or epoch write `op` failed: terminal for the replica
+    };
+    kind what;
+    storage_op op;
+    std::error_code error;  ///< set for `failed` only
+};
+
+/// What one crash did to the un-synced writes.
+struct crash_report {
+    sim_time time = 0;
+    std::uint64_t records_kept = 0;         ///< un-synced records that are in the recovered log
+    std::uint64_t records_dropped = 0;      ///< never reached the platter
+    std::uint64_t records_torn = 0;         ///< partly written: fail their checksum
+    std::uint64_t records_unreachable = 0;  ///< written whole, but after a cut: lost
+    std::uint64_t truncates_applied = 0;
+    std::uint64_t truncates_lost = 0;
+    std::uint64_t epoch_writes_kept = 0;
+    std::uint64_t epoch_writes_dropped = 0;
+    std::uint64_t completions_discarded = 0;  ///< syncs and epoch writes that never complete
+};
+
+struct disk_stats {
+    std::uint64_t appends = 0;
+    std::uint64_t records_appended = 0;
+    std::uint64_t truncates = 0;
+    std::uint64_t syncs = 0;
+    std::uint64_t syncs_completed = 0;
+    std::uint64_t syncs_failed = 0;
+    std::uint64_t epoch_writes = 0;
+    std::uint64_t epoch_writes_completed = 0;
+    std::uint64_t epoch_writes_failed = 0;
+    std::uint64_t crashes = 0;
+    std::vector<crash_report> crash_reports;  ///< one per crash, in order
+};
+
+class sim_log {
+public:
+    sim_log(event_queue& events, prng& random, disk_options options = {})
+        : events_{events}, random_{random}, options_{options} {
+        check_options(options_);
+    }
+
+    sim_log(const sim_log&) = delete;
+    sim_log& operator=(const sim_log&) = delete;
+    /// Cancels its pending completions: the event_queue must outlive the sim_log.
+    ~sim_log() { cancel_pending_completions(); }
+
+    /// Where completions go. Empty: completions are dropped (a stopped replica).
+    void set_completion_handler(std::function<void(const storage_completion&)> handler) {
+        handler_ = std::move(handler);
+    }
+
+    /// Changes latencies and crash weights from now on (a disk turning slow).
+    void set_options(disk_options options) {
+        check_options(options);
+        options_ = options;
+    }
+
+    // --- zab::log_store ------------------------------------------------------------------
+
+    void append(storage_op op, std::span<const log_record> records) {
+        note_log_op(op);
+        zxid previous = last_zxid();
+        for (const auto& record : records) {
+            ZAB_ASSERT(record.id > previous, "append: zxids must increase past last_zxid()");
+            previous = record.id;
+        }
+        visible_.insert(visible_.end(), records.begin(), records.end());
+        unsynced_.push_back({op, operation_kind::append, zxid{}, {records.begin(), records.end()}});
+        ++stats_.appends;
+        stats_.records_appended += records.size();
+    }
+
+    void truncate_after(storage_op op, zxid last_kept) {
+        note_log_op(op);
+        truncate_records(visible_, last_kept);
+        unsynced_.push_back({op, operation_kind::truncate, last_kept, {}});
+        ++stats_.truncates;
+    }
+
+    /// Completes (`log_durable`, op) after a disk latency, never before an earlier sync.
+    /// Covers the log operations issued before this call whose number is <= op.
+    void sync(storage_op op) {
+        ++stats_.syncs;
+        const std::size_t covered = static_cast<std::size_t>(
+            std::partition_point(unsynced_.begin(), unsynced_.end(),
+                                 [op](const pending_operation& p) { return p.op <= op; }) -
+            unsynced_.begin());
+        pending_sync sync{op, synced_count_ + covered, std::exchange(fail_next_sync_, {}), 0};
+        const sim_time at = std::max(events_.now() + draw_latency(), last_sync_completion_);
+        last_sync_completion_ = at;
+        sync.event = events_.schedule_at(
+            at, [this, generation = generation_] { complete_sync(generation); });
+        pending_syncs_.push_back(std::move(sync));
+    }
+
+    /// Visible at once; completes (`epochs_durable`, op) after its own latency, in order with
+    /// other epoch writes but independently of log syncs.
+    void write_epochs(storage_op op, epochs e) {
+        ++stats_.epoch_writes;
+        visible_epochs_ = e;
+        pending_epoch_write write{op, e, std::exchange(fail_next_epoch_write_, {}), 0};
+        const sim_time at = std::max(events_.now() + draw_latency(), last_epoch_completion_);
+        last_epoch_completion_ = at;
+        write.event = events_.schedule_at(
+            at, [this, generation = generation_] { complete_epoch_write(generation); });
+        pending_epoch_writes_.push_back(std::move(write));
+    }
+
+    zxid last_zxid() const { return visible_.empty() ? zxid{} : visible_.back().id; }
+
+    epochs stored_epochs() const { return visible_epochs_; }
+
+    result<std::vector<log_record>> read(zxid after, std::size_t max) const {
+        auto first = std::upper_bound(visible_.begin(), visible_.end(), after,
+                                      [](zxid z, const log_record& r) { return z < r.id; });
+        std::vector<log_record> out;
+        for (; first != visible_.end() && out.size() < max; ++first) out.push_back(*first);
+        return out;
+    }
+
+    // --- fault injection -----------------------------------------------------------------
+
+    /// Power loss. Every un-synced operation is resolved by the crash model into the new
+    /// durable image; completions not yet delivered are never delivered. Afterwards the
+    /// visible state is the recovered state, and operation numbering may start again.
+    void crash() {
+        crash_report report;
+        report.time = events_.now();
+        report.completions_discarded = pending_syncs_.size() + pending_epoch_writes_.size();
+        std::vector<epochs> unfinished_epoch_writes;
+        for (const auto& write : pending_epoch_writes_)
+            unfinished_epoch_writes.push_back(write.value);
+        cancel_pending_completions();
+        ++generation_;
+        recover_log(report);
+        recover_epochs(unfinished_epoch_writes, report);
+        visible_ = durable_;
+        visible_epochs_ = durable_epochs_;
+        unsynced_.clear();
+        synced_count_ = 0;
+        last_log_op_.reset();
+        last_sync_completion_ = 0;
+        last_epoch_completion_ = 0;
+        ++stats_.crashes;
+        stats_.crash_reports.push_back(report);
+    }
+
+    /// The next `sync` completes with kind::failed and `error`, making nothing durable.
+    void fail_next_sync(std::error_code error) { fail_next_sync_ = error; }
+
+    /// The next `write_epochs` completes with kind::failed and `error`; the durable epochs
+    /// keep their old value.
+    void fail_next_epoch_write(std::error_code error) { fail_next_epoch_write_ = error; }
+
+    // --- inspection ----------------------------------------------------------------------
+
+    /// What a crash right now would keep for certain.
+    const std::vector<log_record>& durable_records() const { return durable_; }
+    /// Everything appended and not truncated, synced or not (what `read` sees).
+    const std::vector<log_record>& records() const { return visible_; }
+    epochs durable_epochs() const { return durable_epochs_; }
+    const disk_stats& stats() const { return stats_; }
+    /// Syncs and epoch writes issued and not yet completed.
+    std::size_t pending_syncs() const { return pending_syncs_.size(); }
+    std::size_t pending_epoch_writes() const { return pending_epoch_writes_.size(); }
+
+private:
+    enum class operation_kind { append, truncate };
+
+    struct pending_operation {
+        storage_op op;
+        operation_kind kind;
+        zxid last_kept;                   // truncate only
+        std::vector<log_record> records;  // append only
+    };
+
+    struct pending_sync {
+        storage_op op;
+        std::uint64_t covered_end;  // operations [0, covered_end) since the last crash
+        std::error_code failure;
+        event_queue::event_id event;
+    };
+
+    struct pending_epoch_write {
+        storage_op op;
+        epochs value;
+        std::error_code failure;
+        event_queue::event_id event;
+    };
+
+    enum class fate { keep, drop, tear };
+
+    static void check_options(const disk_options& o) {
+        ZAB_ASSERT(o.sync_latency_min <= o.sync_latency_max, "disk_options: latency min > max");
+        ZAB_ASSERT(o.slow_factor > 0.0, "disk_options: slow_factor must be positive");
+        ZAB_ASSERT(o.crash_keep >= 0.0 && o.crash_drop >= 0.0 && o.crash_tear >= 0.0 &&
+                       o.crash_keep + o.crash_drop + o.crash_tear > 0.0,
+                   "disk_options: crash weights must be non-negative, not all zero");
+    }
+
+    static void truncate_records(std::vector<log_record>& records, zxid last_kept) {
+        auto first_removed = std::upper_bound(records.begin(), records.end(), last_kept,
+                                              [](zxid z, const log_record& r) { return z < r.id; });
+        records.erase(first_removed, records.end());
+    }
+
+    static void apply(std::vector<log_record>& image, const pending_operation& operation) {
+        if (operation.kind == operation_kind::truncate)
+            truncate_records(image, operation.last_kept);
+        else
+            image.insert(image.end(), operation.records.begin(), operation.records.end());
+    }
+
+    void note_log_op(storage_op op) {
+        ZAB_ASSERT(!last_log_op_ || op >= *last_log_op_,
+                   "log operations must be numbered in order");
+        last_log_op_ = op;
+    }
+
+    sim_time draw_latency() {
+        const auto base = random_.between(options_.sync_latency_min, options_.sync_latency_max);
+        return static_cast<sim_time>(static_cast<double>(base) * options_.slow_factor);
+    }
+
+    double crash_weight_total() const {
+        return options_.crash_keep + options_.crash_drop + options_.crash_tear;
+    }
+
+    fate draw_fate() {
+        const double u = random_.unit() * crash_weight_total();
+        if (u < options_.crash_keep) return fate::keep;
+        if (u < options_.crash_keep + options_.crash_drop) return fate::drop;
+        return fate::tear;
+    }
+
+    bool draw_survives() { return random_.unit() * crash_weight_total() < options_.crash_keep; }
+
+    void deliver(const storage_completion& completion) {
+        if (!handler_) return;
+        auto handler = handler_;  // the handler may replace itself
+        handler(completion);
+    }
+
+    void complete_sync(std::uint64_t generation) {
+        ZAB_ASSERT(generation == generation_ && !pending_syncs_.empty(), "stale sync completion");
+        pending_sync sync = std::move(pending_syncs_.front());
+        pending_syncs_.pop_front();
+        if (sync.failure) {
+            ++stats_.syncs_failed;
+            deliver({storage_completion::kind::failed, sync.op, sync.failure});
+            return;
+        }
+        while (synced_count_ < sync.covered_end) {
+            ZAB_ASSERT(!unsynced_.empty(), "sync covers more than was written");
+            apply(durable_, unsynced_.front());
+            unsynced_.pop_front();
+            ++synced_count_;
+        }
+        ++stats_.syncs_completed;
+        deliver({storage_completion::kind::log_durable, sync.op, {}});
+    }
+
+    void complete_epoch_write(std::uint64_t generation) {
+        ZAB_ASSERT(generation == generation_ && !pending_epoch_writes_.empty(),
+                   "stale epoch completion");
+        pending_epoch_write write = std::move(pending_epoch_writes_.front());
+        pending_epoch_writes_.pop_front();
+        if (write.failure) {
+            ++stats_.epoch_writes_failed;
+            deliver({storage_completion::kind::failed, write.op, write.failure});
+            return;
+        }
+        durable_epochs_ = write.value;
+        ++stats_.epoch_writes_completed;
+        deliver({storage_completion::kind::epochs_durable, write.op, {}});
+    }
+
+    void cancel_pending_completions() {
+        for (const auto& s : pending_syncs_) events_.cancel(s.event);
+        for (const auto& w : pending_epoch_writes_) events_.cancel(w.event);
+        pending_syncs_.clear();
+        pending_epoch_writes_.clear();
+    }
+
+    // Replays the un-synced operations in order on the durable image. Every record's fate is
+    // drawn (independently), but recovery stops at the first record that is not kept and at
+    // the first truncation that did not make it: what follows is unreachable.
+    void recover_log(crash_report& report) {
+        bool cut = false;
+        for (const auto& operation : unsynced_) {
+            if (operation.kind == operation_kind::truncate) {
+                const bool applied = draw_survives() && !cut;
+                if (applied) {
+                    truncate_records(durable_, operation.last_kept);
+                    ++report.truncates_applied;
+                } else {
+                    ++report.truncates_lost;
+                    cut = true;
+                }
+                continue;
+            }
+            for (const auto& record : operation.records) {
+                switch (draw_fate()) {
+                    case fate::keep:
+                        if (cut) {
+                            ++report.records_unreachable;
+                        } else {
+                            durable_.push_back(record);
+                            ++report.records_kept;
+                        }
+                        break;
+                    case fate::drop:
+                        ++report.records_dropped;
+                        cut = true;
+                        break;
+                    case fate::tear:
+                        ++report.records_torn;
+                        cut = true;
+                        break;
+                }
+            }
+        }
+    }
+
+    // Epoch writes are atomic renames performed in order: a prefix of them lands.
+    void recover_epochs(const std::vector<epochs>& unfinished, crash_report& report) {
+        bool cut = false;
+        for (const auto& value : unfinished) {
+            if (!cut && draw_survives()) {
+                durable_epochs_ = value;
+                ++report.epoch_writes_kept;
+            } else {
+                cut = true;
+                ++report.epoch_writes_dropped;
+            }
+        }
+    }
+
+    event_queue& events_;
+    prng& random_;
+    disk_options options_;
+    std::function<void(const storage_completion&)> handler_;
+
+    std::vector<log_record> visible_;
+    std::vector<log_record> durable_;
+    std::deque<pending_operation> unsynced_;  // log operations not yet covered by a sync
+    std::uint64_t synced_count_ = 0;          // log operations made durable since the crash
+    std::optional<storage_op> last_log_op_;
+    std::deque<pending_sync> pending_syncs_;
+    sim_time last_sync_completion_ = 0;
+
+    epochs visible_epochs_;
+    epochs durable_epochs_;
+    std::deque<pending_epoch_write> pending_epoch_writes_;
+    sim_time last_epoch_completion_ = 0;
+
+    std::error_code fail_next_sync_;
+    std::error_code fail_next_epoch_write_;
+    std::uint64_t generation_ = 0;  // bumped by crash(): completions from before never land
+    disk_stats stats_;
+};
+
+static_assert(zab::log_store<sim_log>);
+
+}  // namespace zab::testing

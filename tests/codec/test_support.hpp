@@ -1,0 +1,206 @@
+// Helpers shared by the codec tests: a seeded generator of random messages, frames built
+// byte by byte, and readable error comparisons.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <optional>
+#include <string>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "zab/core/codec.hpp"
+#include "zab/core/crc32c.hpp"
+
+namespace zab::test {
+
+/// splitmix64: tiny, seedable and identical on every platform (the standard library's
+/// distributions are not), so a failing case replays from its seed.
+class splitmix64 {
+public:
+    explicit splitmix64(std::uint64_t seed) noexcept : state_{seed} {}
+
+    std::uint64_t next() noexcept {
+        std::uint64_t z = (state_ += 0x9e3779b97f4a7c15ull);
+        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+        return z ^ (z >> 31);
+    }
+
+    /// Uniform enough in [0, bound) for tests (modulo bias is irrelevant here). bound > 0.
+    std::uint64_t below(std::uint64_t bound) noexcept { return next() % bound; }
+
+    bool one_in(std::uint64_t n) noexcept { return below(n) == 0; }
+
+    /// A u64 that is often an edge value (0, 1, max, max-1) and otherwise random.
+    std::uint64_t u64() noexcept {
+        switch (below(8)) {
+            case 0: return 0;
+            case 1: return 1;
+            case 2: return ~0ull;
+            case 3: return ~0ull - 1;
+            case 4: return below(1000);
+            default: return next();
+        }
+    }
+
+    std::uint32_t u32() noexcept { return static_cast<std::uint32_t>(u64()); }
+
+private:
+    std::uint64_t state_;
+};
+
+/// Random messages of every type. Owns the bytes their byte fields view, so messages stay
+/// valid as long as the factory.
+class message_factory {
+public:
+    explicit message_factory(std::uint64_t seed) : rng_{seed} {}
+
+    splitmix64& rng() noexcept { return rng_; }
+
+    /// A random byte field: empty a quarter of the time, otherwise short, medium or long.
+    byte_view bytes() {
+        std::size_t size = 0;
+        switch (rng_.below(4)) {
+            case 0: size = 0; break;
+            case 1: size = rng_.below(16); break;
+            case 2: size = rng_.below(600); break;
+            default: size = rng_.below(rng_.one_in(8) ? 70000 : 5000); break;
+        }
+        auto& buffer = storage_.emplace_back(size);
+        for (auto& b : buffer) b = static_cast<std::byte>(rng_.next());
+        return buffer;
+    }
+
+    zxid any_zxid() noexcept { return zxid::from_value(rng_.u64()); }
+
+    template <typename M>
+    M make() {
+        if constexpr (std::is_same_v<M, notification>) {
+            return {static_cast<peer_state>(rng_.below(4)), rng_.u64(), any_zxid(), rng_.u64(),
+                    rng_.u32()};
+        } else if constexpr (std::is_same_v<M, follower_info> || std::is_same_v<M, observer_info>) {
+            return {rng_.u32(), rng_.u32()};
+        } else if constexpr (std::is_same_v<M, leader_info>) {
+            return {rng_.u32(), rng_.u32()};
+        } else if constexpr (std::is_same_v<M, ack_epoch>) {
+            return {any_zxid(), rng_.one_in(3) ? std::nullopt : std::optional{rng_.u32()}};
+        } else if constexpr (std::is_same_v<M, diff> || std::is_same_v<M, trunc> ||
+                             std::is_same_v<M, new_leader> || std::is_same_v<M, ack> ||
+                             std::is_same_v<M, commit>) {
+            return {any_zxid()};
+        } else if constexpr (std::is_same_v<M, snap> || std::is_same_v<M, proposal> ||
+                             std::is_same_v<M, inform>) {
+            return {any_zxid(), bytes()};
+        } else if constexpr (std::is_same_v<M, up_to_date>) {
+            return {};
+        } else if constexpr (std::is_same_v<M, request>) {
+            return {rng_.u64(), static_cast<request_kind>(rng_.below(2)), bytes()};
+        } else if constexpr (std::is_same_v<M, ping>) {
+            return {any_zxid(), rng_.u64()};
+        } else {
+            static_assert(std::is_same_v<M, sync>, "message_factory: add the new message type");
+            return {rng_.u64()};
+        }
+    }
+
+    /// A random message of a uniformly chosen type.
+    message any() {
+        return make_index(rng_.below(std::variant_size_v<message>),
+                          std::make_index_sequence<std::variant_size_v<message>>{});
+    }
+
+    frame_context context() noexcept { return {rng_.u64(), rng_.u64()}; }
+
+private:
+    template <std::size_t... I>
+    message make_index(std::size_t index, std::index_sequence<I...>) {
+        message out;
+        (void)((index == I && (out = make<std::variant_alternative_t<I, message>>(), true)) || ...);
+        return out;
+    }
+
+    splitmix64 rng_;
+    std::deque<std::vector<std::byte>> storage_;
+};
+
+/// Header fields for `raw_frame`; defaults make a valid header.
+struct raw_header {
+    std::uint32_t magic = frame_magic;
+    std::uint8_t version = frame_version;
+    std::uint16_t flags = 0;
+    std::uint64_t group_id = 0;
+    std::uint64_t config_version = 0;
+    std::optional<std::uint32_t> payload_length = std::nullopt;  ///< default: the payload's size
+    std::optional<std::uint32_t> payload_crc32c = std::nullopt;  ///< default: the payload's CRC32C
+};
+
+/// A frame assembled byte by byte, independently of the encoder, so tests can build frames
+/// the encoder would never produce (bad payloads with a correct CRC, bad headers, …).
+inline std::vector<std::byte> raw_frame(std::uint8_t type, byte_view payload,
+                                        const raw_header& h = {}) {
+    std::vector<std::byte> out;
+    auto put = [&out](std::uint64_t value, int size) {
+        for (int i = 0; i < size; ++i) out.push_back(static_cast<std::byte>(value >> (8 * i)));
+    };
+    put(h.magic, 4);
+    put(h.version, 1);
+    put(type, 1);
+    put(h.flags, 2);
+    put(h.group_id, 8);
+    put(h.config_version, 8);
+    put(h.payload_length.value_or(static_cast<std::uint32_t>(payload.size())), 4);
+    put(h.payload_crc32c.value_or(crc32c(payload)), 4);
+    out.insert(out.end(), payload.begin(), payload.end());
+    return out;
+}
+
+inline std::uint8_t type_byte(message_type t) noexcept { return static_cast<std::uint8_t>(t); }
+
+/// The wire type of every alternative of `message`, in variant order.
+inline auto all_message_types() {
+    return []<std::size_t... I>(std::index_sequence<I...>) {
+        return std::array{message_type_v<std::variant_alternative_t<I, message>>...};
+    }
+    (std::make_index_sequence<std::variant_size_v<message>>{});
+}
+
+inline std::vector<std::byte> to_vector(byte_view bytes) { return {bytes.begin(), bytes.end()}; }
+
+/// The payload part of an encoded frame.
+inline std::vector<std::byte> payload_of(const shared_bytes& frame) {
+    return to_vector(frame.view().subspan(frame_header_size));
+}
+
+/// "ok" or the error's message: reads well in Catch's failure output.
+template <typename T>
+std::string status(const result<T>& r) {
+    return r ? std::string{"ok"} : r.error().message();
+}
+inline std::string status(errc e) { return make_error_code(e).message(); }
+
+/// Collects the byte fields of a message, through the codec's own field lists.
+struct byte_field_collector {
+    std::vector<byte_view> found;
+    template <typename... F>
+    void operator()(const F&... values) {
+        (collect(values), ...);
+    }
+    template <typename F>
+    void collect(const F& value) {
+        if constexpr (std::is_same_v<F, byte_view>) found.push_back(value);
+    }
+};
+
+inline std::vector<byte_view> byte_fields(const message& m) {
+    byte_field_collector collector;
+    std::visit([&](const auto& v) { detail::fields(collector, v); }, m);
+    return collector.found;
+}
+
+}  // namespace zab::test

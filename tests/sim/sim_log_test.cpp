@@ -1,0 +1,414 @@
+// zab::testing::sim_log — durability only after completion, completions in order, what a
+// sync covers, epoch writes independent of log syncs, and the crash model (kept / dropped /
+// torn un-synced records; recovery cuts at the first loss).
+#include <cstdint>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "zab/testing/event_queue.hpp"
+#include "zab/testing/random.hpp"
+#include "zab/testing/sim_log.hpp"
+
+using zab::epochs;
+using zab::log_record;
+using zab::shared_bytes;
+using zab::zxid;
+using zab::testing::disk_options;
+using zab::testing::event_queue;
+using zab::testing::prng;
+using zab::testing::sim_log;
+using zab::testing::sim_time;
+using zab::testing::storage_completion;
+
+namespace {
+
+log_record record(std::uint32_t epoch, std::uint32_t counter) {
+    const std::string text = "txn " + std::to_string(epoch) + "." + std::to_string(counter);
+    return {zxid{epoch, counter}, shared_bytes::copy_of(zab::as_bytes(text))};
+}
+
+std::vector<log_record> records(std::uint32_t epoch, std::uint32_t first, std::uint32_t last) {
+    std::vector<log_record> out;
+    for (std::uint32_t c = first; c <= last; ++c) out.push_back(record(epoch, c));
+    return out;
+}
+
+std::vector<zxid> ids(const std::vector<log_record>& log) {
+    std::vector<zxid> out;
+    for (const auto& r : log) out.push_back(r.id);
+    return out;
+}
+
+struct completion_seen {
+    storage_completion completion;
+    sim_time time;
+};
+
+// One disk on its own queue, recording every completion.
+struct disk {
+    explicit disk(std::uint64_t seed, disk_options options = {})
+        : random{seed}, log{events, random, options} {
+        log.set_completion_handler([this](const storage_completion& c) {
+            seen.push_back({c, events.now()});
+        });
+    }
+    void run() {
+        while (events.run_next()) {}
+    }
+    event_queue events;
+    prng random;
+    sim_log log;
+    std::vector<completion_seen> seen;
+};
+
+bool is_prefix(const std::vector<zxid>& prefix, const std::vector<zxid>& of) {
+    return prefix.size() <= of.size() && std::equal(prefix.begin(), prefix.end(), of.begin());
+}
+
+}  // namespace
+
+TEST_CASE("sim_log: writes are visible at once, durable only after the sync completes",
+          "[sim][sim_log]") {
+    disk d{1};
+    const auto batch = records(1, 1, 3);
+    d.log.append(1, batch);
+    d.log.sync(1);
+    CHECK(ids(d.log.records()) == ids(batch));
+    CHECK(d.log.last_zxid() == zxid{1, 3});
+    CHECK(d.log.durable_records().empty());
+    CHECK(d.seen.empty());  // never from inside the call (DESIGN.md rule 2)
+    CHECK(d.log.pending_syncs() == 1);
+
+    REQUIRE(d.events.run_next());
+    REQUIRE(d.seen.size() == 1);
+    CHECK(d.seen[0].completion.what == storage_completion::kind::log_durable);
+    CHECK(d.seen[0].completion.op == 1);
+    CHECK_FALSE(d.seen[0].completion.error);
+    CHECK(d.seen[0].time >= 200);
+    CHECK(d.seen[0].time <= 5000);
+    CHECK(ids(d.log.durable_records()) == ids(batch));
+    CHECK(d.log.durable_records()[2].txn == batch[2].txn);
+    CHECK(d.log.stats().syncs_completed == 1);
+}
+
+TEST_CASE("sim_log: sync completions arrive in operation order", "[sim][sim_log]") {
+    for (std::uint64_t seed = 0; seed < 20; ++seed) {
+        disk d{seed};
+        for (std::uint32_t op = 1; op <= 30; ++op) {
+            d.log.append(op, records(1, op, op));
+            d.log.sync(op);
+            if (op % 3 == 0) d.events.run_next();  // interleave a little
+        }
+        d.run();
+        REQUIRE(d.seen.size() == 30);
+        for (std::size_t i = 0; i < d.seen.size(); ++i) {
+            CHECK(d.seen[i].completion.op == i + 1);
+            if (i > 0) CHECK(d.seen[i].time >= d.seen[i - 1].time);
+        }
+        CHECK(d.log.durable_records().size() == 30);
+    }
+}
+
+TEST_CASE("sim_log: a sync covers only the operations issued before it", "[sim][sim_log]") {
+    disk d{2};
+    d.log.append(1, records(1, 1, 2));
+    d.log.sync(1);
+    d.log.append(2, records(1, 3, 4));  // after the sync: not covered by it
+    REQUIRE(d.events.run_next());
+    CHECK(ids(d.log.durable_records()) == std::vector<zxid>{{1, 1}, {1, 2}});
+    CHECK(d.log.records().size() == 4);
+    d.log.sync(2);
+    d.run();
+    CHECK(d.log.durable_records().size() == 4);
+}
+
+TEST_CASE("sim_log: sync(op) covers the log operations numbered <= op", "[sim][sim_log]") {
+    disk d{3};
+    d.log.append(1, records(1, 1, 1));
+    d.log.append(2, records(1, 2, 2));
+    d.log.sync(1);
+    d.run();
+    CHECK(ids(d.log.durable_records()) == std::vector<zxid>{{1, 1}});
+    d.log.sync(2);
+    d.run();
+    CHECK(d.log.durable_records().size() == 2);
+}
+
+TEST_CASE("sim_log: truncation is visible at once and durable after a sync", "[sim][sim_log]") {
+    disk d{4};
+    d.log.append(1, records(1, 1, 5));
+    d.log.sync(1);
+    d.run();
+    d.log.truncate_after(2, zxid{1, 2});
+    CHECK(d.log.last_zxid() == zxid{1, 2});
+    CHECK(d.log.durable_records().size() == 5);
+    d.log.append(3, records(2, 1, 1));
+    d.log.sync(3);
+    d.run();
+    CHECK(ids(d.log.durable_records()) == std::vector<zxid>{{1, 1}, {1, 2}, {2, 1}});
+    CHECK(d.log.stats().truncates == 1);
+}
+
+TEST_CASE("sim_log: read returns records after a zxid, at most max", "[sim][sim_log]") {
+    disk d{5};
+    d.log.append(1, records(1, 1, 10));
+    auto all = d.log.read(zxid{}, 100);
+    REQUIRE(all);
+    CHECK(all.value().size() == 10);
+    auto some = d.log.read(zxid{1, 4}, 3);
+    REQUIRE(some);
+    CHECK(ids(some.value()) == std::vector<zxid>{{1, 5}, {1, 6}, {1, 7}});
+    auto none = d.log.read(zxid{1, 10}, 3);
+    REQUIRE(none);
+    CHECK(none.value().empty());
+    CHECK(d.log.read(zxid{}, 0).value().empty());
+}
+
+TEST_CASE("sim_log: epoch writes are visible at once, durable at their own completion",
+          "[sim][sim_log]") {
+    disk d{6};
+    d.log.write_epochs(1, epochs{3, 2});
+    CHECK(d.log.stored_epochs() == epochs{3, 2});
+    CHECK(d.log.durable_epochs() == epochs{});
+    d.run();
+    REQUIRE(d.seen.size() == 1);
+    CHECK(d.seen[0].completion.what == storage_completion::kind::epochs_durable);
+    CHECK(d.seen[0].completion.op == 1);
+    CHECK(d.log.durable_epochs() == epochs{3, 2});
+}
+
+TEST_CASE("sim_log: epoch writes complete independently of earlier log syncs", "[sim][sim_log]") {
+    // Over seeds, an epoch write issued after a log sync must sometimes complete first (the
+    // adversarial order the concept allows) and sometimes after.
+    bool epoch_first = false, log_first = false;
+    for (std::uint64_t seed = 0; seed < 200 && !(epoch_first && log_first); ++seed) {
+        disk d{seed};
+        d.log.append(1, records(1, 1, 1));
+        d.log.sync(1);
+        d.log.write_epochs(2, epochs{1, 1});
+        d.run();
+        REQUIRE(d.seen.size() == 2);
+        if (d.seen[0].completion.what == storage_completion::kind::epochs_durable) {
+            epoch_first = true;
+            CHECK(d.seen[0].completion.op == 2);
+        } else {
+            log_first = true;
+        }
+    }
+    CHECK(epoch_first);
+    CHECK(log_first);
+}
+
+TEST_CASE("sim_log: epoch writes complete in order among themselves", "[sim][sim_log]") {
+    for (std::uint64_t seed = 0; seed < 20; ++seed) {
+        disk d{seed};
+        for (std::uint32_t op = 1; op <= 10; ++op) d.log.write_epochs(op, epochs{op, op});
+        d.run();
+        REQUIRE(d.seen.size() == 10);
+        for (std::uint32_t i = 0; i < 10; ++i) CHECK(d.seen[i].completion.op == i + 1);
+        CHECK(d.log.durable_epochs() == epochs{10, 10});
+    }
+}
+
+TEST_CASE("sim_log: slow_factor stretches latencies", "[sim][sim_log]") {
+    disk_options slow;
+    slow.slow_factor = 10.0;
+    for (std::uint64_t seed = 0; seed < 20; ++seed) {
+        disk d{seed, slow};
+        d.log.sync(1);
+        d.run();
+        REQUIRE(d.seen.size() == 1);
+        CHECK(d.seen[0].time >= 2000);
+        CHECK(d.seen[0].time <= 50000);
+    }
+}
+
+TEST_CASE("sim_log: fail_next_sync delivers failed and makes nothing durable", "[sim][sim_log]") {
+    disk d{7};
+    const auto error = make_error_code(zab::errc::storage_failed);
+    d.log.append(1, records(1, 1, 2));
+    d.log.fail_next_sync(error);
+    d.log.sync(1);
+    d.run();
+    REQUIRE(d.seen.size() == 1);
+    CHECK(d.seen[0].completion.what == storage_completion::kind::failed);
+    CHECK(d.seen[0].completion.op == 1);
+    CHECK(d.seen[0].completion.error == error);
+    CHECK(d.log.durable_records().empty());
+    CHECK(d.log.stats().syncs_failed == 1);
+    // Only the next one: a later sync works (the peer would be in its failed state anyway).
+    d.log.sync(2);
+    d.run();
+    REQUIRE(d.seen.size() == 2);
+    CHECK(d.seen[1].completion.what == storage_completion::kind::log_durable);
+    CHECK(d.log.durable_records().size() == 2);
+
+    d.log.fail_next_epoch_write(error);
+    d.log.write_epochs(3, epochs{5, 5});
+    d.run();
+    REQUIRE(d.seen.size() == 3);
+    CHECK(d.seen[2].completion.what == storage_completion::kind::failed);
+    CHECK(d.log.durable_epochs() == epochs{});
+}
+
+TEST_CASE("sim_log: after a crash, completions issued before it are never delivered",
+          "[sim][sim_log]") {
+    disk d{8};
+    d.log.append(1, records(1, 1, 3));
+    d.log.sync(1);
+    d.log.write_epochs(2, epochs{1, 1});
+    d.log.crash();
+    d.run();
+    CHECK(d.seen.empty());
+    CHECK(d.events.events_run() == 0);  // cancelled, not merely ignored
+    CHECK(d.log.pending_syncs() == 0);
+    CHECK(d.log.stats().crash_reports.at(0).completions_discarded == 2);
+    CHECK(ids(d.log.records()) == ids(d.log.durable_records()));
+    CHECK(d.log.stored_epochs() == d.log.durable_epochs());
+
+    // The restarted replica numbers its operations from 1 again; the disk works on.
+    d.log.append(1, records(2, 1, 1));
+    d.log.sync(1);
+    d.run();
+    REQUIRE(d.seen.size() == 1);
+    CHECK(d.seen[0].completion.op == 1);
+    CHECK(d.log.durable_records().back().id == zxid{2, 1});
+}
+
+TEST_CASE("sim_log crash model: un-synced records are kept, dropped or torn; recovery is a prefix",
+          "[sim][sim_log]") {
+    std::uint64_t kept = 0, dropped = 0, torn = 0, unreachable = 0, runs_with_survivors = 0,
+                  runs_with_nothing = 0, runs_with_all = 0;
+    for (std::uint64_t seed = 0; seed < 500; ++seed) {
+        disk d{seed};
+        d.log.append(1, records(1, 1, 3));
+        d.log.sync(1);
+        d.run();
+        const auto durable = ids(d.log.durable_records());
+        d.log.append(2, records(1, 4, 6));
+        d.log.append(3, records(1, 7, 8));
+        d.log.sync(3);  // in flight at the crash: guarantees nothing
+        const auto visible = ids(d.log.records());
+        d.log.crash();
+        const auto recovered = ids(d.log.records());
+        const auto& report = d.log.stats().crash_reports.back();
+
+        // The recovered log is the durable image plus a prefix of the un-synced writes: it
+        // never holds a record that follows a dropped or torn one.
+        REQUIRE(is_prefix(durable, recovered));
+        REQUIRE(is_prefix(recovered, visible));
+        REQUIRE(recovered.size() - durable.size() == report.records_kept);
+        REQUIRE(report.records_kept + report.records_dropped + report.records_torn +
+                    report.records_unreachable ==
+                5);
+        if (report.records_kept < 5) REQUIRE(report.records_dropped + report.records_torn > 0);
+        CHECK(ids(d.log.durable_records()) == recovered);
+
+        kept += report.records_kept;
+        dropped += report.records_dropped;
+        torn += report.records_torn;
+        unreachable += report.records_unreachable;
+        runs_with_survivors += report.records_kept > 0 ? 1 : 0;
+        runs_with_nothing += report.records_kept == 0 ? 1 : 0;
+        runs_with_all += report.records_kept == 5 ? 1 : 0;
+    }
+    CHECK(kept > 0);
+    CHECK(dropped > 0);
+    CHECK(torn > 0);
+    CHECK(unreachable > 0);          // written whole, but behind a cut
+    CHECK(runs_with_survivors > 0);  // uncommitted transactions can be resurrected
+    CHECK(runs_with_nothing > 0);
+    CHECK(runs_with_all > 0);
+}
+
+TEST_CASE("sim_log crash model: the weights decide the fates", "[sim][sim_log]") {
+    disk_options keep_all;
+    keep_all.crash_keep = 1;
+    keep_all.crash_drop = 0;
+    keep_all.crash_tear = 0;
+    disk_options tear_all = keep_all;
+    tear_all.crash_keep = 0;
+    tear_all.crash_tear = 1;
+    for (std::uint64_t seed = 0; seed < 10; ++seed) {
+        disk keeper{seed, keep_all};
+        keeper.log.append(1, records(1, 1, 4));
+        keeper.log.crash();
+        CHECK(keeper.log.records().size() == 4);
+        CHECK(keeper.log.stats().crash_reports[0].records_kept == 4);
+
+        disk tearer{seed, tear_all};
+        tearer.log.append(1, records(1, 1, 4));
+        tearer.log.write_epochs(2, epochs{1, 1});
+        tearer.log.crash();
+        CHECK(tearer.log.records().empty());
+        CHECK(tearer.log.stats().crash_reports[0].records_torn == 4);
+        CHECK(tearer.log.durable_epochs() == epochs{});  // a torn temp file is never renamed
+    }
+}
+
+TEST_CASE("sim_log crash model: an un-synced truncation is applied or lost, never reordered",
+          "[sim][sim_log]") {
+    std::set<std::vector<zxid>> outcomes;
+    for (std::uint64_t seed = 0; seed < 300; ++seed) {
+        disk d{seed};
+        d.log.append(1, records(1, 1, 5));
+        d.log.sync(1);
+        d.run();
+        d.log.truncate_after(2, zxid{1, 2});
+        d.log.append(3, records(2, 1, 2));
+        d.log.crash();
+        outcomes.insert(ids(d.log.records()));
+    }
+    const std::set<std::vector<zxid>> possible = {
+        {{1, 1}, {1, 2}, {1, 3}, {1, 4}, {1, 5}},  // truncation lost: nothing after it survives
+        {{1, 1}, {1, 2}},                          // truncation applied, appends lost
+        {{1, 1}, {1, 2}, {2, 1}},
+        {{1, 1}, {1, 2}, {2, 1}, {2, 2}},
+    };
+    CHECK(outcomes == possible);
+}
+
+TEST_CASE("sim_log crash model: a pending epoch write lands whole or not at all",
+          "[sim][sim_log]") {
+    std::set<std::pair<std::uint32_t, std::uint32_t>> outcomes;
+    for (std::uint64_t seed = 0; seed < 200; ++seed) {
+        disk d{seed};
+        d.log.write_epochs(1, epochs{1, 1});
+        d.run();
+        d.log.write_epochs(2, epochs{2, 1});
+        d.log.write_epochs(3, epochs{2, 2});
+        d.log.crash();
+        const auto e = d.log.durable_epochs();
+        CHECK(d.log.stored_epochs() == e);
+        outcomes.insert({e.accepted, e.current});
+    }
+    const std::set<std::pair<std::uint32_t, std::uint32_t>> possible = {{1, 1}, {2, 1}, {2, 2}};
+    CHECK(outcomes == possible);
+}
+
+TEST_CASE("sim_log: one seed, one history", "[sim][sim_log]") {
+    auto history = [](std::uint64_t seed) {
+        disk d{seed};
+        std::vector<std::uint64_t> out;
+        for (std::uint32_t op = 1; op <= 20; ++op) {
+            d.log.append(op, records(1, op, op));
+            if (op % 2 == 0) d.log.sync(op);
+            if (op % 5 == 0) d.log.write_epochs(op, epochs{op, op});
+            if (op == 13) d.log.crash();
+            d.events.run_next();
+        }
+        d.run();
+        for (const auto& s : d.seen) {
+            out.push_back(s.time);
+            out.push_back(s.completion.op);
+        }
+        for (const auto& r : d.log.durable_records()) out.push_back(r.id.value());
+        return out;
+    };
+    CHECK(history(11) == history(11));
+    CHECK(history(11) != history(12));
+}
