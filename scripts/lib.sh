@@ -80,7 +80,7 @@ Install them as root, e.g.: sudo apt-get install $missing"
 }
 
 # zab_configure_and_build PRESET [TARGET...]: configures (quietly: the log is printed on
-# failure) and builds a preset of CMakePresets.json with $zab_jobs jobs.
+# failure) and builds a preset of CMakePresets.json (all presets use Ninja) with $zab_jobs jobs.
 zab_configure_and_build() {
     local preset="$1"
     shift
@@ -97,15 +97,26 @@ zab_configure_and_build() {
     fi
 
     zab_say "configure: $preset"
-    if ! (cd "$zab_root" && cmake --preset "$preset" "${fresh[@]}") >"$log_dir/configure-$preset.log" 2>&1; then
-        cat "$log_dir/configure-$preset.log"
+    local log="$log_dir/configure-$preset.log"
+    if ! (cd "$zab_root" && cmake --preset "$preset" "${fresh[@]}") >"$log" 2>&1; then
+        cat "$log"
         printf 'error: configuring preset %s failed\n' "$preset"
         return 1
+    fi
+    # A cache made with another compiler is deleted and re-created by CMake, but without the
+    # preset's other variables (build type, options): a second pass applies them.
+    if grep -q 'require your cache to be deleted' "$log"; then
+        if ! (cd "$zab_root" && cmake --preset "$preset") >>"$log" 2>&1; then
+            cat "$log"
+            printf 'error: configuring preset %s failed\n' "$preset"
+            return 1
+        fi
     fi
     zab_say "build: $preset"
     local -a targets=()
     if [[ $# -gt 0 ]]; then
         targets=(--target "$@")
     fi
-    (cd "$zab_root" && cmake --build --preset "$preset" -j "$zab_jobs" "${targets[@]}")
+    # -k 0: on an error, ninja still builds everything else, so one run reports every error.
+    (cd "$zab_root" && cmake --build --preset "$preset" -j "$zab_jobs" "${targets[@]}" -- -k 0)
 }

@@ -36,6 +36,9 @@ struct candidate_log_store {
 #ifndef ZAB_MISSING_LOG_STORE_TRUNCATE_AFTER
     void truncate_after(storage_op, zxid) {}
 #endif
+#ifndef ZAB_MISSING_LOG_STORE_INSTALL_SNAPSHOT
+    void install_snapshot(storage_op, zxid, const shared_bytes&) {}
+#endif
 #ifndef ZAB_MISSING_LOG_STORE_SYNC
     void sync(storage_op) {}
 #endif
@@ -47,6 +50,9 @@ struct candidate_log_store {
 #endif
 #ifndef ZAB_MISSING_LOG_STORE_STORED_EPOCHS
     epochs stored_epochs() const { return {}; }
+#endif
+#ifndef ZAB_MISSING_LOG_STORE_SNAPSHOT
+    std::optional<log_snapshot> snapshot() const { return std::nullopt; }
 #endif
 #ifndef ZAB_MISSING_LOG_STORE_READ
     result<std::vector<log_record>> read(zxid, std::size_t) const {

@@ -1,6 +1,6 @@
 // zab_election_sweep — seeded fault sweep of Fast Leader Election on the simulator.
 //
-//   zab_election_sweep [--seeds N] [--first S] [--trace]
+//   zab_election_sweep [--seeds N] [--first S] [--trace] [--verbose]
 //
 // Each seed draws a cluster (3 or 5 voters, sometimes an observer), a network and a fault
 // mix, runs the real peers through connection loss, delays, partitions (symmetric and
@@ -17,6 +17,7 @@
 
 #include <fmt/format.h>
 
+#include "sweep_faults.hpp"
 #include "zab/testing/election_checker.hpp"
 #include "zab/testing/simulator.hpp"
 
@@ -72,76 +73,23 @@ run_result run_seed(std::uint64_t seed, totals& t, bool trace) {
     sim.start();
 
     const std::size_t members = o.voters + o.observers;
-    auto random_id = [&] { return 1 + sim.random().below(members); };
-    const sim_time fault_phase = draw.between(2'000'000, 20'000'000);
-    const sim_time end_of_faults = sim.now() + fault_phase;
-    // Weights of the fault kinds, drawn per seed: some seeds crash a lot, some partition.
-    const std::uint64_t w_break = draw.between(1, 10), w_partition = draw.between(0, 5),
-                        w_one_way = draw.between(0, 3), w_heal = draw.between(1, 6),
-                        w_crash = draw.between(0, 5), w_restart = draw.between(1, 6),
-                        w_pause = draw.between(0, 3);
-    const std::uint64_t w_total =
-        w_break + w_partition + w_one_way + w_heal + w_crash + w_restart + w_pause;
-    std::vector<peer_id> paused;
+    const sim_time end_of_faults = sim.now() + draw.between(2'000'000, 20'000'000);
+    zab::test::fault_mix faults{draw};
+    zab::test::fault_counts counts;
     while (sim.now() < end_of_faults) {
         sim.run_for(draw.between(20'000, 1'500'000));
-        std::uint64_t pick = draw.below(w_total);
-        auto take = [&](std::uint64_t w) {
-            if (pick < w) return true;
-            pick -= w;
-            return false;
-        };
-        if (take(w_break)) {
-            const peer_id a = random_id(), b = random_id();
-            if (a != b && sim.network().current_connection(a, b)) {
-                sim.network().break_connection(a, b);
-                ++t.breaks;
-            }
-        } else if (take(w_partition)) {
-            std::vector<peer_id> left, right;
-            for (peer_id id = 1; id <= members; ++id)
-                (draw.chance(0.5) ? left : right).push_back(id);
-            if (!left.empty() && !right.empty()) {
-                sim.network().partition({left, right});
-                ++t.partitions;
-            }
-        } else if (take(w_one_way)) {
-            const peer_id a = random_id(), b = random_id();
-            if (a != b) {
-                sim.network().block_one_way(a, b);
-                ++t.one_way;
-            }
-        } else if (take(w_heal)) {
-            sim.network().heal();
-            for (peer_id id : paused) sim.resume(id);
-            paused.clear();
-            ++t.heals;
-        } else if (take(w_crash)) {
-            const peer_id id = random_id();
-            if (sim.peer_of(id)) {
-                sim.crash(id);
-                ++t.crashes;
-            }
-        } else if (take(w_restart)) {
-            for (peer_id id = 1; id <= members; ++id)
-                if (!sim.peer_of(id)) {
-                    sim.restart(id);
-                    ++t.restarts;
-                    break;
-                }
-        } else {
-            const peer_id id = random_id();
-            if (sim.peer_of(id) && !sim.at(id).paused) {
-                sim.pause(id);
-                paused.push_back(id);
-                ++t.pauses;
-            }
-        }
+        faults.inject(sim, draw, counts);
     }
+    t.breaks += counts.breaks;
+    t.partitions += counts.partitions;
+    t.one_way += counts.one_way;
+    t.heals += counts.heals;
+    t.crashes += counts.crashes;
+    t.restarts += counts.restarts;
+    t.pauses += counts.pauses;
 
     // Faults stop: the network heals, and every replica restarts into LOOKING.
-    sim.network().heal();
-    for (peer_id id : paused) sim.resume(id);
+    faults.heal(sim);
     for (peer_id id = 1; id <= members; ++id) {
         sim.crash(id);
         sim.restart(id);
@@ -159,6 +107,12 @@ run_result run_seed(std::uint64_t seed, totals& t, bool trace) {
     if (!live) {
         fmt::print(stderr, "seed {}: liveness: no common leader within {} us of the restart\n",
                    seed, bound);
+        for (const auto& n : sim.nodes())
+            if (n.peer)
+                fmt::print(stderr, "  peer {}: {} {} vote {} epochs {}/{} established {}\n", n.id,
+                           n.peer->state(), n.peer->current_phase(), n.peer->current_vote(),
+                           n.peer->durable_epochs().accepted, n.peer->durable_epochs().current,
+                           n.peer->established());
         r.ok = false;
     } else {
         t.worst_convergence = std::max(t.worst_convergence, sim.now() - start);
@@ -175,18 +129,19 @@ run_result run_seed(std::uint64_t seed, totals& t, bool trace) {
 
 int main(int argc, char** argv) {
     std::uint64_t seeds = 2000, first = 1;
-    bool trace = false;
+    bool trace = false, verbose = false;
     for (int i = 1; i < argc; ++i) {
         const std::string arg = argv[i];
         if (arg == "--seeds" && i + 1 < argc) seeds = std::strtoull(argv[++i], nullptr, 10);
         else if (arg == "--first" && i + 1 < argc) first = std::strtoull(argv[++i], nullptr, 10);
         else if (arg == "--trace") trace = true;
+        else if (arg == "--verbose") verbose = true;
         else {
-            fmt::print(stderr, "usage: {} [--seeds N] [--first S] [--trace]\n", argv[0]);
+            fmt::print(stderr, "usage: {} [--seeds N] [--first S] [--trace] [--verbose]\n", argv[0]);
             return 2;
         }
     }
-    set_log_level(log_level::off);
+    set_log_level(verbose ? log_level::info : log_level::off);
     totals t;
     trace_hash combined;
     for (std::uint64_t seed = first; seed < first + seeds; ++seed) {

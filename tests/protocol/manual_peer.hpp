@@ -53,10 +53,12 @@ struct fixed_log {
     epochs stored;
     void append(storage_op, std::span<const log_record>) {}
     void truncate_after(storage_op, zxid) {}
+    void install_snapshot(storage_op, zxid, const shared_bytes&) {}
     void sync(storage_op) {}
     void write_epochs(storage_op, epochs) {}
     zxid last_zxid() const { return last; }
     epochs stored_epochs() const { return stored; }
+    std::optional<log_snapshot> snapshot() const { return std::nullopt; }
     result<std::vector<log_record>> read(zxid, std::size_t) const {
         return std::vector<log_record>{};
     }

@@ -1,10 +1,12 @@
 // zab::testing::sim_log — durability only after completion, completions in order, what a
-// sync covers, epoch writes independent of log syncs, and the crash model (kept / dropped /
-// torn un-synced records; recovery cuts at the first loss).
+// sync covers, epoch writes independent of log syncs, snapshot installs (compacted reads,
+// atomic at a crash), and the crash model (kept / dropped / torn un-synced records;
+// recovery cuts at the first loss).
 #include <cstdint>
 #include <optional>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <catch2/catch.hpp>
@@ -15,6 +17,7 @@
 
 using zab::epochs;
 using zab::log_record;
+using zab::log_snapshot;
 using zab::shared_bytes;
 using zab::zxid;
 using zab::testing::disk_options;
@@ -67,6 +70,20 @@ struct disk {
 
 bool is_prefix(const std::vector<zxid>& prefix, const std::vector<zxid>& of) {
     return prefix.size() <= of.size() && std::equal(prefix.begin(), prefix.end(), of.begin());
+}
+
+shared_bytes state_at(zxid z) {
+    return shared_bytes::copy_of(zab::as_bytes("state at " + std::to_string(z.value())));
+}
+
+// What a replica restarted from this disk finds: the snapshot's zxid (if any) and the
+// records after it.
+using recovered_log = std::pair<std::optional<zxid>, std::vector<zxid>>;
+
+recovered_log recovered(const sim_log& log) {
+    const auto snapshot = log.snapshot();
+    return {snapshot ? std::optional<zxid>{snapshot->last_included} : std::nullopt,
+            ids(log.records())};
 }
 
 }  // namespace
@@ -166,6 +183,224 @@ TEST_CASE("sim_log: read returns records after a zxid, at most max", "[sim][sim_
     REQUIRE(none);
     CHECK(none.value().empty());
     CHECK(d.log.read(zxid{}, 0).value().empty());
+}
+
+TEST_CASE("sim_log snapshot: an install is visible at once, durable after the sync covering it",
+          "[sim][sim_log][snapshot]") {
+    disk d{21};
+    d.log.append(1, records(1, 1, 5));
+    d.log.sync(1);
+    d.run();
+    const auto state = state_at(zxid{1, 3});
+    d.log.install_snapshot(2, zxid{1, 3}, state);  // below the old last zxid: 1.4, 1.5 go too
+    REQUIRE(d.log.snapshot());
+    CHECK(d.log.snapshot()->last_included == zxid{1, 3});
+    CHECK(d.log.snapshot()->state == state);
+    CHECK(d.log.records().empty());
+    CHECK(d.log.last_zxid() == zxid{1, 3});
+    CHECK(d.log.stats().snapshot_installs == 1);
+    // Not durable yet: a crash now could still find the old log.
+    CHECK_FALSE(d.log.durable_snapshot());
+    CHECK(d.log.durable_records().size() == 5);
+    CHECK(d.log.durable_last_zxid() == zxid{1, 5});
+
+    d.log.sync(1);  // covers op 1 only, not the install
+    d.run();
+    CHECK_FALSE(d.log.durable_snapshot());
+    CHECK(d.log.durable_records().size() == 5);
+
+    d.log.sync(2);
+    d.run();
+    REQUIRE(d.seen.size() == 3);
+    CHECK(d.seen[2].completion.what == storage_completion::kind::log_durable);
+    CHECK(d.seen[2].completion.op == 2);
+    REQUIRE(d.log.durable_snapshot());
+    CHECK(d.log.durable_snapshot()->last_included == zxid{1, 3});
+    CHECK(d.log.durable_snapshot()->state == state);
+    CHECK(d.log.durable_records().empty());
+    CHECK(d.log.durable_last_zxid() == zxid{1, 3});
+}
+
+TEST_CASE("sim_log snapshot: appends continue after the snapshot's zxid",
+          "[sim][sim_log][snapshot]") {
+    disk d{22};
+    d.log.append(1, records(1, 1, 10));
+    d.log.install_snapshot(2, zxid{1, 4}, state_at(zxid{1, 4}));
+    // Above the snapshot, though below the replaced log's last zxid (1.10).
+    d.log.append(3, records(1, 5, 6));
+    CHECK(ids(d.log.records()) == std::vector<zxid>{{1, 5}, {1, 6}});
+    CHECK(d.log.last_zxid() == zxid{1, 6});
+    d.log.install_snapshot(4, zxid{2, 7}, state_at(zxid{2, 7}));  // a second SNAP replaces all
+    d.log.append(5, records(2, 8, 9));
+    d.log.sync(5);  // one sync covers appends, installs and appends after them, in order
+    d.run();
+    REQUIRE(d.log.durable_snapshot());
+    CHECK(d.log.durable_snapshot()->last_included == zxid{2, 7});
+    CHECK(d.log.durable_snapshot()->state == state_at(zxid{2, 7}));
+    CHECK(ids(d.log.durable_records()) == std::vector<zxid>{{2, 8}, {2, 9}});
+    CHECK(d.log.durable_last_zxid() == zxid{2, 9});
+    CHECK(d.log.stats().snapshot_installs == 2);
+}
+
+TEST_CASE("sim_log snapshot: read below the snapshot is compacted, from it on gives records",
+          "[sim][sim_log][snapshot]") {
+    disk d{23};
+    d.log.append(1, records(2, 1, 4));
+    CHECK(d.log.read(zxid{}, 10).value().size() == 4);  // no snapshot: everything readable
+    d.log.install_snapshot(2, zxid{2, 5}, state_at(zxid{2, 5}));
+    d.log.append(3, records(2, 6, 8));
+
+    for (const zxid below : {zxid{}, zxid{1, 9}, zxid{2, 1}, zxid{2, 4}}) {
+        const auto r = d.log.read(below, 10);
+        REQUIRE_FALSE(r);
+        CHECK(r.error() == zab::errc::compacted);
+    }
+    const auto from_snapshot = d.log.read(zxid{2, 5}, 10);
+    REQUIRE(from_snapshot);
+    CHECK(ids(from_snapshot.value()) == std::vector<zxid>{{2, 6}, {2, 7}, {2, 8}});
+    const auto middle = d.log.read(zxid{2, 6}, 1);
+    REQUIRE(middle);
+    CHECK(ids(middle.value()) == std::vector<zxid>{{2, 7}});
+    const auto end = d.log.read(zxid{2, 8}, 10);
+    REQUIRE(end);
+    CHECK(end.value().empty());
+    const auto beyond = d.log.read(zxid{3, 0}, 10);
+    REQUIRE(beyond);
+    CHECK(beyond.value().empty());
+}
+
+TEST_CASE("sim_log snapshot: truncating below the snapshot keeps it and drops every record",
+          "[sim][sim_log][snapshot]") {
+    disk d{24};
+    d.log.install_snapshot(1, zxid{2, 5}, state_at(zxid{2, 5}));
+    d.log.append(2, records(2, 6, 8));
+    d.log.truncate_after(3, zxid{2, 6});  // above the snapshot: an ordinary truncation
+    CHECK(ids(d.log.records()) == std::vector<zxid>{{2, 6}});
+    d.log.truncate_after(4, zxid{1, 9});  // below it: the snapshot stays, the records go
+    REQUIRE(d.log.snapshot());
+    CHECK(d.log.snapshot()->last_included == zxid{2, 5});
+    CHECK(d.log.records().empty());
+    CHECK(d.log.last_zxid() == zxid{2, 5});
+    CHECK(d.log.read(zxid{2, 5}, 10).value().empty());
+    CHECK(d.log.read(zxid{1, 9}, 10).error() == zab::errc::compacted);
+    d.log.append(5, records(3, 1, 1));
+    d.log.sync(5);
+    d.run();
+    REQUIRE(d.log.durable_snapshot());
+    CHECK(d.log.durable_snapshot()->last_included == zxid{2, 5});
+    CHECK(ids(d.log.durable_records()) == std::vector<zxid>{{3, 1}});
+
+    // Un-synced at a crash, it is applied or lost like any truncation; the snapshot survives.
+    std::set<std::vector<zxid>> outcomes;
+    for (std::uint64_t seed = 0; seed < 100; ++seed) {
+        disk c{seed};
+        c.log.install_snapshot(1, zxid{2, 5}, state_at(zxid{2, 5}));
+        c.log.append(2, records(2, 6, 7));
+        c.log.sync(2);
+        c.run();
+        c.log.truncate_after(3, zxid{1, 1});
+        c.log.crash();
+        REQUIRE(c.log.durable_snapshot());
+        REQUIRE(c.log.durable_snapshot()->last_included == zxid{2, 5});
+        outcomes.insert(ids(c.log.records()));
+    }
+    const std::set<std::vector<zxid>> possible = {{}, {{2, 6}, {2, 7}}};
+    CHECK(outcomes == possible);
+}
+
+TEST_CASE("sim_log snapshot crash model: an un-synced install leaves the old log or the "
+          "snapshot, never a mix",
+          "[sim][sim_log][snapshot]") {
+    std::set<recovered_log> outcomes;
+    std::uint64_t applied = 0, lost = 0;
+    for (std::uint64_t seed = 0; seed < 400; ++seed) {
+        disk d{seed};
+        d.log.append(1, records(1, 1, 5));
+        d.log.sync(1);
+        d.run();
+        d.log.append(2, records(1, 6, 6));                           // un-synced old record
+        d.log.install_snapshot(3, zxid{1, 3}, state_at(zxid{1, 3}));  // below the old tail
+        d.log.append(4, records(2, 1, 2));
+        d.log.sync(4);  // in flight at the crash: guarantees nothing
+        d.log.crash();
+
+        const auto found = recovered(d.log);
+        const auto& report = d.log.stats().crash_reports.back();
+        REQUIRE(report.snapshot_installs_applied + report.snapshot_installs_lost == 1);
+        CHECK(d.log.durable_snapshot().has_value() == found.first.has_value());
+        CHECK(ids(d.log.durable_records()) == found.second);
+        if (found.first) {
+            // The snapshot, whole, and only records appended after it: no old record, neither
+            // at or below its zxid (a mix) nor after it (a stale tail, ZOOKEEPER-2832).
+            ++applied;
+            REQUIRE(*found.first == zxid{1, 3});
+            CHECK(d.log.snapshot()->state == state_at(zxid{1, 3}));
+            for (const zxid z : found.second) REQUIRE(z.epoch() == 2);
+        } else {
+            // The old log, and nothing written after the lost install.
+            ++lost;
+            REQUIRE(report.snapshot_installs_lost == 1);
+            for (const zxid z : found.second) REQUIRE(z.epoch() == 1);
+        }
+        outcomes.insert(found);
+    }
+    const std::set<recovered_log> possible = {
+        {std::nullopt, {{1, 1}, {1, 2}, {1, 3}, {1, 4}, {1, 5}}},          // 1.6 lost: cut
+        {std::nullopt, {{1, 1}, {1, 2}, {1, 3}, {1, 4}, {1, 5}, {1, 6}}},  // install lost
+        {zxid{1, 3}, {}},                                                 // install applied
+        {zxid{1, 3}, {{2, 1}}},
+        {zxid{1, 3}, {{2, 1}, {2, 2}}},
+    };
+    CHECK(outcomes == possible);
+    CHECK(applied > 0);
+    CHECK(lost > 0);
+}
+
+TEST_CASE("sim_log snapshot crash model: an install over a durable snapshot is atomic too",
+          "[sim][sim_log][snapshot]") {
+    std::set<recovered_log> outcomes;
+    for (std::uint64_t seed = 0; seed < 200; ++seed) {
+        disk d{seed};
+        d.log.install_snapshot(1, zxid{1, 3}, state_at(zxid{1, 3}));
+        d.log.append(2, records(2, 1, 1));
+        d.log.sync(2);
+        d.run();
+        d.log.install_snapshot(3, zxid{3, 5}, state_at(zxid{3, 5}));
+        d.log.crash();
+        const auto found = recovered(d.log);
+        REQUIRE(found.first);
+        CHECK(d.log.snapshot()->state == state_at(*found.first));  // never one zxid's state
+        outcomes.insert(found);                                    // under another's
+    }
+    const std::set<recovered_log> possible = {{zxid{1, 3}, {{2, 1}}}, {zxid{3, 5}, {}}};
+    CHECK(outcomes == possible);
+}
+
+TEST_CASE("sim_log snapshot crash model: after the covering sync, the snapshot survives",
+          "[sim][sim_log][snapshot]") {
+    disk_options lose_all;  // every un-synced write is lost: only what is durable remains
+    lose_all.crash_keep = 0;
+    lose_all.crash_drop = 1;
+    lose_all.crash_tear = 0;
+    for (std::uint64_t seed = 0; seed < 50; ++seed) {
+        disk d{seed, seed % 2 == 0 ? disk_options{} : lose_all};
+        d.log.append(1, records(1, 1, 5));
+        d.log.install_snapshot(2, zxid{1, 3}, state_at(zxid{1, 3}));
+        d.log.append(3, records(2, 1, 2));
+        d.log.sync(3);
+        d.run();
+        d.log.append(4, records(2, 3, 4));  // un-synced: may or may not survive
+        d.log.crash();
+        REQUIRE(d.log.snapshot());
+        CHECK(d.log.snapshot()->last_included == zxid{1, 3});
+        CHECK(d.log.snapshot()->state == state_at(zxid{1, 3}));
+        const auto found = ids(d.log.records());
+        CHECK(is_prefix({{2, 1}, {2, 2}}, found));
+        CHECK(is_prefix(found, {{2, 1}, {2, 2}, {2, 3}, {2, 4}}));
+        if (seed % 2 == 1) CHECK(found.size() == 2);
+        CHECK(d.log.last_zxid() == d.log.durable_last_zxid());
+        CHECK(d.log.read(zxid{1, 2}, 10).error() == zab::errc::compacted);
+    }
 }
 
 TEST_CASE("sim_log: epoch writes are visible at once, durable at their own completion",

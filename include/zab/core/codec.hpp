@@ -378,14 +378,16 @@ std::size_t payload_size(const M& m) noexcept {
     return archive.size;
 }
 
+template <std::size_t... I>
+bool is_known_message_type(std::uint8_t type, std::index_sequence<I...>) noexcept {
+    return ((type ==
+             static_cast<std::uint8_t>(message_type_v<std::variant_alternative_t<I, message>>)) ||
+            ...);
+}
+
 /// True if `type` is the wire type of some alternative of `message`.
 inline bool is_known_message_type(std::uint8_t type) noexcept {
-    return [type]<std::size_t... I>(std::index_sequence<I...>) {
-        return ((type == static_cast<std::uint8_t>(
-                             message_type_v<std::variant_alternative_t<I, message>>)) ||
-                ...);
-    }
-    (std::make_index_sequence<std::variant_size_v<message>>{});
+    return is_known_message_type(type, std::make_index_sequence<std::variant_size_v<message>>{});
 }
 
 /// Decodes `payload` as a message of type `M` into `out`. False if it is malformed.
@@ -398,18 +400,22 @@ bool decode_payload_as(byte_view payload, message& out) noexcept {
     return !in.failed() && in.remaining() == 0;  // trailing bytes are malformed too
 }
 
+template <std::size_t... I>
+bool decode_payload(message_type type, byte_view payload, message& out,
+                    std::index_sequence<I...>) noexcept {
+    bool decoded = false;
+    // Exactly one alternative has this wire type; `||` stops there.
+    (void)((type == message_type_v<std::variant_alternative_t<I, message>> &&
+            (decoded = decode_payload_as<std::variant_alternative_t<I, message>>(payload, out),
+             true)) ||
+           ...);
+    return decoded;
+}
+
 /// Decodes `payload` as the message named by `type` into `out`. False if it is malformed.
 inline bool decode_payload(message_type type, byte_view payload, message& out) noexcept {
-    return [&]<std::size_t... I>(std::index_sequence<I...>) {
-        bool decoded = false;
-        // Exactly one alternative has this wire type; `||` stops there.
-        (void)((type == message_type_v<std::variant_alternative_t<I, message>> &&
-                (decoded = decode_payload_as<std::variant_alternative_t<I, message>>(payload, out),
-                 true)) ||
-               ...);
-        return decoded;
-    }
-    (std::make_index_sequence<std::variant_size_v<message>>{});
+    return decode_payload(type, payload, out,
+                          std::make_index_sequence<std::variant_size_v<message>>{});
 }
 
 }  // namespace detail

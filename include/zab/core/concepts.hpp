@@ -12,6 +12,7 @@
 
 #include <concepts>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -64,6 +65,12 @@ struct log_record {
     shared_bytes txn;
 };
 
+/// A state-machine snapshot that stands in for every record up to `last_included`.
+struct log_snapshot {
+    zxid last_included;
+    shared_bytes state;
+};
+
 /// The two epochs a replica must keep durable (PROTOCOL.md §2).
 struct epochs {
     epoch_t accepted = 0;  ///< last epoch promised in ACKEPOCH (or chosen, on a leader)
@@ -87,25 +94,35 @@ struct epochs {
 ///   log.append(op, records)     Append records, zxids strictly increasing and above
 ///                               `last_zxid()`. Copies or shares the `shared_bytes`.
 ///   log.truncate_after(op, z)   Remove every record with zxid > z.
+///   log.install_snapshot(op, z, state)
+///                               Replace the whole log by a snapshot taken at `z` (a SNAP
+///                               sync, §5.3): every record goes, `last_zxid()` becomes z, and
+///                               later appends continue after z. Atomic at a crash: recovery
+///                               finds the old log or the snapshot, never a mix, and never a
+///                               stale record after z (§11.5, ZOOKEEPER-2832/2872).
 ///   log.sync(op)                Request durability of every log operation ≤ op.
 ///   log.write_epochs(op, e)     Replace the stored epochs atomically (temp file + fsync +
 ///                               rename + directory fsync, or equivalent).
 ///   log.last_zxid()             zxid of the last record appended and not truncated
 ///                               (zxid{} for an empty log), durable or not.
 ///   log.stored_epochs()         The epochs as last written (as found at open, initially).
+///   log.snapshot()              The snapshot in effect, if any: `std::optional<log_snapshot>`.
 ///   log.read(after, max)        Up to `max` records with zxid > `after`, ascending, as a
-///                               `result<std::vector<log_record>>`: an error when the
-///                               range cannot be read (compacted away, or corrupt).
+///                               `result<std::vector<log_record>>`: `errc::compacted` when
+///                               `after` lies below the snapshot, another error when the
+///                               range cannot be read (corrupt).
 template <typename L>
 concept log_store = requires(L& log, const L& const_log, storage_op op,
                              std::span<const log_record> records, zxid z, epochs e,
-                             std::size_t max) {
+                             std::size_t max, const shared_bytes& state) {
     { log.append(op, records) } -> std::same_as<void>;
     { log.truncate_after(op, z) } -> std::same_as<void>;
+    { log.install_snapshot(op, z, state) } -> std::same_as<void>;
     { log.sync(op) } -> std::same_as<void>;
     { log.write_epochs(op, e) } -> std::same_as<void>;
     { const_log.last_zxid() } -> std::same_as<zxid>;
     { const_log.stored_epochs() } -> std::same_as<epochs>;
+    { const_log.snapshot() } -> std::same_as<std::optional<log_snapshot>>;
     { const_log.read(z, max) } -> std::same_as<result<std::vector<log_record>>>;
 };
 
@@ -147,10 +164,12 @@ struct transport {
 struct log_store {
     void append(storage_op, std::span<const log_record>) {}
     void truncate_after(storage_op, zxid) {}
+    void install_snapshot(storage_op, zxid, const shared_bytes&) {}
     void sync(storage_op) {}
     void write_epochs(storage_op, epochs) {}
     zxid last_zxid() const { return {}; }
     epochs stored_epochs() const { return {}; }
+    std::optional<log_snapshot> snapshot() const { return std::nullopt; }
     result<std::vector<log_record>> read(zxid, std::size_t) const {
         return std::vector<log_record>{};
     }

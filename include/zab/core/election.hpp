@@ -44,7 +44,7 @@ public:
     void start() {
         ++logical_clock_;
         ++ctx_.counters.elections_started;
-        proposal_ = initial_vote();
+        proposal_ = round_initial_vote_ = initial_vote();
         received_.clear();
         out_of_election_.clear();
         finalize_deadline_.reset();
@@ -68,7 +68,12 @@ public:
             if (n.state == peer_state::looking) reply(from);
             return;
         }
-        if (n.state == peer_state::looking && n.round < logical_clock_) reply(from);
+        // A laggard voter is answered so that it catches up. An observer does not answer:
+        // voters ignore observers' votes, and a voter answers every observer message, so the
+        // two would answer each other forever.
+        if (n.state == peer_state::looking && n.round < logical_clock_ &&
+            ctx_.quorums().is_voter(ctx_.self()))
+            reply(from);
         process(from, vote::from(n));
         drain_loopback();
     }
@@ -108,6 +113,9 @@ public:
     // Observability (tests, traces).
     std::uint64_t logical_clock() const noexcept { return logical_clock_; }
     const vote& proposal() const noexcept { return proposal_; }
+    /// My own vote as it stood when the current round began (what my proposal may only
+    /// move up from, §3.4 step 4).
+    const vote& round_initial_vote() const noexcept { return round_initial_vote_; }
     const std::map<peer_id, vote>& received_votes() const noexcept { return received_; }
     bool finalizing() const noexcept { return finalize_deadline_.has_value(); }
 
@@ -186,7 +194,7 @@ private:
             // A newer round: adopt it, forget the old box, compare with my *initial* vote.
             logical_clock_ = n.round;
             received_.clear();
-            const vote mine = initial_vote();
+            const vote mine = round_initial_vote_ = initial_vote();
             proposal_ = vote_beats(n, can_win(n), mine) ? n : mine;
             send_notifications();
         } else if (n.round < logical_clock_) {
@@ -259,6 +267,7 @@ private:
     peer_context& ctx_;
     std::uint64_t logical_clock_ = 0;
     vote proposal_;
+    vote round_initial_vote_;
     votes received_;          ///< ZooKeeper's recvset: this round's votes
     votes out_of_election_;   ///< ZooKeeper's outofelection: settled votes of any round
     std::optional<std::uint64_t> finalize_deadline_;

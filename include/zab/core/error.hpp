@@ -30,6 +30,7 @@ enum class errc {
     // Storage.
     storage_failed = 300,   ///< fsync/truncate failed: the replica is in its terminal failed state
     corrupt,                ///< persistent data fails its checks
+    compacted,              ///< the requested log range was replaced by a snapshot
 };
 
 namespace detail {
@@ -54,6 +55,7 @@ public:
             case errc::zxid_exhausted: return "zxid counter exhausted in this epoch";
             case errc::storage_failed: return "storage failed; replica stopped";
             case errc::corrupt: return "persistent data is corrupt";
+            case errc::compacted: return "log range compacted into a snapshot";
         }
         return "unknown zab error";
     }

@@ -1,7 +1,7 @@
 // zab/core/peer.hpp — zab::peer: one replica's protocol core, with no I/O (DESIGN.md rule 1).
 //
 // Inputs are events, each one step: start, tick, connection up/down, a received frame, a
-// storage completion. Outputs leave through the three concepts at the end of the step
+// storage completion, a proposal. Outputs leave through the three concepts at the end of the step
 // (DESIGN.md rule 2). The phase policies (`Policies`) hold the code of each phase and share
 // the peer's state through one `peer_context`. Messages are dispatched by kind to the policy
 // that owns them; election notifications are answered in every state (DESIGN.md rule 4).
@@ -16,7 +16,10 @@
 #include "zab/core/codec.hpp"
 #include "zab/core/concepts.hpp"
 #include "zab/core/config.hpp"
+#include "zab/core/broadcast.hpp"
+#include "zab/core/discovery.hpp"
 #include "zab/core/election.hpp"
+#include "zab/core/synchronization.hpp"
 #include "zab/core/error.hpp"
 #include "zab/core/logging.hpp"
 #include "zab/core/options.hpp"
@@ -24,11 +27,15 @@
 
 namespace zab {
 
-/// The phase policies a peer is built from. Swap one by naming another type, e.g.
-/// `zab::policies<zab::fixed_leader_election>`.
-template <election_policy Election = fast_leader_election>
+/// The phase policies a peer is built from (DESIGN.md, "The shape"). Swap one by naming
+/// another type, e.g. `zab::policies<zab::fixed_leader_election>`.
+template <election_policy Election = fast_leader_election, typename Discovery = zab_discovery,
+          typename Synchronization = zab_synchronization, typename Broadcast = zab_broadcast>
 struct policies {
     using election = Election;
+    using discovery = Discovery;
+    using synchronization = Synchronization;
+    using broadcast = Broadcast;
 };
 
 using default_policies = policies<>;
@@ -40,11 +47,14 @@ template <transport Transport, log_store Log, state_machine StateMachine,
 class peer {
 public:
     using election_type = typename Policies::election;
+    using discovery_type = typename Policies::discovery;
+    using synchronization_type = typename Policies::synchronization;
+    using broadcast_type = typename Policies::broadcast;
 
     /// Creates a peer over the user's transport, log and state machine (which must outlive
     /// it). Errors: `errc::invalid_options` for inconsistent options, a `self` that is not a
     /// member, or a fixed leader that is not a voter; `errc::corrupt` when the log's stored
-    /// epochs break `accepted >= current` (PROTOCOL.md §2 start-up checks).
+    /// epochs break `accepted >= current`, or its snapshot does not restore (§2).
     static result<std::unique_ptr<peer>> create(peer_id self, configuration config, options opts,
                                                 Transport& transport, Log& log,
                                                 StateMachine& state_machine) {
@@ -65,6 +75,15 @@ public:
                      self, stored.accepted, stored.current);
             return make_error_code(errc::corrupt);
         }
+        // A snapshot in the log is committed state: a state machine behind it starts from it.
+        if (auto snapshot = log.snapshot();
+            snapshot && state_machine.last_applied() < snapshot->last_included) {
+            if (!state_machine.restore(snapshot->last_included, snapshot->state.view())) {
+                zab::log(log_level::error, "peer {}: the log's snapshot at {} does not restore",
+                         self, snapshot->last_included);
+                return make_error_code(errc::corrupt);
+            }
+        }
         return std::unique_ptr<peer>{
             new peer{self, std::move(config), opts, transport, log, state_machine}};
     }
@@ -76,7 +95,8 @@ public:
 
     /// Starts the peer: it enters LOOKING.
     void start() {
-        if (failed()) return;
+        if (failed() || started_) return;
+        started_ = true;
         enter_looking();
         end_step();
     }
@@ -86,16 +106,16 @@ public:
     void tick(std::uint64_t ticks = 1) {
         if (failed()) return;
         ctx_.now_tick += ticks;
-        election_.on_tick();
+        if (election_started_) election_.on_tick();
+        if (ctx_.leading) broadcast_.leader_tick();
+        if (ctx_.learning) broadcast_.learner_tick();
         if (establish_deadline_ && ctx_.now_tick >= *establish_deadline_) {
             // §4: discovery and synchronization must finish within initLimit, on the leader
             // (a quorum of followers) and on each learner (its leader answering); otherwise
-            // back to election. This is also what frees a learner whose chosen leader never
-            // took the lead (it decided to follow someone else: FLE is not unanimous, §3).
+            // back to election. This also frees a learner whose chosen leader never took the
+            // lead (FLE is not unanimous, §3).
             ++ctx_.counters.establish_timeouts;
-            zab::log(log_level::info, "peer {}: not established within {} ticks, back to LOOKING",
-                     ctx_.self(), ctx_.opts().init_limit_ticks);
-            enter_looking();
+            ctx_.request_election("not established within init_limit");
         }
         end_step();
     }
@@ -108,23 +128,25 @@ public:
             transport_.close(from, connection);
             return;
         }
+        if (ctx_.leading) {
+            // A learner's earlier connection is gone: so is what it had been told on it.
+            std::erase_if(ctx_.leading->links, [&](const learner_link& k) { return k.id == from; });
+        }
         set_connection(from, connection);
-        election_.on_connected(from);
+        if (election_started_) election_.on_connected(from);
+        if (ctx_.learning) discovery_.learner_on_connected(from);
         end_step();
     }
 
     /// The connection to `from` is gone, with whatever was in flight on it.
     void on_disconnected(peer_id from, connection_id connection) {
         if (failed()) return;
-        if (current_connection(from) != connection) return;  // an older connection
+        if (ctx_.connection_to(from) != connection) return;  // an older connection
         erase_connection(from);
+        if (ctx_.leading)
+            std::erase_if(ctx_.leading->links, [&](const learner_link& k) { return k.id == from; });
         // §0: a learner that loses its leader goes back to election.
-        if ((ctx_.state == peer_state::following || ctx_.state == peer_state::observing) &&
-            from == ctx_.current_vote.leader) {
-            zab::log(log_level::info, "peer {}: lost leader {}, back to LOOKING", ctx_.self(),
-                     from);
-            enter_looking();
-        }
+        if (ctx_.learning && from == ctx_.learning->leader) ctx_.request_election("lost the leader");
         end_step();
     }
 
@@ -133,34 +155,40 @@ public:
     void on_receive(peer_id from, connection_id connection, const shared_bytes& frame) {
         if (failed()) return;
         ++ctx_.counters.frames_received;
-        if (current_connection(from) != connection) {
+        if (ctx_.connection_to(from) != connection) {
             ++ctx_.counters.stale_frames;
             return;
         }
         auto decoded = decode(frame.view());
         if (!decoded) {
-            reject(from, connection, decoded.error().message());
+            reject(from, decoded.error().message());
+            end_step();
             return;
         }
         if (decoded.value().header.group_id != ctx_.opts().group_id) {
-            reject(from, connection, "frame of another group");
+            reject(from, "frame of another group");
+            end_step();
             return;
         }
-        std::visit([&](const auto& m) { dispatch(from, connection, m); }, decoded.value().msg);
+        if (ctx_.learning && from == ctx_.learning->leader)
+            ctx_.learning->last_heard_tick = ctx_.now_tick;
+        if (ctx_.leading)
+            if (auto* link = find_link(from)) link->last_heard_tick = ctx_.now_tick;
+        std::visit([&](const auto& m) { dispatch(from, m, frame); }, decoded.value().msg);
         end_step();
     }
 
     /// Log operation `op` (and every earlier one) is durable.
     void on_log_durable(storage_op op) {
         if (failed()) return;
-        durable_log_op_ = std::max(durable_log_op_, op);
+        ctx_.log_became_durable(op);
         end_step();
     }
 
-    /// The epoch write `op` is durable.
+    /// The epoch write `op` (and every earlier epoch write) is durable.
     void on_epochs_durable(storage_op op) {
         if (failed()) return;
-        durable_epoch_op_ = std::max(durable_epoch_op_, op);
+        ctx_.epochs_became_durable(op);
         end_step();
     }
 
@@ -174,14 +202,28 @@ public:
         ctx_.outbox_.clear();
     }
 
+    /// Proposes a transaction. Leader only, once established: `errc::not_leader` otherwise.
+    /// The transaction commits (or not) later; the state machine sees it once committed.
+    result<zxid> propose(byte_view txn) {
+        if (failed()) return make_error_code(errc::storage_failed);
+        auto proposed = broadcast_.propose(txn);
+        end_step();
+        return proposed;
+    }
+
     // --- what a driver needs ------------------------------------------------------------
 
     /// The tick at which `tick()` next has work, if any: a driver may sleep until then.
     std::optional<std::uint64_t> next_deadline() const {
         if (failed()) return std::nullopt;
-        auto deadline = election_.next_deadline();
-        if (establish_deadline_ && (!deadline || *establish_deadline_ < *deadline))
-            deadline = establish_deadline_;
+        std::optional<std::uint64_t> deadline;
+        auto consider = [&](std::optional<std::uint64_t> d) {
+            if (d && (!deadline || *d < *deadline)) deadline = d;
+        };
+        if (election_started_) consider(election_.next_deadline());
+        consider(establish_deadline_);
+        // Leaders ping every tick; learners check their leader's silence every tick.
+        if (ctx_.leading || ctx_.learning) consider(ctx_.now_tick + 1);
         return deadline;
     }
 
@@ -199,6 +241,11 @@ public:
     const peer_counters& counters() const noexcept { return ctx_.counters; }
     const std::optional<election_decision>& last_decision() const noexcept {
         return ctx_.last_decision();
+    }
+    /// True for an established leader, and for a learner that received UPTODATE.
+    bool established() const noexcept {
+        return (ctx_.leading && ctx_.leading->established) ||
+               (ctx_.learning && ctx_.learning->at == learner_state::stage::broadcasting);
     }
     const election_type& election() const noexcept { return election_; }
     const peer_context& context() const noexcept { return ctx_; }
@@ -222,78 +269,323 @@ public:
     }
 
 private:
+    /// The user's log, seen through the non-template port the policies use.
+    struct storage_adapter final : storage_port {
+        explicit storage_adapter(Log& l) : log{l} {}
+        void append(storage_op op, std::span<const log_record> records) override {
+            log.append(op, records);
+        }
+        void truncate_after(storage_op op, zxid z) override { log.truncate_after(op, z); }
+        void install_snapshot(storage_op op, zxid z, const shared_bytes& state) override {
+            log.install_snapshot(op, z, state);
+        }
+        void sync(storage_op op) override { log.sync(op); }
+        void write_epochs(storage_op op, epochs e) override { log.write_epochs(op, e); }
+        result<std::vector<log_record>> read(zxid after, std::size_t max) const override {
+            return log.read(after, max);
+        }
+        std::optional<log_snapshot> snapshot() const override { return log.snapshot(); }
+        Log& log;
+    };
+
+    /// The user's state machine, seen through the port the policies use.
+    struct machine_adapter final : machine_port {
+        explicit machine_adapter(StateMachine& m) : machine{m} {}
+        void apply(zxid z, byte_view txn) override { machine.apply(z, txn); }
+        shared_bytes snapshot() const override { return machine.snapshot(); }
+        result<void> restore(zxid z, byte_view state) override {
+            return machine.restore(z, state);
+        }
+        StateMachine& machine;
+    };
+
     peer(peer_id self, configuration config, options opts, Transport& transport, Log& log,
          StateMachine& state_machine)
         : ctx_{self, std::move(config), opts},
           transport_{transport},
-          log_{log},
-          state_machine_{state_machine},
-          election_{ctx_} {
-        // What this replica recovered is what it advertises (PROTOCOL.md §2): after a crash the
-        // log holds exactly its durable records.
-        ctx_.durable_epochs = log_.stored_epochs();
-        ctx_.last_logged = log_.last_zxid();
-        ctx_.last_applied = state_machine_.last_applied();
+          storage_{log},
+          machine_{state_machine},
+          election_{ctx_},
+          discovery_{ctx_},
+          synchronization_{ctx_},
+          broadcast_{ctx_} {
+        ctx_.storage_ = &storage_;
+        ctx_.machine_ = &machine_;
+        // What this replica recovered is what it advertises (PROTOCOL.md §2): after a crash
+        // the log holds exactly its durable records.
+        ctx_.durable_epochs = ctx_.written_epochs = log.stored_epochs();
+        ctx_.last_logged = ctx_.last_zxid_visible = log.last_zxid();
+        ctx_.last_applied = state_machine.last_applied();
         ctx_.last_committed = ctx_.last_applied;
     }
 
+    // --- roles --------------------------------------------------------------------------
+
+    /// Enters LOOKING. The election starts once every log write this peer issued is durable:
+    /// its vote must name exactly what a crash would recover (§2, §11.3).
     void enter_looking() {
         establish_deadline_.reset();
         ctx_.state = peer_state::looking;
         ctx_.current_phase = phase::election;
-        election_.start();
+        election_started_ = false;
+        maybe_start_election();
     }
 
+    void maybe_start_election() {
+        if (!started_ || election_started_ || ctx_.state != peer_state::looking ||
+            !ctx_.log_ops_.empty())
+            return;
+        election_started_ = true;
+        election_.start();
+        for (auto& [from, n] : std::exchange(held_notifications_, {}))
+            election_.on_notification(from, n);
+    }
+
+    void leave_role() {
+        if (ctx_.leading) {
+            for (const auto& link : ctx_.leading->links) ctx_.close(link.id);
+            ctx_.leading.reset();
+        }
+        if (ctx_.learning) {
+            ctx_.close(ctx_.learning->leader);
+            ctx_.learning.reset();
+        }
+    }
+
+    void enter_role(const election_decision& decision) {
+        ctx_.state = decision.decided.state;
+        ctx_.current_vote = decision.decided;
+        ctx_.current_phase = phase::discovery;
+        establish_deadline_ = ctx_.now_tick + ctx_.opts().init_limit_ticks;
+        ++ctx_.counters.elections_decided;
+        zab::log(log_level::info, "peer {}: {} (leader {}, decided by {} votes)", ctx_.self(),
+                 ctx_.state, ctx_.current_vote.leader, decision.counted.size());
+        auto held = std::exchange(held_learner_infos_, {});
+        if (ctx_.state == peer_state::leading) {
+            ctx_.leading.emplace();
+            discovery_.leader_start();
+            if (!synchronization_.leader_start()) ctx_.request_election("cannot read the log");
+            for (const auto& h : held)
+                if (ctx_.connection_to(h.id) == h.connection)
+                    discovery_.leader_on_info(h.id, h.type, h.accepted_epoch);
+        } else {
+            for (const auto& h : held)
+                if (ctx_.connection_to(h.id) == h.connection) ctx_.close(h.id);
+            ctx_.learning.emplace();
+            ctx_.learning->leader = decision.decided.leader;
+            ctx_.learning->last_heard_tick = ctx_.now_tick;
+            discovery_.learner_start();
+        }
+    }
+
+    // --- dispatch -----------------------------------------------------------------------
+
+    learner_link* find_link(peer_id id) {
+        if (!ctx_.leading) return nullptr;
+        for (auto& link : ctx_.leading->links)
+            if (link.id == id) return &link;
+        return nullptr;
+    }
+
+    /// The learner's stage, if `from` is its leader (messages from anyone else are stale).
+    std::optional<learner_state::stage> from_my_leader(peer_id from) const {
+        if (!ctx_.learning || ctx_.learning->leader != from) return std::nullopt;
+        return ctx_.learning->at;
+    }
+
+    void ignore() { ++ctx_.counters.unexpected_messages; }
+
     // Election notifications go to the election policy in every state (§3.4 step 7).
-    void dispatch(peer_id from, connection_id, const notification& n) {
+    void dispatch(peer_id from, const notification& n, const shared_bytes&) {
+        if (!election_started_ && ctx_.state == peer_state::looking) {
+            // Leaving a role (waiting for the log): keep only each sender's newest vote.
+            std::erase_if(held_notifications_, [&](const auto& h) { return h.first == from; });
+            held_notifications_.emplace_back(from, n);
+            return;
+        }
         election_.on_notification(from, n);
     }
 
-    // Discovery, synchronization and broadcast messages have no handler in this build's
-    // policies: a peer sending them is not speaking our protocol version. Close the link.
-    template <typename Message>
-    void dispatch(peer_id from, connection_id connection, const Message&) {
-        ++ctx_.counters.unexpected_messages;
-        zab::log(log_level::warn, "peer {}: unexpected {} from {}; closing the connection",
-                 ctx_.self(), to_string(message_type_v<Message>), from);
-        transport_.close(from, connection);
-        erase_connection(from);
+    void dispatch(peer_id from, const follower_info& m, const shared_bytes&) {
+        on_learner_info(from, learner_type::participant, m.accepted_epoch);
+    }
+    void dispatch(peer_id from, const observer_info& m, const shared_bytes&) {
+        on_learner_info(from, learner_type::observer, m.accepted_epoch);
+    }
+    void on_learner_info(peer_id from, learner_type type, epoch_t accepted) {
+        if (!ctx_.leading && ctx_.state == peer_state::looking) {
+            // Perhaps about to lead (still in its finalize wait): keep the newest one per
+            // learner, as ZooKeeper's learner keeps retrying its connection for a while.
+            std::erase_if(held_learner_infos_, [&](const auto& h) { return h.id == from; });
+            held_learner_infos_.push_back({from, *ctx_.connection_to(from), type, accepted});
+            return;
+        }
+        if (!ctx_.leading) {
+            // It follows someone else: the learner must look again. Closing is what a
+            // refused connection to ZooKeeper's leader port does.
+            ignore();
+            ctx_.close(from);
+            return;
+        }
+        discovery_.leader_on_info(from, type, accepted);
     }
 
-    void reject(peer_id from, connection_id connection, const std::string& why) {
+    void dispatch(peer_id from, const leader_info& m, const shared_bytes&) {
+        if (!from_my_leader(from)) return ignore();
+        discovery_.learner_on_leader_info(m);
+    }
+
+    void dispatch(peer_id from, const ack_epoch& m, const shared_bytes&) {
+        if (!ctx_.leading) return ignore();
+        discovery_.leader_on_ack_epoch(from, m);
+    }
+
+    void dispatch(peer_id from, const diff& m, const shared_bytes&) {
+        if (!from_my_leader(from)) return ignore();
+        synchronization_.learner_on_diff(m);
+    }
+    void dispatch(peer_id from, const trunc& m, const shared_bytes&) {
+        if (!from_my_leader(from)) return ignore();
+        synchronization_.learner_on_trunc(m);
+    }
+    void dispatch(peer_id from, const snap& m, const shared_bytes& frame) {
+        if (!from_my_leader(from)) return ignore();
+        synchronization_.learner_on_snap(m, frame);
+    }
+    void dispatch(peer_id from, const new_leader& m, const shared_bytes&) {
+        if (!from_my_leader(from)) return ignore();
+        synchronization_.learner_on_new_leader(m);
+    }
+    void dispatch(peer_id from, const up_to_date&, const shared_bytes&) {
+        if (!from_my_leader(from)) return ignore();
+        synchronization_.learner_on_up_to_date();
+    }
+
+    void dispatch(peer_id from, const ack& m, const shared_bytes&) {
+        learner_link* link = find_link(from);
+        if (link == nullptr) return ignore();
+        using stage = learner_link::stage;
+        if (link->at == stage::awaiting_newleader_ack)
+            synchronization_.leader_on_newleader_ack(*link, m);
+        else if (link->at == stage::awaiting_uptodate || link->at == stage::broadcasting)
+            broadcast_.leader_on_ack(*link, m);
+        else {
+            ignore();
+            ctx_.drop_learner(from);
+        }
+    }
+
+    void dispatch(peer_id from, const proposal& m, const shared_bytes& frame) {
+        const auto at = from_my_leader(from);
+        if (!at) return ignore();
+        const log_record record{m.id, frame.slice(m.txn)};
+        using stage = learner_state::stage;
+        if (*at == stage::syncing)
+            synchronization_.learner_on_sync_proposal(record);
+        else if (*at == stage::awaiting_uptodate || *at == stage::broadcasting)
+            broadcast_.learner_on_proposal(record);
+        else
+            ctx_.leader_misbehaved("PROPOSAL before the sync began");
+    }
+
+    void dispatch(peer_id from, const commit& m, const shared_bytes&) {
+        const auto at = from_my_leader(from);
+        if (!at) return ignore();
+        using stage = learner_state::stage;
+        if (*at == stage::syncing)
+            synchronization_.learner_on_sync_commit(m);
+        else if (*at == stage::awaiting_uptodate || *at == stage::broadcasting)
+            broadcast_.learner_on_commit(m);
+        else
+            ctx_.leader_misbehaved("COMMIT before the sync began");
+    }
+
+    void dispatch(peer_id from, const inform& m, const shared_bytes& frame) {
+        const auto at = from_my_leader(from);
+        if (!at) return ignore();
+        const log_record record{m.id, frame.slice(m.txn)};
+        using stage = learner_state::stage;
+        if (*at == stage::syncing) {
+            synchronization_.learner_on_sync_proposal(record);
+            synchronization_.learner_on_sync_commit(commit{m.id});
+        } else if (*at == stage::awaiting_uptodate || *at == stage::broadcasting) {
+            broadcast_.learner_on_inform(record);
+        } else {
+            ctx_.leader_misbehaved("INFORM before the sync began");
+        }
+    }
+
+    void dispatch(peer_id from, const ping& m, const shared_bytes&) {
+        if (ctx_.leading) {
+            if (auto* link = find_link(from)) broadcast_.leader_on_ping(*link, m);
+            return;
+        }
+        if (!from_my_leader(from)) return ignore();
+        broadcast_.learner_on_ping(m);
+    }
+
+    // Client requests forwarded by learners and SYNC answers: the client path is not part of
+    // this build's broadcast policy; such traffic is counted and ignored.
+    void dispatch(peer_id, const request&, const shared_bytes&) { ignore(); }
+    void dispatch(peer_id, const sync&, const shared_bytes&) { ignore(); }
+
+    void reject(peer_id from, const std::string& why) {
         ++ctx_.counters.bad_frames;
         zab::log(log_level::warn, "peer {}: bad frame from {}: {}; closing the connection",
                  ctx_.self(), from, why);
-        transport_.close(from, connection);
-        erase_connection(from);
+        if (ctx_.leading) ctx_.drop_learner(from);
+        else ctx_.close(from);
+        if (ctx_.learning && from == ctx_.learning->leader)
+            ctx_.request_election("bad frame from the leader");
     }
 
-    /// Ends a step: applies an election result, then hands queued frames to the transport.
+    /// Ends a step: role changes, each phase's progress, then storage and frames go out.
     void end_step() {
-        if (auto decision = std::exchange(ctx_.pending_decision_, std::nullopt)) {
-            ctx_.state = decision->decided.state;
-            ctx_.current_vote = decision->decided;
-            ctx_.current_phase = phase::discovery;
-            establish_deadline_ = ctx_.now_tick + ctx_.opts().init_limit_ticks;
-            ++ctx_.counters.elections_decided;
-            zab::log(log_level::info, "peer {}: {} (leader {}, decided by {} votes)", ctx_.self(),
-                     ctx_.state, ctx_.current_vote.leader, decision->counted.size());
-            ctx_.last_decision_ = std::move(decision);
-        }
-        for (auto& [to, frame] : ctx_.outbox_) {
-            if (auto connection = current_connection(to)) {
-                transport_.send(to, *connection, frame);
-                ++ctx_.counters.frames_sent;
+        for (int round = 0; round < 4; ++round) {
+            if (auto decision = std::exchange(ctx_.pending_decision_, std::nullopt)) {
+                enter_role(*decision);
+                ctx_.last_decision_ = std::move(decision);
             }
+            if (ctx_.leading) {
+                discovery_.leader_advance();
+                synchronization_.leader_advance();
+                broadcast_.leader_advance();
+            }
+            if (ctx_.learning) synchronization_.learner_advance();
+            if (established()) establish_deadline_.reset();
+            if (!std::exchange(ctx_.election_requested_, false)) break;
+            zab::log(log_level::info, "peer {}: back to LOOKING: {}", ctx_.self(),
+                     ctx_.election_reason_);
+            leave_role();
+            enter_looking();
         }
-        ctx_.outbox_.clear();
+        ctx_.flush_storage();
+        maybe_start_election();
+        release_frames();
     }
 
-    std::optional<connection_id> current_connection(peer_id peer) const {
-        for (const auto& [id, connection] : ctx_.connections_)
-            if (id == peer) return connection;
-        return std::nullopt;
+    /// Hands every queued frame whose durability conditions hold to the transport, in order
+    /// per destination; a frame for a connection that is gone is dropped.
+    void release_frames() {
+        for (const auto& [to, connection] : std::exchange(ctx_.closes_, {}))
+            transport_.close(to, connection);
+        std::vector<peer_id> blocked;
+        std::vector<peer_context::queued_frame> kept;
+        for (auto& f : ctx_.outbox_) {
+            const bool held = std::find(blocked.begin(), blocked.end(), f.to) != blocked.end() ||
+                              !ctx_.log_durable(f.log_op) || !ctx_.epochs_durable(f.epoch_op);
+            if (held) {
+                blocked.push_back(f.to);
+                kept.push_back(std::move(f));
+                continue;
+            }
+            if (ctx_.connection_to(f.to) != f.connection) continue;  // that link is gone
+            transport_.send(f.to, f.connection, f.frame);
+            ++ctx_.counters.frames_sent;
+        }
+        ctx_.outbox_ = std::move(kept);
     }
+
     void set_connection(peer_id peer, connection_id connection) {
         for (auto& [id, c] : ctx_.connections_)
             if (id == peer) {
@@ -308,13 +600,25 @@ private:
 
     peer_context ctx_;
     Transport& transport_;
-    Log& log_;
-    StateMachine& state_machine_;
+    storage_adapter storage_;
+    machine_adapter machine_;
     election_type election_;
+    discovery_type discovery_;
+    synchronization_type synchronization_;
+    broadcast_type broadcast_;
     /// While deciding → established: the tick by which the role must be established (§4).
     std::optional<std::uint64_t> establish_deadline_;
-    storage_op durable_log_op_ = 0;
-    storage_op durable_epoch_op_ = 0;
+    bool started_ = false;
+    bool election_started_ = false;
+    std::vector<std::pair<peer_id, notification>> held_notifications_;
+    /// FOLLOWERINFO/OBSERVERINFO that arrived while LOOKING, for if this peer comes to lead.
+    struct held_learner_info {
+        peer_id id;
+        connection_id connection;
+        learner_type type;
+        epoch_t accepted_epoch;
+    };
+    std::vector<held_learner_info> held_learner_infos_;
     std::error_code failure_;
 };
 

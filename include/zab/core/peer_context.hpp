@@ -6,8 +6,11 @@
 // of the step (DESIGN.md rule 2). It is not a template, so a policy is an ordinary class.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <deque>
 #include <optional>
+#include <span>
 #include <utility>
 #include <vector>
 
@@ -17,6 +20,7 @@
 #include "zab/core/logging.hpp"
 #include "zab/core/options.hpp"
 #include "zab/core/quorum.hpp"
+#include "zab/core/roles.hpp"
 #include "zab/core/types.hpp"
 #include "zab/core/vote.hpp"
 #include "zab/core/zxid.hpp"
@@ -53,6 +57,38 @@ struct peer_counters {
     std::uint64_t elections_decided = 0;
     std::uint64_t notification_timeouts = 0;
     std::uint64_t establish_timeouts = 0;  ///< discovery/sync not done within init_limit
+    std::uint64_t transactions_applied = 0;
+    std::uint64_t proposals = 0;            ///< proposed as leader
+    std::uint64_t commits = 0;              ///< committed as leader
+    std::uint64_t syncs_diff = 0;           ///< learner syncs planned, by kind (leader side)
+    std::uint64_t syncs_trunc = 0;
+    std::uint64_t syncs_snap = 0;
+    std::uint64_t learners_refused = 0;     ///< ahead of the leader, or a stale epoch (§4)
+    std::uint64_t leader_step_downs = 0;    ///< no quorum within sync_limit (§6.2)
+    std::uint64_t leader_silences = 0;      ///< learner: nothing from the leader for sync_limit
+};
+
+/// The log, as the policies see it: the peer adapts the user's `log_store` to this, so the
+/// policies need not be templates. Same contract as the concept (concepts.hpp).
+class storage_port {
+public:
+    virtual ~storage_port() = default;
+    virtual void append(storage_op op, std::span<const log_record> records) = 0;
+    virtual void truncate_after(storage_op op, zxid z) = 0;
+    virtual void install_snapshot(storage_op op, zxid z, const shared_bytes& state) = 0;
+    virtual void sync(storage_op op) = 0;
+    virtual void write_epochs(storage_op op, epochs e) = 0;
+    virtual result<std::vector<log_record>> read(zxid after, std::size_t max) const = 0;
+    virtual std::optional<log_snapshot> snapshot() const = 0;
+};
+
+/// The state machine, as the policies see it.
+class machine_port {
+public:
+    virtual ~machine_port() = default;
+    virtual void apply(zxid z, byte_view txn) = 0;
+    virtual shared_bytes snapshot() const = 0;
+    virtual result<void> restore(zxid z, byte_view state) = 0;
 };
 
 /// State shared by the phase policies of one peer.
@@ -76,7 +112,7 @@ public:
     // --- durable quantities (PROTOCOL.md §2, §11.3) ---------------------------------------
     /// Epochs as durable on this replica: never ahead of what a crash would recover.
     epochs durable_epochs;
-    /// Last zxid in the durable log: what this peer advertises (votes, FOLLOWERINFO).
+    /// Last zxid in the durable log: what this peer advertises (votes, ACKEPOCH).
     zxid last_logged;
     /// Last zxid known committed, and last applied to the state machine.
     zxid last_committed;
@@ -89,28 +125,169 @@ public:
     vote current_vote;
     /// The current time in ticks since this peer object started.
     std::uint64_t now_tick = 0;
+    /// Role state: exactly one is engaged while LEADING / FOLLOWING or OBSERVING.
+    std::optional<leader_state> leading;
+    std::optional<learner_state> learning;
 
-    // --- services for policies ------------------------------------------------------------
-    /// Encodes `m` and queues it for `to`; it leaves at the end of the step, on the current
-    /// connection to `to` if there is one (otherwise it is dropped, as on a broken TCP link).
-    void send(peer_id to, const message& m) {
-        outbox_.emplace_back(to, encode(frame_context{options_.group_id, config_.version()}, m));
+    // --- sending --------------------------------------------------------------------------
+    /// Encodes `m` and queues it for `to`; it leaves at the end of the step, on the connection
+    /// to `to` that is current now (if that connection is gone by then, it is dropped, as on a
+    /// broken TCP link).
+    void send(peer_id to, const message& m) { send_after(to, m, 0, 0); }
+
+    /// Like `send`, but held until log operation `log_op` and epoch write `epoch_op` are
+    /// durable (0: no condition). Messages to one peer leave in the order queued, so a held
+    /// message also holds back everything queued after it for that peer (DESIGN.md rule 2:
+    /// a message that promises durability waits for the completion that covers it).
+    void send_after(peer_id to, const message& m, storage_op log_op, storage_op epoch_op) {
+        send_frame_after(to, encode(frame_context{options_.group_id, config_.version()}, m),
+                         log_op, epoch_op);
         if (std::holds_alternative<notification>(m)) ++counters.notifications_sent;
     }
 
-    /// True while a connection to `peer` is up.
-    bool connected(peer_id peer) const {
-        for (const auto& [id, connection] : connections_)
-            if (id == peer) return true;
-        return false;
+    /// Queues an already encoded frame (a PROPOSAL is encoded once for every follower).
+    void send_frame_after(peer_id to, shared_bytes frame, storage_op log_op = 0,
+                          storage_op epoch_op = 0) {
+        const auto connection = connection_to(to);
+        if (!connection) return;  // no link: lost, as TCP would lose it
+        outbox_.push_back({to, *connection, std::move(frame), log_op, epoch_op});
     }
 
+    /// The connection to `peer` that is up now, if any.
+    std::optional<connection_id> connection_to(peer_id peer) const {
+        for (const auto& [id, connection] : connections_)
+            if (id == peer) return connection;
+        return std::nullopt;
+    }
+    bool connected(peer_id peer) const { return connection_to(peer).has_value(); }
+
+    /// Asks the transport to close the current connection to `peer` (a bad message, or a
+    /// learner the leader drops). The peer forgets it at once.
+    void close(peer_id peer) {
+        if (auto connection = connection_to(peer)) closes_.emplace_back(peer, *connection);
+        std::erase_if(connections_, [&](const auto& entry) { return entry.first == peer; });
+        std::erase_if(outbox_, [&](const auto& f) { return f.to == peer; });
+    }
+
+    /// Leader: forgets learner `id` and closes its connection (a protocol violation, or
+    /// silence). It may come back on a new connection with a new FOLLOWERINFO.
+    void drop_learner(peer_id id) {
+        if (leading)
+            std::erase_if(leading->links, [&](const learner_link& k) { return k.id == id; });
+        close(id);
+    }
+
+    /// Learner: the leader sent something that breaks the protocol; count it and look for a
+    /// leader again (never an assertion: DESIGN.md rule 6).
+    void leader_misbehaved(const char* what) {
+        ++counters.unexpected_messages;
+        log(log_level::warn, "peer {}: {} from leader {}; back to LOOKING", self_, what,
+            learning ? learning->leader : peer_id{0});
+        request_election(what);
+    }
+
+    // --- storage --------------------------------------------------------------------------
+    /// Appends a record to this step's batch (one append and one sync per step: group
+    /// commit, DESIGN.md rule 2). Returns the operation that will make it durable.
+    storage_op append(log_record record) {
+        ZAB_ASSERT(record.id > last_zxid_visible, "appends must follow the log");
+        if (batch_.empty()) last_log_op_ = batch_op_ = next_op();
+        last_zxid_visible = record.id;
+        batch_.push_back(std::move(record));
+        return batch_op_;
+    }
+
+    /// Removes every record after `z` (TRUNC, §5.3).
+    storage_op truncate_after(zxid z) {
+        flush_batch();
+        const storage_op op = next_op();
+        last_zxid_visible = std::min(last_zxid_visible, z);
+        storage_->truncate_after(op, z);
+        note_log_op(op);
+        return op;
+    }
+
+    /// Replaces the log by a snapshot at `z` (SNAP, §5.3, §11.5).
+    storage_op install_snapshot(zxid z, const shared_bytes& state) {
+        flush_batch();
+        const storage_op op = next_op();
+        last_zxid_visible = z;
+        storage_->install_snapshot(op, z, state);
+        note_log_op(op);
+        return op;
+    }
+
+    /// Writes both epochs atomically. Durable once `epochs_durable(op)`.
+    storage_op write_epochs(epochs e) {
+        const storage_op op = next_op();
+        written_epochs = e;
+        epoch_writes_.emplace_back(op, e);
+        storage_->write_epochs(op, e);
+        return op;
+    }
+
+    /// The last log operation issued (or allocated to this step's batch).
+    storage_op last_log_op() const noexcept { return last_log_op_; }
+
+    bool log_durable(storage_op op) const noexcept { return op <= durable_log_op_; }
+    bool epochs_durable(storage_op op) const noexcept { return op <= durable_epoch_op_; }
+
+    /// The last zxid appended (durable or not), and the epochs last written (durable or not).
+    zxid last_zxid_visible;
+    epochs written_epochs;
+
+    /// Reads from the log (sync planning, applying a restarted replica's committed history).
+    result<std::vector<log_record>> read_log(zxid after, std::size_t max) const {
+        return storage_->read(after, max);
+    }
+    std::optional<log_snapshot> log_snapshot_in_effect() const { return storage_->snapshot(); }
+
+    // --- state machine --------------------------------------------------------------------
+    /// Applies a committed transaction (DESIGN.md rule 5): in zxid order, exactly once.
+    void apply(const log_record& record) {
+        ZAB_ASSERT(record.id > last_applied, "applying out of order");
+        machine_->apply(record.id, record.txn.view());
+        last_applied = record.id;
+        last_committed = std::max(last_committed, record.id);
+        ++counters.transactions_applied;
+    }
+    /// Applies every logged record after `last_applied` up to `upto` (committed by the
+    /// leader's word), reading them back from the log.
+    void apply_from_log(zxid upto) {
+        while (last_applied < upto) {
+            auto chunk = storage_->read(last_applied, 256);
+            if (!chunk || chunk.value().empty()) return;
+            for (const auto& record : chunk.value()) {
+                if (record.id > upto) return;
+                apply(record);
+            }
+        }
+    }
+
+    shared_bytes machine_snapshot() const { return machine_->snapshot(); }
+    result<void> restore_machine(zxid z, byte_view state) {
+        auto restored = machine_->restore(z, state);
+        if (restored) {
+            last_applied = z;
+            last_committed = std::max(last_committed, z);
+        }
+        return restored;
+    }
+
+    // --- elections --------------------------------------------------------------------------
     /// An election policy reports its result here. The peer leaves LOOKING after the
     /// policy's call returns (never inside it).
     void decide(election_decision decision) {
         decision.sequence = ++decisions_;
         decision.tick = now_tick;
         pending_decision_ = std::move(decision);
+    }
+
+    /// Any policy may ask the peer to drop its role and look for a leader again; the peer
+    /// does it at the end of the current step.
+    void request_election(const char* why) {
+        if (!election_requested_) election_reason_ = why;
+        election_requested_ = true;
     }
 
     /// The last decision this peer object made, if any.
@@ -124,15 +301,80 @@ private:
     template <transport, log_store, state_machine, typename>
     friend class peer;
 
+    struct queued_frame {
+        peer_id to;
+        connection_id connection;
+        shared_bytes frame;
+        storage_op log_op;
+        storage_op epoch_op;
+    };
+
+    storage_op next_op() { return ++last_op_; }
+
+    void note_log_op(storage_op op) {
+        last_log_op_ = std::max(last_log_op_, op);
+        log_ops_.emplace_back(op, last_zxid_visible);
+        sync_needed_ = true;
+    }
+
+    void flush_batch() {
+        if (batch_.empty()) return;
+        storage_->append(batch_op_, batch_);
+        batch_.clear();
+        note_log_op(batch_op_);
+    }
+
+    /// End of step: the batch and one sync go to the log.
+    void flush_storage() {
+        flush_batch();
+        if (sync_needed_) {
+            storage_->sync(log_ops_.back().first);
+            sync_needed_ = false;
+        }
+    }
+
+    void log_became_durable(storage_op op) {
+        durable_log_op_ = std::max(durable_log_op_, op);
+        while (!log_ops_.empty() && log_ops_.front().first <= op) {
+            last_logged = log_ops_.front().second;
+            log_ops_.pop_front();
+        }
+    }
+
+    void epochs_became_durable(storage_op op) {
+        durable_epoch_op_ = std::max(durable_epoch_op_, op);
+        while (!epoch_writes_.empty() && epoch_writes_.front().first <= op) {
+            durable_epochs = epoch_writes_.front().second;
+            epoch_writes_.pop_front();
+        }
+    }
+
     peer_id self_;
     configuration config_;
     quorum_system quorums_;
     options options_;
-    std::vector<std::pair<peer_id, shared_bytes>> outbox_;
+    storage_port* storage_ = nullptr;
+    machine_port* machine_ = nullptr;
+
+    std::vector<queued_frame> outbox_;
     std::vector<std::pair<peer_id, connection_id>> connections_;
+    std::vector<std::pair<peer_id, connection_id>> closes_;
+
+    storage_op last_op_ = 0;
+    storage_op last_log_op_ = 0;
+    std::vector<log_record> batch_;
+    storage_op batch_op_ = 0;
+    bool sync_needed_ = false;
+    std::deque<std::pair<storage_op, zxid>> log_ops_;       // issued, not yet durable
+    std::deque<std::pair<storage_op, epochs>> epoch_writes_;  // issued, not yet durable
+    storage_op durable_log_op_ = 0;
+    storage_op durable_epoch_op_ = 0;
+
     std::optional<election_decision> pending_decision_;
     std::optional<election_decision> last_decision_;
     std::uint64_t decisions_ = 0;
+    bool election_requested_ = false;
+    const char* election_reason_ = "";
 };
 
 }  // namespace zab

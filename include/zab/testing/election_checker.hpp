@@ -30,6 +30,8 @@ public:
     explicit election_checker(Simulator& sim) : sim_{sim}, seen_(sim.nodes().size() + 1) {
         sim.set_notification_observer([this](const typename Simulator::delivered_vote& d) {
             delivered_.insert(key(d.receiver, d.sender, d.cast));
+            if (d.cast.state == peer_state::leading && d.cast.leader == d.sender)
+                told_leading_.insert({d.receiver, d.sender});
         });
         sim.add_checker([this](Simulator&) { check(); });
     }
@@ -76,16 +78,17 @@ private:
         return ids.size() * 2 > sim_.config().voters().size();
     }
 
-    /// (current epoch, last logged) of `id` now: its live peer's, or its disk's if crashed.
-    std::pair<epoch_t, zxid> history_of(peer_id id) const {
-        const auto& n = sim_.at(id);
-        if (n.peer) return {n.peer->durable_epochs().current, n.peer->last_logged()};
-        const auto& records = n.log->durable_records();
-        return {n.log->durable_epochs().current, records.empty() ? zxid{} : records.back().id};
-    }
-
     void check() {
         for (const auto& n : sim_.nodes()) {
+            if constexpr (requires { n.peer->election().round_initial_vote(); }) {
+                if (n.peer) {
+                    // What each voter's vote may only move up from, per round it entered.
+                    const vote& initial = n.peer->election().round_initial_vote();
+                    initial_votes_.insert({n.id, n.peer->election().logical_clock(),
+                                           initial.leader, initial.leader_zxid.value(),
+                                           initial.leader_epoch});
+                }
+            }
             if (!n.peer || !n.peer->last_decision()) continue;
             const auto& d = *n.peer->last_decision();
             auto& last = seen_[n.id];
@@ -116,12 +119,23 @@ private:
                 // the leader it backs is at least as recent as it is. A FOLLOWING/LEADING vote
                 // of the same round also counts, as in ZooKeeper: that voter joined an
                 // established leader instead of comparing (checked by delivery above).
+                // Compared with the voter's own vote when it entered that round (its history
+                // then: epochs and logs move on once leaders are established).
                 if (v.state != peer_state::looking) continue;
-                const auto [epoch, last] = history_of(voter);
-                if (std::tie(d.decided.leader_epoch, d.decided.leader_zxid, d.decided.leader) <
-                    std::tie(epoch, last, voter))
-                    fail(at, fmt::format("leader {} is behind voter {} (epoch {}, zxid {})",
-                                         d.decided, voter, epoch, last));
+                bool justified = false;
+                for (auto it = initial_votes_.lower_bound({voter, v.round, 0, 0, 0});
+                     it != initial_votes_.end() && std::get<0>(*it) == voter &&
+                     std::get<1>(*it) == v.round;
+                     ++it) {
+                    const auto [id, round, leader, zxid_value, epoch] = *it;
+                    if (leader == voter &&
+                        std::tie(d.decided.leader_epoch, d.decided.leader_zxid, d.decided.leader) >=
+                            std::make_tuple(epoch, zxid::from_value(zxid_value), voter))
+                        justified = true;
+                }
+                if (!justified)
+                    fail(at, fmt::format("leader {} is behind voter {}'s own vote in round {}",
+                                         d.decided, voter, v.round));
             }
             return;
         }
@@ -133,10 +147,9 @@ private:
                                      d.decided));
             if (voter != at && !delivered_.contains(key(at, voter, v)))
                 fail(at, fmt::format("counted vote {} of {} was never delivered", v, voter));
-            if (voter == d.decided.leader && v.state == peer_state::leading) {
-                leader_said_leading = true;
-            }
         }
+        // checkLeader looks at the leader's own vote in the box, whatever its epoch.
+        if (told_leading_.contains({at, d.decided.leader})) leader_said_leading = true;
         if (!leader_said_leading)
             fail(at, fmt::format("joined {} without the leader's own LEADING vote (checkLeader)",
                                  d.decided));
@@ -145,6 +158,9 @@ private:
     Simulator& sim_;
     std::vector<std::pair<std::uint64_t, std::uint64_t>> seen_;  // per id: (incarnation, seq)
     std::set<vote_key> delivered_;
+    std::set<std::pair<peer_id, peer_id>> told_leading_;  ///< (receiver, leader) pairs
+    /// (voter, round, its own vote's leader, zxid, epoch) for every round a voter entered.
+    std::set<std::tuple<peer_id, std::uint64_t, peer_id, std::uint64_t, epoch_t>> initial_votes_;
     std::vector<std::string> failures_;
     std::uint64_t decisions_ = 0;
     std::uint64_t by_looking_ = 0;

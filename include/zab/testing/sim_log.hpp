@@ -1,13 +1,20 @@
 // zab/testing/sim_log.hpp — a `zab::log_store` on a simulated disk that can lose power.
 //
-// What it models: a log file plus the two epoch files of PROTOCOL.md §2, on a disk whose
-// fsync takes time and whose un-synced writes are at the mercy of a crash. Writes are
-// visible at once (the page cache) and durable only when a sync completes (fsync). At a
-// power loss each un-synced record is independently kept, dropped or torn, as in
-// FoundationDB's AsyncFileNonDurable (DESIGN.md rule 11). A torn record fails its checksum
-// at recovery, so recovery stops there: the recovered log is the durable image plus a
-// prefix of the un-synced writes. That prefix is what resurrects transactions that were
-// never acknowledged, the situation behind most of ZooKeeper's data-loss bugs (§2).
+// What it models: a log file, an optional snapshot standing in for every record up to its
+// zxid, and the two epoch files of PROTOCOL.md §2, on a disk whose fsync takes time and
+// whose un-synced writes are at the mercy of a crash. Writes are visible at once (the page
+// cache) and durable only when a sync completes (fsync). At a power loss each un-synced
+// record is independently kept, dropped or torn, as in FoundationDB's AsyncFileNonDurable
+// (DESIGN.md rule 11). A torn record fails its checksum at recovery, so recovery stops
+// there: the recovered log is the durable image plus a prefix of the un-synced writes. That
+// prefix is what resurrects transactions that were never acknowledged, the situation behind
+// most of ZooKeeper's data-loss bugs (§2).
+//
+// Truncations and snapshot installs are whole-file operations (a rename, a new segment):
+// at a crash each un-synced one is applied as a whole or lost, and once one is lost nothing
+// written after it survives. So a snapshot install is atomic (§11.5): recovery finds the
+// old log or the snapshot with the records that followed it, never a mix, and never an old
+// record after the snapshot's zxid (ZOOKEEPER-2832/2872).
 //
 // Timing: completions are events on the event_queue, never calls from inside a member
 // (DESIGN.md rule 2). Log syncs complete in the order issued. Epoch writes complete in
@@ -44,9 +51,9 @@ struct disk_options {
     /// Multiplies every latency: 10.0 is a disk ten times slower (> 0).
     double slow_factor = 1.0;
     /// At a crash, the fate of each un-synced record (relative weights; need not sum to 1).
-    /// An un-synced truncation is applied with probability crash_keep / (sum), else lost;
-    /// an un-synced epoch write is kept with that same probability, else dropped (a torn
-    /// temporary file is never renamed into place).
+    /// An un-synced truncation or snapshot install is applied (as a whole) with probability
+    /// crash_keep / (sum), else lost; an un-synced epoch write is kept with that same
+    /// probability, else dropped (a torn temporary file is never renamed into place).
     double crash_keep = 0.4;
     double crash_drop = 0.4;
     double crash_tear = 0.2;
@@ -73,6 +80,8 @@ struct crash_report {
     std::uint64_t records_unreachable = 0;  ///< written whole, but after a cut: lost
     std::uint64_t truncates_applied = 0;
     std::uint64_t truncates_lost = 0;
+    std::uint64_t snapshot_installs_applied = 0;
+    std::uint64_t snapshot_installs_lost = 0;  ///< nothing written after it survives either
     std::uint64_t epoch_writes_kept = 0;
     std::uint64_t epoch_writes_dropped = 0;
     std::uint64_t completions_discarded = 0;  ///< syncs and epoch writes that never complete
@@ -82,6 +91,7 @@ struct disk_stats {
     std::uint64_t appends = 0;
     std::uint64_t records_appended = 0;
     std::uint64_t truncates = 0;
+    std::uint64_t snapshot_installs = 0;
     std::uint64_t syncs = 0;
     std::uint64_t syncs_completed = 0;
     std::uint64_t syncs_failed = 0;
@@ -124,17 +134,35 @@ public:
             ZAB_ASSERT(record.id > previous, "append: zxids must increase past last_zxid()");
             previous = record.id;
         }
-        visible_.insert(visible_.end(), records.begin(), records.end());
-        unsynced_.push_back({op, operation_kind::append, zxid{}, {records.begin(), records.end()}});
+        visible_.records.insert(visible_.records.end(), records.begin(), records.end());
+        unsynced_.push_back(
+            {op, operation_kind::append, zxid{}, {records.begin(), records.end()}, {}});
         ++stats_.appends;
         stats_.records_appended += records.size();
     }
 
+    /// Removes the records after `last_kept`. The snapshot, if any, stays: a `last_kept`
+    /// below the snapshot's zxid cannot be honoured without losing it, so it removes every
+    /// record after the snapshot and `last_zxid()` becomes the snapshot's zxid. The peer
+    /// never asks for that: a snapshot holds only committed transactions, and a TRUNC never
+    /// reaches below a committed one (§5.6); the model must merely survive it.
     void truncate_after(storage_op op, zxid last_kept) {
         note_log_op(op);
-        truncate_records(visible_, last_kept);
-        unsynced_.push_back({op, operation_kind::truncate, last_kept, {}});
+        truncate_records(visible_.records, last_kept);
+        unsynced_.push_back({op, operation_kind::truncate, last_kept, {}, {}});
         ++stats_.truncates;
+    }
+
+    /// Replaces the whole log by a snapshot at `last_included` (a SNAP sync, §5.3): every
+    /// record goes, whatever its zxid, and later appends continue after `last_included`.
+    /// Shares the bytes of `state`.
+    void install_snapshot(storage_op op, zxid last_included, const shared_bytes& state) {
+        note_log_op(op);
+        log_snapshot installed{last_included, state};
+        visible_ = log_image{installed, {}};
+        unsynced_.push_back(
+            {op, operation_kind::install_snapshot, zxid{}, {}, std::move(installed)});
+        ++stats_.snapshot_installs;
     }
 
     /// Completes (`log_durable`, op) after a disk latency, never before an earlier sync.
@@ -166,15 +194,23 @@ public:
         pending_epoch_writes_.push_back(std::move(write));
     }
 
-    zxid last_zxid() const { return visible_.empty() ? zxid{} : visible_.back().id; }
+    /// The last record's zxid, else the snapshot's, else zxid{}.
+    zxid last_zxid() const { return visible_.last_zxid(); }
 
     epochs stored_epochs() const { return visible_epochs_; }
 
+    std::optional<log_snapshot> snapshot() const { return visible_.snapshot; }
+
+    /// `errc::compacted` when `after` lies below the snapshot: the records from `after` on
+    /// are gone. From the snapshot's zxid on, the records after `after`.
     result<std::vector<log_record>> read(zxid after, std::size_t max) const {
-        auto first = std::upper_bound(visible_.begin(), visible_.end(), after,
+        if (visible_.snapshot && after < visible_.snapshot->last_included)
+            return make_error_code(errc::compacted);
+        const auto& records = visible_.records;
+        auto first = std::upper_bound(records.begin(), records.end(), after,
                                       [](zxid z, const log_record& r) { return z < r.id; });
         std::vector<log_record> out;
-        for (; first != visible_.end() && out.size() < max; ++first) out.push_back(*first);
+        for (; first != records.end() && out.size() < max; ++first) out.push_back(*first);
         return out;
     }
 
@@ -214,10 +250,16 @@ public:
 
     // --- inspection ----------------------------------------------------------------------
 
-    /// What a crash right now would keep for certain.
-    const std::vector<log_record>& durable_records() const { return durable_; }
-    /// Everything appended and not truncated, synced or not (what `read` sees).
-    const std::vector<log_record>& records() const { return visible_; }
+    /// What a crash right now would keep for certain: the records after the durable
+    /// snapshot, and that snapshot.
+    const std::vector<log_record>& durable_records() const { return durable_.records; }
+    const std::optional<log_snapshot>& durable_snapshot() const { return durable_.snapshot; }
+    /// The last durable record's zxid, else the durable snapshot's, else zxid{}: what a
+    /// replica restarted from this disk would recover as its last logged zxid.
+    zxid durable_last_zxid() const { return durable_.last_zxid(); }
+    /// Every record after the snapshot appended and not truncated, synced or not (what
+    /// `read` sees).
+    const std::vector<log_record>& records() const { return visible_.records; }
     epochs durable_epochs() const { return durable_epochs_; }
     const disk_stats& stats() const { return stats_; }
     /// Syncs and epoch writes issued and not yet completed.
@@ -225,13 +267,26 @@ public:
     std::size_t pending_epoch_writes() const { return pending_epoch_writes_.size(); }
 
 private:
-    enum class operation_kind { append, truncate };
+    enum class operation_kind { append, truncate, install_snapshot };
 
     struct pending_operation {
         storage_op op;
         operation_kind kind;
-        zxid last_kept;                   // truncate only
-        std::vector<log_record> records;  // append only
+        zxid last_kept;                        // truncate only
+        std::vector<log_record> records;       // append only
+        std::optional<log_snapshot> snapshot;  // install_snapshot only
+    };
+
+    // The log as one state of the disk holds it: the snapshot in effect (if any) and the
+    // records after it, ascending, every one above the snapshot's zxid.
+    struct log_image {
+        std::optional<log_snapshot> snapshot;
+        std::vector<log_record> records;
+
+        zxid last_zxid() const {
+            if (!records.empty()) return records.back().id;
+            return snapshot ? snapshot->last_included : zxid{};
+        }
     };
 
     struct pending_sync {
@@ -264,11 +319,19 @@ private:
         records.erase(first_removed, records.end());
     }
 
-    static void apply(std::vector<log_record>& image, const pending_operation& operation) {
-        if (operation.kind == operation_kind::truncate)
-            truncate_records(image, operation.last_kept);
-        else
-            image.insert(image.end(), operation.records.begin(), operation.records.end());
+    static void apply(log_image& image, const pending_operation& operation) {
+        switch (operation.kind) {
+            case operation_kind::append:
+                image.records.insert(image.records.end(), operation.records.begin(),
+                                     operation.records.end());
+                break;
+            case operation_kind::truncate:
+                truncate_records(image.records, operation.last_kept);
+                break;
+            case operation_kind::install_snapshot:
+                image = log_image{operation.snapshot, {}};
+                break;
+        }
     }
 
     void note_log_op(storage_op op) {
@@ -344,19 +407,20 @@ private:
 
     // Replays the un-synced operations in order on the durable image. Every record's fate is
     // drawn (independently), but recovery stops at the first record that is not kept and at
-    // the first truncation that did not make it: what follows is unreachable.
+    // the first truncation or snapshot install that did not make it: what follows is
+    // unreachable. A truncation or install is applied whole or not at all.
     void recover_log(crash_report& report) {
         bool cut = false;
         for (const auto& operation : unsynced_) {
-            if (operation.kind == operation_kind::truncate) {
+            if (operation.kind != operation_kind::append) {
+                const bool truncation = operation.kind == operation_kind::truncate;
                 const bool applied = draw_survives() && !cut;
-                if (applied) {
-                    truncate_records(durable_, operation.last_kept);
-                    ++report.truncates_applied;
-                } else {
-                    ++report.truncates_lost;
-                    cut = true;
-                }
+                if (applied) apply(durable_, operation);
+                if (!applied) cut = true;
+                if (truncation)
+                    ++(applied ? report.truncates_applied : report.truncates_lost);
+                else
+                    ++(applied ? report.snapshot_installs_applied : report.snapshot_installs_lost);
                 continue;
             }
             for (const auto& record : operation.records) {
@@ -365,7 +429,7 @@ private:
                         if (cut) {
                             ++report.records_unreachable;
                         } else {
-                            durable_.push_back(record);
+                            durable_.records.push_back(record);
                             ++report.records_kept;
                         }
                         break;
@@ -401,8 +465,8 @@ private:
     disk_options options_;
     std::function<void(const storage_completion&)> handler_;
 
-    std::vector<log_record> visible_;
-    std::vector<log_record> durable_;
+    log_image visible_;
+    log_image durable_;
     std::deque<pending_operation> unsynced_;  // log operations not yet covered by a sync
     std::uint64_t synced_count_ = 0;          // log operations made durable since the crash
     std::optional<storage_op> last_log_op_;

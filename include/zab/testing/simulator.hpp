@@ -240,6 +240,24 @@ public:
         notification_observer_ = std::move(observer);
     }
 
+    /// Called with every frame delivered to a live replica, decoded: (receiver, sender, m).
+    void set_message_observer(
+        std::function<void(peer_id receiver, peer_id sender, const message&)> observer) {
+        message_observer_ = std::move(observer);
+    }
+
+    /// Proposes `txn` at replica `id` (its clock brought up to date first), as an application
+    /// on that replica would. `errc::not_leader` from a non-leader; `errc::shutting_down`
+    /// while it is crashed or paused.
+    result<zxid> propose(peer_id id, byte_view txn) {
+        node& n = at(id);
+        if (!n.peer || n.paused) return make_error_code(errc::shutting_down);
+        catch_up(n);
+        auto proposed = n.peer->propose(txn);
+        reschedule_wake(n);
+        return proposed;
+    }
+
 private:
     void boot(node& n) {
         ++n.incarnation;
@@ -335,13 +353,14 @@ private:
 
     void observe_frame(peer_id receiver, peer_id sender, connection_id c,
                        const shared_bytes& frame) {
-        if (!trace_ && !notification_observer_) return;
+        if (!trace_ && !notification_observer_ && !message_observer_) return;
         auto decoded = decode(frame.view());
         if (!decoded) {
             trace_line(receiver, "RECV", fmt::format("from {} c{} undecodable", sender, c));
             return;
         }
         const message& m = decoded.value().msg;
+        if (message_observer_ && at(receiver).peer) message_observer_(receiver, sender, m);
         if (const auto* n = std::get_if<notification>(&m)) {
             if (notification_observer_) notification_observer_({receiver, sender, vote::from(*n)});
             trace_line(receiver, "RECV", fmt::format("from {} c{} NOTIFICATION {}", sender, c,
@@ -368,6 +387,7 @@ private:
     std::vector<std::function<void(simulator&)>> checkers_;
     std::function<void(std::string_view)> trace_;
     std::function<void(const delivered_vote&)> notification_observer_;
+    std::function<void(peer_id, peer_id, const message&)> message_observer_;
     trace_hash hash_;
     std::uint64_t steps_ = 0;
     std::uint64_t crashes_ = 0;

@@ -1,0 +1,212 @@
+// zab/core/broadcast.hpp — the Broadcast phase (PROTOCOL.md §6, §8).
+//
+// Leader: a proposal is encoded once and the same frame goes to every forwarding follower
+// and, sliced, into the leader's own log (DESIGN.md rule 10). The leader's own ACK counts
+// only once its log says the append is durable. Commits go strictly in zxid order; COMMIT to
+// followers, INFORM (with the bytes) to observers. Heartbeats every tick; a learner silent
+// for sync_limit is dropped, and a leader that cannot see a quorum steps down (§6.2).
+// Learner: PROPOSAL → log → ACK once durable (an ACK covers every earlier proposal on the
+// FIFO connection); COMMIT → apply in order; a leader silent for sync_limit → election.
+#pragma once
+
+#include <algorithm>
+#include <utility>
+
+#include "zab/core/codec.hpp"
+#include "zab/core/logging.hpp"
+#include "zab/core/messages.hpp"
+#include "zab/core/peer_context.hpp"
+
+namespace zab {
+
+class zab_broadcast {
+public:
+    explicit zab_broadcast(peer_context& ctx) : ctx_{ctx} {}
+
+    // --- leader side ----------------------------------------------------------------------
+
+    /// Proposes `txn` (leader only, once established). Returns its zxid.
+    result<zxid> propose(byte_view txn) {
+        if (!ctx_.leading || !ctx_.leading->established)
+            return make_error_code(errc::not_leader);
+        auto& l = *ctx_.leading;
+        if (l.last_proposed.counter_exhausted()) {
+            // §1, ZOOKEEPER-1277: never propose the last counter; a new epoch starts at 0.
+            ctx_.request_election("zxid counter exhausted");
+            return make_error_code(errc::zxid_exhausted);
+        }
+        const zxid id = l.last_proposed.next();
+        const shared_bytes frame =
+            encode(frame_context{ctx_.opts().group_id, ctx_.config().version()}, proposal{id, txn});
+        // The log record shares the frame's bytes: the txn is encoded once (rule 10).
+        auto decoded = decode(frame.view());
+        ZAB_ASSERT(decoded.has_value(), "a frame zab encoded does not decode");
+        const byte_view txn_in_frame = std::get<proposal>(decoded.value().msg).txn;
+        outstanding_proposal p;
+        p.record = log_record{id, frame.slice(txn_in_frame)};
+        p.frame = frame;
+        p.log_op = ctx_.append(p.record);
+        l.last_proposed = id;
+        for (const auto& link : l.links)
+            if (link.forwarding && link.type == learner_type::participant)
+                ctx_.send_frame_after(link.id, frame);
+        l.outstanding.push_back(std::move(p));
+        ++ctx_.counters.proposals;
+        return id;
+    }
+
+    /// ACK(z) from a follower that acknowledged NEWLEADER: it holds every proposal ≤ z
+    /// durably (FIFO connection: an ACK covers the prefix).
+    void leader_on_ack(learner_link& link, const ack& m) {
+        auto& l = *ctx_.leading;
+        if (m.acked.is_epoch_marker()) return;  // NEWLEADER/UPTODATE acks: nothing to count
+        if (m.acked.epoch() != l.epoch || m.acked > l.last_proposed) {
+            ++ctx_.counters.unexpected_messages;
+            ctx_.drop_learner(link.id);
+            return;
+        }
+        link.last_acked = std::max(link.last_acked, m.acked);
+        if (link.type != learner_type::participant) return;  // observers never count (§8)
+        for (auto& p : l.outstanding) {
+            if (p.record.id > m.acked) break;
+            p.acks.insert(link.id);
+        }
+    }
+
+    /// A heartbeat answer (any message refreshes the learner's deadline; the peer did that).
+    void leader_on_ping(learner_link&, const ping&) {}
+
+    /// Runs after every event while LEADING: own durability, commits in order.
+    void leader_advance() {
+        auto& l = *ctx_.leading;
+        for (auto& p : l.outstanding)
+            if (ctx_.log_durable(p.log_op)) p.acks.insert(ctx_.self());
+        // §6.1 tryToCommit: strictly in order, each on a quorum of every verifier.
+        while (!l.outstanding.empty() && ctx_.quorums().contains_quorum(l.outstanding.front().acks)) {
+            outstanding_proposal p = std::move(l.outstanding.front());
+            l.outstanding.pop_front();
+            commit_proposal(std::move(p));
+        }
+    }
+
+    /// Every tick while LEADING (§6.2): heartbeats, silent learners, the quorum check.
+    void leader_tick() {
+        auto& l = *ctx_.leading;
+        ++l.ping_round;
+        const std::uint64_t limit = ctx_.opts().sync_limit_ticks;
+        std::vector<peer_id> silent;
+        for (const auto& link : l.links) {
+            if (ctx_.now_tick > link.last_heard_tick + limit)
+                silent.push_back(link.id);
+            else
+                ctx_.send(link.id, ping{l.last_proposed, l.ping_round});
+        }
+        for (peer_id id : silent) {
+            zab::log(log_level::info, "peer {}: learner {} silent for {} ticks, dropped",
+                     ctx_.self(), id, limit);
+            ctx_.drop_learner(id);
+        }
+        if (!l.established) return;  // until then init_limit bounds the leader (§4)
+        peer_set synced;
+        synced.insert(ctx_.self());
+        for (const auto& link : l.links)
+            if (link.at == learner_link::stage::awaiting_uptodate ||
+                link.at == learner_link::stage::broadcasting)
+                synced.insert(link.id);
+        if (!ctx_.quorums().contains_quorum(synced)) {
+            ++ctx_.counters.leader_step_downs;
+            ctx_.request_election("leader lost its quorum");
+        }
+    }
+
+    // --- learner side ---------------------------------------------------------------------
+
+    /// PROPOSAL after NEWLEADER: log it, ACK once durable — and never before the NEWLEADER
+    /// ACK (§5.3, ZOOKEEPER-4685): until that ACK is queued, the proposal waits for it.
+    void learner_on_proposal(const log_record& record) {
+        auto& s = *ctx_.learning;
+        if (ctx_.self_type() != learner_type::participant) {
+            ctx_.leader_misbehaved("PROPOSAL sent to an observer");
+            return;
+        }
+        if (!append_in_order(record)) return;
+        if (s.newleader_epoch_op != 0)
+            ctx_.send_after(s.leader, ack{record.id}, ctx_.last_log_op(), s.newleader_epoch_op);
+    }
+
+    /// COMMIT after NEWLEADER: must name the oldest unapplied proposal (§6.1).
+    void learner_on_commit(const commit& m) {
+        auto& s = *ctx_.learning;
+        if (s.unapplied.empty() || s.unapplied.front().id > m.id ||
+            std::none_of(s.unapplied.begin(), s.unapplied.end(),
+                         [&](const log_record& r) { return r.id == m.id; })) {
+            ctx_.leader_misbehaved("COMMIT of a transaction not pending");
+            return;
+        }
+        s.known_committed = std::max(s.known_committed, m.id);
+        if (s.at == learner_state::stage::broadcasting) apply_committed();
+    }
+
+    /// INFORM (observers): a committed transaction with its bytes (§8).
+    void learner_on_inform(const log_record& record) {
+        auto& s = *ctx_.learning;
+        if (!append_in_order(record)) return;
+        s.known_committed = std::max(s.known_committed, record.id);
+        if (s.at == learner_state::stage::broadcasting) apply_committed();
+    }
+
+    /// PING from the leader: answer with its round (§6.2, §7).
+    void learner_on_ping(const ping& m) { ctx_.send(ctx_.learning->leader, ping{ctx_.last_logged, m.round}); }
+
+    /// Every tick while learning: a leader silent for sync_limit is gone (§6.2).
+    void learner_tick() {
+        auto& s = *ctx_.learning;
+        if (!s.info_sent) return;
+        if (ctx_.now_tick > s.last_heard_tick + ctx_.opts().sync_limit_ticks) {
+            ++ctx_.counters.leader_silences;
+            ctx_.request_election("leader silent for sync_limit");
+        }
+    }
+
+private:
+    bool append_in_order(const log_record& record) {
+        auto& s = *ctx_.learning;
+        const zxid last = ctx_.last_zxid_visible;
+        if (record.id <= last) return false;  // a duplicate of a synced proposal
+        if (record.id.epoch() == last.epoch() && record.id.counter() != last.counter() + 1) {
+            ctx_.leader_misbehaved("a hole in the proposals (§13 contiguity)");
+            return false;
+        }
+        ctx_.append(record);
+        s.unapplied.push_back(record);
+        return true;
+    }
+
+    void apply_committed() {
+        auto& s = *ctx_.learning;
+        ctx_.apply_from_log(s.known_committed);
+        while (!s.unapplied.empty() && s.unapplied.front().id <= ctx_.last_applied)
+            s.unapplied.pop_front();
+    }
+
+    void commit_proposal(outstanding_proposal p) {
+        auto& l = *ctx_.leading;
+        const zxid id = p.record.id;
+        for (const auto& link : l.links) {
+            if (!link.forwarding) continue;
+            if (link.type == learner_type::participant)
+                ctx_.send(link.id, commit{id});
+            else
+                ctx_.send(link.id, inform{id, p.record.txn.view()});
+        }
+        l.remember_committed(p.record);
+        ctx_.apply(p.record);
+        ++ctx_.counters.commits;
+    }
+
+
+
+    peer_context& ctx_;
+};
+
+}  // namespace zab

@@ -1,0 +1,171 @@
+// zab/core/discovery.hpp — the Discovery phase (PROTOCOL.md §4): the leader chooses a new
+// epoch strictly above every epoch a quorum accepted, and each learner promises it.
+//
+// Leader: FOLLOWERINFO/OBSERVERINFO in → once the leader and a quorum of voters are in,
+// acceptedEpoch = epoch is written, and LEADERINFO leaves only once that is durable
+// (ZOOKEEPER-1291) → ACKEPOCHs counted, a learner ahead of the leader refused → with a quorum,
+// currentEpoch = epoch is written (§4.6). Learner: FOLLOWERINFO out → LEADERINFO(e) in →
+// acceptedEpoch = e durable → ACKEPOCH out (§4.5).
+#pragma once
+
+#include <algorithm>
+#include <tuple>
+
+#include "zab/core/logging.hpp"
+#include "zab/core/messages.hpp"
+#include "zab/core/peer_context.hpp"
+
+namespace zab {
+
+class zab_discovery {
+public:
+    explicit zab_discovery(peer_context& ctx) : ctx_{ctx} {}
+
+    // --- leader side ----------------------------------------------------------------------
+
+    /// The peer just became LEADING: propose an epoch above the one it accepted (§4.3).
+    void leader_start() {
+        auto& l = *ctx_.leading;
+        l.epoch = ctx_.written_epochs.accepted + 1;
+        l.epoch_voters.insert(ctx_.self());
+        l.epoch_acks.insert(ctx_.self());
+    }
+
+    /// FOLLOWERINFO or OBSERVERINFO from `from` on a new connection.
+    void leader_on_info(peer_id from, learner_type claimed, epoch_t accepted) {
+        auto& l = *ctx_.leading;
+        if (ctx_.config().type_of(from) != claimed) {
+            // A voter claiming to observe, or the reverse: not our configuration.
+            ++ctx_.counters.unexpected_messages;
+            ctx_.close(from);
+            return;
+        }
+        std::erase_if(l.links, [&](const learner_link& k) { return k.id == from; });
+        learner_link link;
+        link.id = from;
+        link.connection = *ctx_.connection_to(from);
+        link.type = claimed;
+        link.accepted_epoch = accepted;
+        link.last_heard_tick = ctx_.now_tick;
+        // §4.3: while the epoch is open, it rises above every voter's accepted epoch (>=,
+        // ZOOKEEPER-1343). Observers' accepted epochs do not count (ZOOKEEPER-2959).
+        if (l.accepted_write == 0 && claimed == learner_type::participant) {
+            l.epoch = std::max(l.epoch, accepted + 1);
+            l.epoch_voters.insert(from);
+        }
+        l.links.push_back(link);
+    }
+
+    /// ACKEPOCH from `from` (§4.6).
+    void leader_on_ack_epoch(peer_id from, const ack_epoch& m) {
+        auto& l = *ctx_.leading;
+        learner_link* link = find(from);
+        if (link == nullptr || link->at != learner_link::stage::awaiting_ack_epoch) {
+            ++ctx_.counters.unexpected_messages;
+            return;
+        }
+        if (m.current_epoch &&
+            std::tie(*m.current_epoch, m.last_logged) >
+                std::tie(ctx_.durable_epochs.current, ctx_.last_logged)) {
+            // The learner is more recent than the leader: it must not be synced by it (§4.6).
+            zab::log(log_level::info, "peer {}: refusing learner {}: it is ahead ({}, {})",
+                     ctx_.self(), from, *m.current_epoch, m.last_logged);
+            ++ctx_.counters.learners_refused;
+            ctx_.drop_learner(from);
+            return;
+        }
+        link->last_logged = m.last_logged;
+        link->at = learner_link::stage::awaiting_sync;
+        if (m.current_epoch && link->type == learner_type::participant) l.epoch_acks.insert(from);
+    }
+
+    /// Runs after every event while LEADING: moves the epoch forward when it can.
+    void leader_advance() {
+        auto& l = *ctx_.leading;
+        if (l.accepted_write == 0 && ctx_.quorums().contains_quorum(l.epoch_voters)) {
+            l.accepted_write = ctx_.write_epochs({l.epoch, ctx_.written_epochs.current});
+            zab::log(log_level::info, "peer {}: proposing epoch {}", ctx_.self(), l.epoch);
+        }
+        if (l.accepted_write != 0) {
+            l.epoch_durable = ctx_.epochs_durable(l.accepted_write);
+            for (auto& link : l.links) {
+                if (link.at != learner_link::stage::awaiting_epoch) continue;
+                if (link.accepted_epoch > l.epoch) {
+                    // It already promised a later epoch; it will not follow this one.
+                    ++ctx_.counters.learners_refused;
+                    ctx_.drop_learner(link.id);
+                    return leader_advance();
+                }
+                // Held until acceptedEpoch is durable on the leader (ZOOKEEPER-1291).
+                ctx_.send_after(link.id, leader_info{l.epoch, protocol_version}, 0,
+                                l.accepted_write);
+                link.at = learner_link::stage::awaiting_ack_epoch;
+            }
+        }
+        if (l.epoch_durable && l.current_write == 0 &&
+            ctx_.quorums().contains_quorum(l.epoch_acks)) {
+            // §4.6: a quorum promised: the leader's currentEpoch becomes the new epoch.
+            l.current_write = ctx_.write_epochs({l.epoch, l.epoch});
+        }
+        if (l.current_write != 0) l.current_durable = ctx_.epochs_durable(l.current_write);
+    }
+
+    // --- learner side ---------------------------------------------------------------------
+
+    /// The peer just decided to follow (or observe) `leader`.
+    void learner_start() { learner_send_info(); }
+
+    void learner_on_connected(peer_id peer) {
+        if (peer == ctx_.learning->leader) learner_send_info();
+    }
+
+    /// LEADERINFO(e) (§4.5).
+    void learner_on_leader_info(const leader_info& m) {
+        auto& s = *ctx_.learning;
+        if (s.at != learner_state::stage::awaiting_leader_info) {
+            ++ctx_.counters.unexpected_messages;
+            return;
+        }
+        const epoch_t accepted = ctx_.written_epochs.accepted;
+        if (m.new_epoch < accepted) {
+            // It proposes an epoch older than one I promised: not my leader.
+            ctx_.request_election("leader proposed an epoch below my accepted epoch");
+            return;
+        }
+        s.epoch = m.new_epoch;
+        s.at = learner_state::stage::awaiting_sync;
+        if (m.new_epoch > accepted) {
+            // Promise durably before saying so (§2, §4.5).
+            const storage_op op = ctx_.write_epochs({m.new_epoch, ctx_.written_epochs.current});
+            ctx_.send_after(s.leader, ack_epoch{ctx_.last_logged, ctx_.durable_epochs.current}, 0,
+                            op);
+        } else {
+            // Already promised this epoch (a reconnect): not counted, but synced (§4.5).
+            ctx_.send(s.leader, ack_epoch{ctx_.last_logged, std::nullopt});
+        }
+    }
+
+private:
+    learner_link* find(peer_id id) {
+        for (auto& link : ctx_.leading->links)
+            if (link.id == id) return &link;
+        return nullptr;
+    }
+
+
+    void learner_send_info() {
+        auto& s = *ctx_.learning;
+        if (s.info_sent || !ctx_.connected(s.leader)) return;
+        const epoch_t accepted = ctx_.written_epochs.accepted;
+        if (ctx_.self_type() == learner_type::participant)
+            ctx_.send(s.leader, follower_info{accepted, protocol_version});
+        else
+            ctx_.send(s.leader, observer_info{accepted, protocol_version});
+        s.info_sent = true;
+        s.last_heard_tick = ctx_.now_tick;
+    }
+
+    peer_context& ctx_;
+};
+
+}  // namespace zab

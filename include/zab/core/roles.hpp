@@ -1,0 +1,123 @@
+// zab/core/roles.hpp — what a leader and a learner remember while they hold their role.
+//
+// The leader has no single phase (PROTOCOL.md §0, §6.3, DESIGN.md rule 4): it keeps one
+// `learner_link` per connected learner, each going through discovery → synchronization →
+// broadcast on its own, while the leader's own epoch moves through choosing the epoch,
+// collecting ACKEPOCHs and collecting NEWLEADER ACKs. The learner has one leader and one
+// stage. These are plain data; the phase policies (discovery.hpp, synchronization.hpp,
+// broadcast.hpp) hold the code.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <optional>
+#include <vector>
+
+#include "zab/core/bytes.hpp"
+#include "zab/core/concepts.hpp"
+#include "zab/core/quorum.hpp"
+#include "zab/core/types.hpp"
+#include "zab/core/zxid.hpp"
+
+namespace zab {
+
+/// The leader's view of one learner connection.
+struct learner_link {
+    enum class stage : std::uint8_t {
+        awaiting_epoch,     ///< FOLLOWERINFO in; LEADERINFO not yet sent (epoch not durable)
+        awaiting_ack_epoch, ///< LEADERINFO sent
+        awaiting_sync,      ///< ACKEPOCH in; waits for the epoch quorum before its sync
+        awaiting_newleader_ack,  ///< sync traffic and NEWLEADER queued
+        awaiting_uptodate,  ///< NEWLEADER acknowledged; UPTODATE once the leader is established
+        broadcasting,       ///< UPTODATE sent
+    };
+    peer_id id = 0;
+    connection_id connection = 0;
+    learner_type type = learner_type::participant;
+    stage at = stage::awaiting_epoch;
+    epoch_t accepted_epoch = 0;     ///< from FOLLOWERINFO
+    zxid last_logged;               ///< from ACKEPOCH
+    bool forwarding = false;        ///< gets every new PROPOSAL/COMMIT (or INFORM) from now on
+    zxid last_acked;                ///< highest proposal this learner acknowledged
+    std::uint64_t last_heard_tick = 0;
+};
+
+/// A proposal of the leader's epoch that is not committed yet.
+struct outstanding_proposal {
+    log_record record;      ///< zxid and the txn bytes (a slice of `frame`)
+    shared_bytes frame;     ///< the encoded PROPOSAL, sent as is to every follower
+    peer_set acks;          ///< who has it durably (the leader once its own log says so)
+    storage_op log_op = 0;  ///< the leader's own append
+};
+
+/// Everything a leader keeps while LEADING.
+struct leader_state {
+    epoch_t epoch = 0;              ///< the epoch it proposes (strictly above every accepted)
+    peer_set epoch_voters;          ///< voters whose FOLLOWERINFO counted (§4.3), with itself
+    storage_op accepted_write = 0;  ///< the write of acceptedEpoch = epoch (0: not yet issued)
+    bool epoch_durable = false;     ///< acceptedEpoch = epoch is durable: LEADERINFO may go out
+    peer_set epoch_acks;            ///< voters whose ACKEPOCH counted (§4.6), with itself
+    storage_op current_write = 0;   ///< the write of currentEpoch = epoch (0: not yet issued)
+    bool current_durable = false;
+    peer_set newleader_acks;        ///< voters that acknowledged NEWLEADER (§5.5)
+    bool established = false;
+    std::vector<learner_link> links;
+    zxid last_proposed;
+    std::deque<outstanding_proposal> outstanding;
+    /// Recently committed records, contiguous, oldest first (§5.1 committedLog). At
+    /// establishment: the leader's whole history (it all became committed, §5.5).
+    std::deque<log_record> committed;
+    /// True while `committed` starts at the very beginning of the leader's history (nothing
+    /// evicted, no snapshot below it): a DIFF can then start anywhere.
+    bool committed_from_start = true;
+    /// The zxid just before `committed`'s first record (a snapshot's, an evicted record's,
+    /// or zxid{} when the window starts at the beginning).
+    zxid committed_base;
+    std::uint64_t ping_round = 0;
+
+    /// Records a leader keeps in memory for DIFF (ZooKeeper's commitLogCount, §5.1).
+    static constexpr std::size_t committed_window_max = 500;
+
+    /// Adds a committed record to the window, evicting the oldest beyond its bound.
+    void remember_committed(log_record record) {
+        committed.push_back(std::move(record));
+        if (committed.size() > committed_window_max) {
+            committed_base = committed.front().id;
+            committed.pop_front();
+            committed_from_start = false;
+        }
+    }
+
+    /// The last committed zxid of the history (the window's end).
+    zxid max_committed() const { return committed.empty() ? committed_base : committed.back().id; }
+};
+
+/// Everything a learner keeps while FOLLOWING or OBSERVING.
+struct learner_state {
+    enum class stage : std::uint8_t {
+        awaiting_leader_info,  ///< FOLLOWERINFO sent (or waiting for the connection)
+        awaiting_sync,         ///< ACKEPOCH sent; DIFF/TRUNC/SNAP comes next
+        syncing,               ///< sync traffic arriving, buffered until NEWLEADER
+        awaiting_uptodate,     ///< NEWLEADER handled (its ACK goes out once durable)
+        broadcasting,          ///< UPTODATE received: serving
+    };
+    peer_id leader = 0;
+    stage at = stage::awaiting_leader_info;
+    bool info_sent = false;
+    epoch_t epoch = 0;                 ///< the leader's new epoch (LEADERINFO)
+    /// Everything up to here is committed by the leader's word: the sync target (DIFF/TRUNC
+    /// history, SNAP) and every COMMIT received.
+    zxid known_committed;
+    std::vector<log_record> buffered;  ///< proposals received during sync, not yet logged
+    /// Logged or buffered proposals not yet applied, oldest first: COMMITs must name the head.
+    std::deque<log_record> unapplied;
+    std::uint64_t last_heard_tick = 0;
+    /// NEWLEADER handling (§5.3): the log op that holds the history, then the epoch write.
+    storage_op newleader_log_op = 0;
+    storage_op newleader_epoch_op = 0;
+    bool newleader_pending = false;
+    bool truncated = false;                  ///< this sync truncated the log (TRUNC)
+    std::optional<log_snapshot> snapshot;    ///< this sync installed a snapshot (SNAP)
+};
+
+}  // namespace zab

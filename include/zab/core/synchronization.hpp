@@ -1,0 +1,348 @@
+// zab/core/synchronization.hpp — the Synchronization phase (PROTOCOL.md §5).
+//
+// Leader: for each learner whose ACKEPOCH is in (once a quorum promised the epoch), plan
+// DIFF / TRUNC / SNAP from its last zxid against the leader's contiguous committed history,
+// queue the history as PROPOSAL+COMMIT pairs, hand over the proposals in flight, then
+// NEWLEADER — held until the leader's own currentEpoch is durable. A quorum of NEWLEADER ACKs
+// establishes the leader: its whole history is committed (§5.5); UPTODATE follows.
+// Learner: buffer the sync traffic; on NEWLEADER make the history durable, then currentEpoch,
+// then ACK (§5.3, §11.1, ZOOKEEPER-3911/4643/4685); on UPTODATE apply what is committed.
+#pragma once
+
+#include <algorithm>
+#include <optional>
+
+#include "zab/core/logging.hpp"
+#include "zab/core/messages.hpp"
+#include "zab/core/peer_context.hpp"
+
+namespace zab {
+
+class zab_synchronization {
+public:
+    explicit zab_synchronization(peer_context& ctx) : ctx_{ctx} {}
+
+    // --- leader side ----------------------------------------------------------------------
+
+    /// The peer just became LEADING: its history (all of its log) is what it will sync from.
+    /// Returns false if the log cannot be read (the peer then stops leading).
+    bool leader_start() {
+        auto& l = *ctx_.leading;
+        zxid after;
+        if (auto snapshot = ctx_.log_snapshot_in_effect()) {
+            after = snapshot->last_included;
+            l.committed_from_start = false;
+        }
+        l.committed_base = after;
+        for (;;) {
+            auto chunk = ctx_.read_log(after, 1024);
+            if (!chunk) {
+                zab::log(log_level::error, "peer {}: cannot read its own log ({})", ctx_.self(),
+                         chunk.error().message());
+                return false;
+            }
+            if (chunk.value().empty()) break;
+            for (auto& record : chunk.value()) l.remember_committed(std::move(record));
+            after = l.committed.back().id;
+        }
+        l.last_proposed = zxid{l.epoch, 0};
+        return true;
+    }
+
+    /// Runs after every event while LEADING.
+    void leader_advance() {
+        auto& l = *ctx_.leading;
+        if (l.current_write != 0) {
+            // The epoch quorum is in (§4.6): every learner waiting for its sync gets it now.
+            for (auto& link : l.links)
+                if (link.at == learner_link::stage::awaiting_sync) sync_learner(link);
+        }
+        if (!l.established && l.current_durable) {
+            peer_set acks = l.newleader_acks;
+            acks.insert(ctx_.self());
+            if (ctx_.quorums().contains_quorum(acks)) establish();
+        }
+        if (l.established) {
+            for (auto& link : l.links) {
+                if (link.at != learner_link::stage::awaiting_uptodate) continue;
+                ctx_.send(link.id, up_to_date{});
+                link.at = learner_link::stage::broadcasting;
+            }
+        }
+    }
+
+    /// ACK of NEWLEADER: the first message after NEWLEADER must be it (§5.2 step 8).
+    void leader_on_newleader_ack(learner_link& link, const ack& m) {
+        auto& l = *ctx_.leading;
+        if (m.acked != zxid{l.epoch, 0}) {
+            ++ctx_.counters.unexpected_messages;
+            ctx_.drop_learner(link.id);
+            return;
+        }
+        link.at = learner_link::stage::awaiting_uptodate;
+        if (link.type == learner_type::participant) l.newleader_acks.insert(link.id);
+    }
+
+    // --- learner side ---------------------------------------------------------------------
+
+    void learner_on_diff(const diff& m) {
+        if (!begin_sync()) return;
+        ctx_.learning->known_committed = std::max(ctx_.learning->known_committed, m.last);
+    }
+
+    void learner_on_trunc(const trunc& m) {
+        if (!begin_sync()) return;
+        if (m.truncate_to < ctx_.last_applied) {
+            // It would take back transactions this replica applied as committed: not a
+            // leader of this history. Refuse it (DESIGN.md rule 6).
+            ctx_.leader_misbehaved("TRUNC below the applied state");
+            return;
+        }
+        ctx_.truncate_after(m.truncate_to);
+        auto& s = *ctx_.learning;
+        std::erase_if(s.unapplied, [&](const log_record& r) { return r.id > m.truncate_to; });
+        s.known_committed = std::max(s.known_committed, m.truncate_to);
+        s.truncated = true;
+    }
+
+    void learner_on_snap(const snap& m, const shared_bytes& frame) {
+        if (!begin_sync()) return;
+        auto& s = *ctx_.learning;
+        // The state is restored only at UPTODATE, once the snapshot is durable in the log:
+        // a sync interrupted before then leaves the state machine as it was (§11.4).
+        s.snapshot = log_snapshot{m.last_included, frame.slice(m.snapshot)};
+        ctx_.install_snapshot(m.last_included, s.snapshot->state);
+        s.unapplied.clear();
+        s.known_committed = std::max(s.known_committed, m.last_included);
+    }
+
+    /// A PROPOSAL during synchronization: buffered until NEWLEADER (§5.3).
+    void learner_on_sync_proposal(const log_record& record) {
+        auto& s = *ctx_.learning;
+        const zxid last = s.buffered.empty() ? ctx_.last_zxid_visible : s.buffered.back().id;
+        if (record.id <= last) return;  // a duplicate (protocol-spec issue 2)
+        if (!contiguous(last, record.id)) {
+            ctx_.leader_misbehaved("a hole in the synced history");
+            return;
+        }
+        s.buffered.push_back(record);
+    }
+
+    /// A COMMIT during synchronization or before UPTODATE: remembered (§5.3, ZOOKEEPER-4394).
+    bool learner_on_sync_commit(const commit& m) {
+        auto& s = *ctx_.learning;
+        const zxid last = s.buffered.empty() ? ctx_.last_zxid_visible : s.buffered.back().id;
+        if (m.id > last) {
+            ctx_.leader_misbehaved("COMMIT of a transaction never proposed");
+            return false;
+        }
+        s.known_committed = std::max(s.known_committed, m.id);
+        return true;
+    }
+
+    /// NEWLEADER (§5.3): history durable → currentEpoch durable → ACK, in that order.
+    void learner_on_new_leader(const new_leader& m) {
+        auto& s = *ctx_.learning;
+        if (s.at != learner_state::stage::syncing || m.epoch_zxid != zxid{s.epoch, 0}) {
+            ctx_.leader_misbehaved("NEWLEADER out of place");
+            return;
+        }
+        storage_op op = 0;
+        for (auto& record : s.buffered) {
+            op = ctx_.append(record);
+            s.unapplied.push_back(std::move(record));
+        }
+        s.buffered.clear();
+        // The history's last log operation (append, TRUNC or SNAP): everything before it too.
+        s.newleader_log_op = std::max(op, ctx_.last_log_op());
+        s.newleader_pending = true;
+        s.at = learner_state::stage::awaiting_uptodate;
+    }
+
+    /// Runs after every event while learning: NEWLEADER's durable steps, in order.
+    void learner_advance() {
+        auto& s = *ctx_.learning;
+        if (!s.newleader_pending || !ctx_.log_durable(s.newleader_log_op)) return;
+        // The history is durable: now currentEpoch (ZOOKEEPER-4643), and the ACK only once
+        // that is durable too (ZOOKEEPER-3911). Proposal ACKs queue behind it (ZOOKEEPER-4685).
+        s.newleader_pending = false;
+        s.newleader_epoch_op = ctx_.write_epochs({s.epoch, s.epoch});
+        ctx_.send_after(s.leader, ack{zxid{s.epoch, 0}}, 0, s.newleader_epoch_op);
+        if (ctx_.self_type() == learner_type::participant && !s.unapplied.empty() &&
+            s.unapplied.back().id.epoch() == s.epoch)
+            ctx_.send_after(s.leader, ack{s.unapplied.back().id}, ctx_.last_log_op(),
+                            s.newleader_epoch_op);
+    }
+
+    /// UPTODATE: the leader is established; everything synced is committed (§5.5).
+    void learner_on_up_to_date() {
+        auto& s = *ctx_.learning;
+        if (s.at != learner_state::stage::awaiting_uptodate || s.newleader_pending) {
+            ctx_.leader_misbehaved("UPTODATE before NEWLEADER was handled");
+            return;
+        }
+        s.at = learner_state::stage::broadcasting;
+        ctx_.current_phase = phase::broadcast;
+        ctx_.current_vote.leader_epoch = s.epoch;  // ZOOKEEPER-1732
+        if (s.snapshot) {
+            auto restored = ctx_.restore_machine(s.snapshot->last_included,
+                                                 s.snapshot->state.view());
+            if (!restored) {
+                ctx_.leader_misbehaved("snapshot does not restore");
+                return;
+            }
+            s.snapshot.reset();
+        }
+        // Every record of an older epoch in my log is in the leader's history: committed.
+        for (const auto& record : s.unapplied)
+            if (record.id.epoch() < s.epoch) s.known_committed = std::max(s.known_committed, record.id);
+        const auto last_old = last_record_before_epoch(s.epoch);
+        if (last_old) s.known_committed = std::max(s.known_committed, *last_old);
+        apply_committed();
+    }
+
+    /// Applies, in order, every logged transaction up to what the leader said is committed.
+    void apply_committed() {
+        auto& s = *ctx_.learning;
+        ctx_.apply_from_log(s.known_committed);
+        while (!s.unapplied.empty() && s.unapplied.front().id <= ctx_.last_applied)
+            s.unapplied.pop_front();
+    }
+
+private:
+    std::optional<zxid> last_record_before_epoch(epoch_t e) {
+        // The log's records are ascending: the last one below epoch e.
+        std::optional<zxid> found;
+        zxid after = ctx_.last_applied;
+        for (;;) {
+            auto chunk = ctx_.read_log(after, 1024);
+            if (!chunk || chunk.value().empty()) return found;
+            for (const auto& record : chunk.value()) {
+                if (record.id.epoch() >= e) return found;
+                found = record.id;
+            }
+            after = chunk.value().back().id;
+        }
+    }
+
+    static bool contiguous(zxid last, zxid next) {
+        // Within an epoch every counter follows the previous one (§5.3, ZOOKEEPER-4925); a
+        // new epoch may start anywhere (it starts at counter 1, after a marker).
+        return next.epoch() != last.epoch() || next.counter() == last.counter() + 1;
+    }
+
+    bool begin_sync() {
+        auto& s = *ctx_.learning;
+        if (s.at != learner_state::stage::awaiting_sync) {
+            ctx_.leader_misbehaved("a second DIFF/TRUNC/SNAP");
+            return false;
+        }
+        s.at = learner_state::stage::syncing;
+        ctx_.current_phase = phase::synchronization;
+        return true;
+    }
+
+
+
+
+
+    /// §5.2: DIFF, TRUNC or SNAP for `link`, then the proposals in flight, then NEWLEADER.
+    void sync_learner(learner_link& link) {
+        auto& l = *ctx_.leading;
+        const zxid peer_last = link.last_logged;
+        const zxid max = l.max_committed();
+        zxid queued;  // the last zxid the learner will have after this history
+        if (peer_last == max) {
+            ++ctx_.counters.syncs_diff;
+            ctx_.send(link.id, diff{max});
+            queued = max;
+        } else if (peer_last > max && !peer_last.is_epoch_marker()) {
+            ++ctx_.counters.syncs_trunc;
+            ctx_.send(link.id, trunc{max});
+            queued = max;
+        } else if (auto plan = walk(peer_last)) {
+            if (plan->truncate_to) {
+                ++ctx_.counters.syncs_trunc;
+                ctx_.send(link.id, trunc{*plan->truncate_to});
+            } else {
+                ++ctx_.counters.syncs_diff;
+                ctx_.send(link.id, diff{max});
+            }
+            for (const auto& record : l.committed) {
+                if (record.id <= plan->send_after) continue;
+                ctx_.send(link.id, proposal{record.id, record.txn.view()});
+                ctx_.send(link.id, commit{record.id});
+            }
+            queued = max;
+        } else {
+            // Anything else: SNAP (§5.2 step 5). The state machine holds what the leader
+            // applied; the rest of its committed history follows as PROPOSAL+COMMIT.
+            ++ctx_.counters.syncs_snap;
+            const shared_bytes state = ctx_.machine_snapshot();
+            ctx_.send(link.id, snap{ctx_.last_applied, state.view()});
+            zxid after = ctx_.last_applied;
+            while (after < max) {
+                auto chunk = ctx_.read_log(after, 1024);
+                if (!chunk || chunk.value().empty()) break;
+                for (const auto& record : chunk.value()) {
+                    if (record.id > max) break;
+                    ctx_.send(link.id, proposal{record.id, record.txn.view()});
+                    ctx_.send(link.id, commit{record.id});
+                }
+                after = chunk.value().back().id;
+            }
+            queued = max;
+        }
+        // §5.2 step 6, startForwarding: proposals still in flight, PROPOSAL only; observers
+        // get none (they hear of them as INFORM once committed).
+        if (link.type == learner_type::participant)
+            for (const auto& p : l.outstanding)
+                if (p.record.id > queued) ctx_.send_frame_after(link.id, p.frame);
+        link.forwarding = true;
+        // §5.2 step 7: NEWLEADER last, once the leader's currentEpoch is durable.
+        ctx_.send_after(link.id, new_leader{zxid{l.epoch, 0}}, 0, l.current_write);
+        link.at = learner_link::stage::awaiting_newleader_ack;
+    }
+
+    struct diff_plan {
+        zxid send_after;                  ///< send every committed record after this
+        std::optional<zxid> truncate_to;  ///< TRUNC first (same epoch only), or a DIFF
+    };
+
+    /// §5.2 step 3: where the learner's last zxid sits in the committed window.
+    std::optional<diff_plan> walk(zxid peer_last) const {
+        const auto& l = *ctx_.leading;
+        if (peer_last < l.committed_base) return std::nullopt;
+        if (peer_last == l.committed_base) return diff_plan{peer_last, std::nullopt};
+        if (peer_last.is_epoch_marker()) return diff_plan{peer_last, std::nullopt};
+        zxid previous = l.committed_base;
+        for (const auto& record : l.committed) {
+            if (record.id == peer_last) return diff_plan{peer_last, std::nullopt};
+            if (record.id > peer_last) {
+                // Not in my history. Only within one epoch can the divergence point be
+                // known from zxids: never TRUNC across an epoch boundary (§11.7).
+                if (record.id.epoch() != peer_last.epoch()) return std::nullopt;
+                return diff_plan{previous, previous};
+            }
+            previous = record.id;
+        }
+        return std::nullopt;
+    }
+
+    /// §5.5: a quorum acknowledged NEWLEADER. Everything in the leader's history is now
+    /// committed; it applies it, and its epoch's proposals start at counter 1.
+    void establish() {
+        auto& l = *ctx_.leading;
+        l.established = true;
+        ctx_.current_phase = phase::broadcast;
+        ctx_.current_vote.leader_epoch = l.epoch;  // ZOOKEEPER-1732
+        zab::log(log_level::info, "peer {}: established as leader of epoch {}", ctx_.self(),
+                 l.epoch);
+        ctx_.apply_from_log(l.max_committed());
+        ctx_.last_committed = std::max(ctx_.last_committed, zxid{l.epoch, 0});
+    }
+
+    peer_context& ctx_;
+};
+
+}  // namespace zab
