@@ -140,8 +140,10 @@ public:
             ctx_.send_after(s.leader, ack_epoch{ctx_.last_logged, ctx_.durable_epochs.current}, 0,
                             op);
         } else {
-            // Already promised this epoch (a reconnect): not counted, but synced (§4.5).
-            ctx_.send(s.leader, ack_epoch{ctx_.last_logged, std::nullopt});
+            // Already promised this epoch (a reconnect): not counted, but synced (§4.5). The
+            // promise may still be on its way to the disk: the answer waits for it.
+            ctx_.send_after(s.leader, ack_epoch{ctx_.last_logged, std::nullopt}, 0,
+                            ctx_.last_epoch_op());
         }
     }
 
@@ -156,7 +158,9 @@ private:
     void learner_send_info() {
         auto& s = *ctx_.learning;
         if (s.info_sent || !ctx_.connected(s.leader)) return;
-        const epoch_t accepted = ctx_.written_epochs.accepted;
+        // Only a durable promise is advertised (§2): an epoch write still in flight may be
+        // lost in a crash.
+        const epoch_t accepted = ctx_.durable_epochs.accepted;
         if (ctx_.self_type() == learner_type::participant)
             ctx_.send(s.leader, follower_info{accepted, protocol_version});
         else

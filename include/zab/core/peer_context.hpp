@@ -221,10 +221,14 @@ public:
     storage_op write_epochs(epochs e) {
         const storage_op op = next_op();
         written_epochs = e;
+        last_epoch_op_ = op;
         epoch_writes_.emplace_back(op, e);
         storage_->write_epochs(op, e);
         return op;
     }
+
+    /// The last epoch write issued (0: none).
+    storage_op last_epoch_op() const noexcept { return last_epoch_op_; }
 
     /// The last log operation issued (or allocated to this step's batch).
     storage_op last_log_op() const noexcept { return last_log_op_; }
@@ -254,6 +258,7 @@ public:
     /// Applies every logged record after `last_applied` up to `upto` (committed by the
     /// leader's word), reading them back from the log.
     void apply_from_log(zxid upto) {
+        flush_batch();  // records appended in this step must be readable
         while (last_applied < upto) {
             auto chunk = storage_->read(last_applied, 256);
             if (!chunk || chunk.value().empty()) return;
@@ -362,6 +367,7 @@ private:
 
     storage_op last_op_ = 0;
     storage_op last_log_op_ = 0;
+    storage_op last_epoch_op_ = 0;
     std::vector<log_record> batch_;
     storage_op batch_op_ = 0;
     bool sync_needed_ = false;

@@ -64,10 +64,13 @@ public:
             return make_error_code(errc::malformed);
         applied_ = std::move(restored);
         snapshot_base_ = last_included;
+        ++restores_;
         return success();
     }
 
     const std::vector<applied_txn>& applied() const noexcept { return applied_; }
+    /// How many times the state was replaced by a snapshot.
+    std::uint64_t restores() const noexcept { return restores_; }
 
 private:
     static void put(std::vector<std::byte>& out, std::uint64_t value, int width) {
@@ -82,6 +85,7 @@ private:
 
     std::vector<applied_txn> applied_;
     zxid snapshot_base_;
+    std::uint64_t restores_ = 0;
 };
 
 static_assert(state_machine<recording_state_machine>);

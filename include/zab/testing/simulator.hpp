@@ -128,6 +128,7 @@ public:
         cancel_wake(n);
         network_.node_down(id);
         n.log->crash();
+        run_checkers();
     }
 
     /// Starts replica `id` again from what its disk recovered.
@@ -136,6 +137,7 @@ public:
         if (n.peer) return;
         ++restarts_;
         boot(n);
+        run_checkers();
     }
 
     /// Stops delivering anything to `id` (a SIGSTOP): events wait until `resume`.
@@ -153,11 +155,13 @@ public:
         if (!n.paused) return;
         trace_line(id, "RESUME", "");
         n.paused = false;
-        while (!n.held.empty() && n.peer && !n.paused) {
-            auto event = std::move(n.held.front());
-            n.held.pop_front();
-            event();
-        }
+        // What waited is handed over as events of their own, in order, so every one of them
+        // is followed by the checkers like any other event.
+        for (auto& event : std::exchange(n.held, {}))
+            events_.schedule_at(events_.now(), [this, id, event = std::move(event)] {
+                if (at(id).peer) event();
+                if (at(id).peer) reschedule_wake(at(id));
+            });
         if (n.peer) reschedule_wake(n);
     }
 
@@ -169,8 +173,14 @@ public:
         ++steps_;
         for (const node& n : nodes_)
             if (n.peer) n.peer->digest(hash_);
-        for (auto& check : checkers_) check(*this);
+        run_checkers();
         return true;
+    }
+
+    /// Runs every checker now (after a change made from outside an event: a crash, a
+    /// restart, a proposal).
+    void run_checkers() {
+        for (auto& check : checkers_) check(*this);
     }
 
     /// Runs until `done()` holds (checked after every event) or virtual time reaches
@@ -178,7 +188,12 @@ public:
     bool run_until(const std::function<bool()>& done, sim_time deadline) {
         while (!done()) {
             auto next = events_.next_time();
-            if (!next || *next > deadline) return false;
+            if (!next || *next > deadline) {
+                // Nothing left before the deadline: time still passes (a cluster that is all
+                // crashed or paused has no events, and the clock must not stop for it).
+                events_.run_until(deadline);
+                return false;
+            }
             step();
         }
         return true;
@@ -255,6 +270,7 @@ public:
         catch_up(n);
         auto proposed = n.peer->propose(txn);
         reschedule_wake(n);
+        run_checkers();
         return proposed;
     }
 
@@ -292,7 +308,13 @@ private:
             hash_.add(from);
             hash_.add(frame.view());
             observe_frame(id, from, c, frame);
-            deliver(id, [from, c, frame](peer_type& p) { p.on_receive(from, c, frame); });
+            deliver(id, [this, id, from, c, frame](peer_type& p) {
+                // Observed as the peer is about to handle it (a paused peer handles it late).
+                if (message_observer_)
+                    if (auto decoded = decode(frame.view()))
+                        message_observer_(id, from, decoded.value().msg);
+                p.on_receive(from, c, frame);
+            });
         };
         network_.set_handler(n.id, std::move(handler));
         network_.node_up(n.id);
@@ -353,21 +375,35 @@ private:
 
     void observe_frame(peer_id receiver, peer_id sender, connection_id c,
                        const shared_bytes& frame) {
-        if (!trace_ && !notification_observer_ && !message_observer_) return;
+        if (!trace_ && !notification_observer_) return;
         auto decoded = decode(frame.view());
         if (!decoded) {
             trace_line(receiver, "RECV", fmt::format("from {} c{} undecodable", sender, c));
             return;
         }
         const message& m = decoded.value().msg;
-        if (message_observer_ && at(receiver).peer) message_observer_(receiver, sender, m);
         if (const auto* n = std::get_if<notification>(&m)) {
             if (notification_observer_) notification_observer_({receiver, sender, vote::from(*n)});
             trace_line(receiver, "RECV", fmt::format("from {} c{} NOTIFICATION {}", sender, c,
                                                      vote::from(*n)));
         } else {
+            // The zxid a message names, when it names one.
+            const auto named = std::visit(
+                [](const auto& v) -> std::optional<zxid> {
+                    if constexpr (requires { v.id; }) return v.id;
+                    else if constexpr (requires { v.acked; }) return v.acked;
+                    else if constexpr (requires { v.last; }) return v.last;
+                    else if constexpr (requires { v.truncate_to; }) return v.truncate_to;
+                    else if constexpr (requires { v.last_included; }) return v.last_included;
+                    else if constexpr (requires { v.last_logged; }) return v.last_logged;
+                    else if constexpr (requires { v.epoch_zxid; }) return v.epoch_zxid;
+                    else return std::nullopt;
+                },
+                m);
             trace_line(receiver, "RECV",
-                       fmt::format("from {} c{} {}", sender, c, to_string(type_of(m))));
+                       named ? fmt::format("from {} c{} {} {}", sender, c, to_string(type_of(m)),
+                                           *named)
+                             : fmt::format("from {} c{} {}", sender, c, to_string(type_of(m))));
         }
     }
 

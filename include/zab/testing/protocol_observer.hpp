@@ -1,0 +1,214 @@
+// zab/testing/protocol_observer.hpp — feeds a simulated run to the §10 invariant checker.
+//
+// The checker (invariant_checker.hpp) knows nothing of peers; this class watches a simulator
+// and tells it the facts: every frame as it is *sent* (so an ACK is checked against the
+// sender's durable disk at that instant, not later), every COMMIT as it arrives, and after
+// every event what changed on each replica — crashes and restarts with what the disk
+// recovered, durable epochs, the log, leaders established, transactions applied. Proposals
+// go through `propose` so that the broadcast is recorded. Requires a state machine with
+// `applied()` and `restores()` (recording_state_machine).
+#pragma once
+
+#include <optional>
+#include <vector>
+
+#include "zab/core/codec.hpp"
+#include "zab/core/roles.hpp"
+#include "zab/testing/invariant_checker.hpp"
+#include "zab/testing/sim_log.hpp"
+#include "zab/testing/sim_network.hpp"
+#include "zab/testing/trace_hash.hpp"
+
+namespace zab::testing {
+
+template <typename Simulator>
+class protocol_observer {
+public:
+    protocol_observer(Simulator& sim, invariant_checker& checker)
+        : sim_{sim}, checker_{checker}, seen_(sim.nodes().size() + 1) {
+        sim.network().set_observer([this](const network_event& e) { on_network(e); });
+        sim.set_message_observer([this](peer_id receiver, peer_id sender, const message& m) {
+            on_delivery(receiver, sender, m);
+        });
+        sim.add_checker([this](Simulator&) { poll(); });
+        poll();
+    }
+
+    /// Proposes at `id` and records the broadcast (§10: B_e).
+    result<zxid> propose(peer_id id, byte_view txn) {
+        poll();
+        auto proposed = sim_.propose(id, txn);
+        if (proposed) {
+            ++proposals_;
+            checker_.broadcast(id, proposed.value().epoch(), txn_id{proposed.value(), digest(txn)});
+        }
+        return proposed;
+    }
+
+    std::uint64_t proposals() const noexcept { return proposals_; }
+
+private:
+    struct node_seen {
+        std::uint64_t incarnation = 0;
+        bool up = false;
+        std::size_t applied = 0;
+        std::uint64_t restores = 0;
+        epochs durable;
+        std::size_t log_size = 0;
+        zxid log_last;
+        zxid log_snapshot;
+        epoch_t established_epoch = 0;
+    };
+
+    static std::uint64_t digest(byte_view bytes) {
+        trace_hash h;
+        h.add(bytes);
+        return h.value();
+    }
+
+    static std::vector<txn_id> ids(const std::vector<log_record>& records) {
+        std::vector<txn_id> out;
+        out.reserve(records.size());
+        for (const auto& r : records) out.push_back({r.id, digest(r.txn.view())});
+        return out;
+    }
+
+    static zxid snapshot_base(const std::optional<log_snapshot>& s) {
+        return s ? s->last_included : zxid{};
+    }
+
+    /// What changed on each replica since the last event.
+    void poll() {
+        for (auto& n : sim_.nodes()) {
+            node_seen& seen = seen_[n.id];
+            if (seen.up && (!n.peer || n.incarnation != seen.incarnation)) {
+                checker_.crashed(n.id);
+                seen.up = false;
+            }
+            if (n.peer && !seen.up) {
+                seen = node_seen{};
+                seen.up = true;
+                seen.incarnation = n.incarnation;
+                seen.durable = n.log->durable_epochs();
+                checker_.restarted(n.id, ids(n.log->records()), seen.durable,
+                                   snapshot_base(n.log->snapshot()));
+            }
+            if (!n.peer) continue;
+            const auto& ctx = n.peer->context();
+            if (ctx.leading && ctx.leading->established &&
+                seen.established_epoch != ctx.leading->epoch) {
+                seen.established_epoch = ctx.leading->epoch;
+                checker_.established(n.id, ctx.leading->epoch, ids(n.log->records()),
+                                     snapshot_base(n.log->snapshot()));
+            }
+            const auto& machine = *n.machine;
+            if (machine.restores() != seen.restores) {
+                seen.restores = machine.restores();
+                checker_.state_restored(n.id, machine.last_applied());
+                seen.applied = machine.applied().size();
+            }
+            const auto& applied = machine.applied();
+            for (; seen.applied < applied.size(); ++seen.applied) {
+                const auto& a = applied[seen.applied];
+                const txn_id t{a.id, digest(a.txn.view())};
+                // A leader applies its own epoch's proposals when it commits them (§6.1) —
+                // perhaps in the very step it steps down, so the epoch it led is what counts.
+                if (seen.established_epoch != 0 && a.id.epoch() == seen.established_epoch)
+                    checker_.committed(t);
+                checker_.delivered(n.id, t);
+            }
+            if (n.log->durable_epochs() != seen.durable) {
+                seen.durable = n.log->durable_epochs();
+                checker_.epochs_changed(n.id, seen.durable);
+            }
+            const auto& records = n.log->records();
+            const zxid last = records.empty() ? zxid{} : records.back().id;
+            const zxid base = snapshot_base(n.log->snapshot());
+            if (records.size() != seen.log_size || last != seen.log_last ||
+                base != seen.log_snapshot) {
+                seen.log_size = records.size();
+                seen.log_last = last;
+                seen.log_snapshot = base;
+                checker_.logged(n.id, ids(records), base);
+            }
+        }
+    }
+
+    /// Frames as they are sent: promises checked against the sender's disk at that instant.
+    void on_network(const network_event& e) {
+        if (e.what == network_event::kind::connect) {
+            checker_.connection_reset(e.from, e.to);
+            checker_.connection_reset(e.to, e.from);
+            return;
+        }
+        if (e.what != network_event::kind::send) return;
+        auto decoded = decode(e.frame.view());
+        if (!decoded) return;
+        const auto& n = sim_.at(e.from);
+        if (!n.peer) return;
+        const auto& ctx = n.peer->context();
+        const sim_log& log = *n.log;
+        const zxid base = snapshot_base(log.durable_snapshot());
+        std::visit(
+            [&](const auto& m) {
+                using T = std::decay_t<decltype(m)>;
+                if constexpr (std::is_same_v<T, notification>) {
+                    if (m.state == peer_state::looking && m.leader == e.from)
+                        checker_.advertised(e.from, m.leader_zxid, m.leader_epoch,
+                                            ids(log.durable_records()), log.durable_epochs(), base);
+                } else if constexpr (std::is_same_v<T, follower_info> ||
+                                     std::is_same_v<T, observer_info>) {
+                    checker_.accepted_epoch_sent(e.from, m.accepted_epoch, log.durable_epochs());
+                } else if constexpr (std::is_same_v<T, leader_info>) {
+                    checker_.accepted_epoch_sent(e.from, m.new_epoch, log.durable_epochs());
+                } else if constexpr (std::is_same_v<T, ack_epoch>) {
+                    if (ctx.learning)
+                        checker_.accepted_epoch_sent(e.from, ctx.learning->epoch,
+                                                     log.durable_epochs());
+                    if (m.current_epoch)
+                        checker_.advertised(e.from, m.last_logged, *m.current_epoch,
+                                            ids(log.durable_records()), log.durable_epochs(), base);
+                } else if constexpr (std::is_same_v<T, ack>) {
+                    if (m.acked.is_epoch_marker())
+                        checker_.newleader_acked(e.from, m.acked.epoch(), ids(log.durable_records()),
+                                                 log.durable_epochs(), base);
+                    else
+                        checker_.acked(e.from, m.acked, ids(log.durable_records()), base);
+                } else if constexpr (std::is_same_v<T, commit>) {
+                    if (!ctx.leading || !ctx.leading->established) return;  // sync history
+                    std::vector<zxid> below;
+                    for (const auto& p : ctx.leading->outstanding)
+                        if (p.record.id < m.id) below.push_back(p.record.id);
+                    checker_.commit_sent(e.from, e.to, m.id, below);
+                }
+            },
+            decoded.value().msg);
+    }
+
+    /// A COMMIT arriving at a follower: it must name its oldest uncommitted proposal.
+    void on_delivery(peer_id receiver, peer_id sender, const message& m) {
+        const auto* c = std::get_if<commit>(&m);
+        if (c == nullptr) return;
+        const auto* p = sim_.peer_of(receiver);
+        if (p == nullptr || !p->context().learning || p->context().learning->leader != sender)
+            return;
+        const auto& s = *p->context().learning;
+        if (s.at != learner_state::stage::awaiting_uptodate &&
+            s.at != learner_state::stage::broadcasting)
+            return;  // sync history: PROPOSAL+COMMIT pairs, checked by the log's contiguity
+        std::optional<zxid> oldest;
+        for (const auto& r : s.unapplied)
+            if (r.id > s.known_committed) {
+                oldest = r.id;
+                break;
+            }
+        checker_.commit_received(receiver, c->id, oldest);
+    }
+
+    Simulator& sim_;
+    invariant_checker& checker_;
+    std::vector<node_seen> seen_;
+    std::uint64_t proposals_ = 0;
+};
+
+}  // namespace zab::testing
