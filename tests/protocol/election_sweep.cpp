@@ -18,6 +18,7 @@
 #include <fmt/format.h>
 
 #include "sweep_faults.hpp"
+#include "sweep_main.hpp"
 #include "zab/testing/election_checker.hpp"
 #include "zab/testing/simulator.hpp"
 
@@ -51,12 +52,7 @@ sim_time convergence_bound(const cluster_options& o) {
     return 2 * round + o.peer.init_limit_ticks * o.tick_us;
 }
 
-struct run_result {
-    bool ok = true;
-    std::uint64_t hash = 0;
-};
-
-run_result run_seed(std::uint64_t seed, totals& t, bool trace) {
+zab::test::seed_result run_seed(std::uint64_t seed, totals& t, bool trace) {
     prng draw{seed ^ 0x5eed5eed5eedull};
     cluster_options o;
     o.seed = seed;
@@ -99,7 +95,7 @@ run_result run_seed(std::uint64_t seed, totals& t, bool trace) {
     const sim_time start = sim.now();
     const bool live = sim.run_until([&] { return checker.all_decided_same_leader(); },
                                     start + bound);
-    run_result r;
+    zab::test::seed_result r;
     for (const auto& f : checker.failures()) {
         fmt::print(stderr, "seed {}: safety: {}\n", seed, f);
         r.ok = false;
@@ -128,42 +124,11 @@ run_result run_seed(std::uint64_t seed, totals& t, bool trace) {
 }  // namespace
 
 int main(int argc, char** argv) {
-    std::uint64_t seeds = 2000, first = 1;
-    bool trace = false, verbose = false;
-    for (int i = 1; i < argc; ++i) {
-        const std::string arg = argv[i];
-        if (arg == "--seeds" && i + 1 < argc) seeds = std::strtoull(argv[++i], nullptr, 10);
-        else if (arg == "--first" && i + 1 < argc) first = std::strtoull(argv[++i], nullptr, 10);
-        else if (arg == "--trace") trace = true;
-        else if (arg == "--verbose") verbose = true;
-        else {
-            fmt::print(stderr, "usage: {} [--seeds N] [--first S] [--trace] [--verbose]\n", argv[0]);
-            return 2;
-        }
-    }
-    set_log_level(verbose ? log_level::info : log_level::off);
+    const auto args = zab::test::parse_sweep_args(argc, argv, 2000);
+    if (!args) return 2;
+    const std::uint64_t first = args->first, seeds = args->seeds;
     totals t;
-    trace_hash combined;
-    for (std::uint64_t seed = first; seed < first + seeds; ++seed) {
-        ++t.runs;
-        auto r = run_seed(seed, t, trace);
-        if (r.ok && seed % 10 == 0) {
-            // Determinism: the same seed again must give the same trace hash.
-            totals scratch;
-            auto again = run_seed(seed, scratch, false);
-            ++t.determinism_checks;
-            if (again.hash != r.hash) {
-                fmt::print(stderr, "seed {}: not deterministic: hash {:016x} then {:016x}\n",
-                           seed, r.hash, again.hash);
-                r.ok = false;
-            }
-        }
-        combined.add(r.hash);
-        if (!r.ok) {
-            ++t.failures;
-            fmt::print(stderr, "replay: {} --first {} --seeds 1 --trace\n", argv[0], seed);
-        }
-    }
+    const std::uint64_t combined = zab::test::run_sweep(*args, argv[0], t, run_seed);
     fmt::print(
         "election sweep: seeds {}..{} ({} runs), {} events; faults: {} connection breaks, {} "
         "partitions, {} one-way blocks, {} heals, {} crashes, {} restarts, {} pauses; {} "
@@ -171,7 +136,7 @@ int main(int argc, char** argv) {
         "{} us; {} determinism re-runs; trace hash {:016x}; {} failures\n",
         first, first + seeds - 1, t.runs, t.events, t.breaks, t.partitions, t.one_way, t.heals,
         t.crashes, t.restarts, t.pauses, t.decisions, t.by_looking, t.by_joining,
-        t.worst_convergence, t.bound, t.determinism_checks, combined.value(), t.failures);
+        t.worst_convergence, t.bound, t.determinism_checks, combined, t.failures);
     // A sweep that injected no faults of some kind proves nothing about that kind.
     const bool trivial = seeds >= 50 && (t.breaks == 0 || t.partitions == 0 || t.one_way == 0 ||
                                          t.crashes == 0 || t.restarts == 0 || t.pauses == 0 ||

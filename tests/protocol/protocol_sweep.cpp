@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 
 #include "sweep_faults.hpp"
+#include "sweep_main.hpp"
 #include "zab/testing/election_checker.hpp"
 #include "zab/testing/protocol_observer.hpp"
 #include "zab/testing/simulator.hpp"
@@ -52,12 +53,7 @@ peer_id established_leader(sim_type& sim) {
     return 0;
 }
 
-struct run_result {
-    bool ok = true;
-    std::uint64_t hash = 0;
-};
-
-run_result run_seed(std::uint64_t seed, totals& t, bool trace) {
+zab::test::seed_result run_seed(std::uint64_t seed, totals& t, bool trace) {
     prng draw{seed ^ 0x70c01ull};
     cluster_options o;
     o.seed = seed;
@@ -152,7 +148,7 @@ run_result run_seed(std::uint64_t seed, totals& t, bool trace) {
         }
     }
     harvest();
-    run_result r;
+    zab::test::seed_result r;
     if (!invariants.ok()) {
         fmt::print(stderr, "seed {}: invariants:\n{}", seed, invariants.report());
         r.ok = false;
@@ -191,39 +187,11 @@ run_result run_seed(std::uint64_t seed, totals& t, bool trace) {
 }  // namespace
 
 int main(int argc, char** argv) {
-    std::uint64_t seeds = 500, first = 1;
-    bool trace = false, verbose = false;
-    for (int i = 1; i < argc; ++i) {
-        const std::string arg = argv[i];
-        if (arg == "--seeds" && i + 1 < argc) seeds = std::strtoull(argv[++i], nullptr, 10);
-        else if (arg == "--first" && i + 1 < argc) first = std::strtoull(argv[++i], nullptr, 10);
-        else if (arg == "--trace") trace = true;
-        else if (arg == "--verbose") verbose = true;
-        else {
-            fmt::print(stderr, "usage: {} [--seeds N] [--first S] [--trace] [--verbose]\n", argv[0]);
-            return 2;
-        }
-    }
-    set_log_level(verbose ? log_level::info : log_level::off);
+    const auto args = zab::test::parse_sweep_args(argc, argv, 500);
+    if (!args) return 2;
+    const std::uint64_t first = args->first, seeds = args->seeds;
     totals t;
-    trace_hash combined;
-    for (std::uint64_t seed = first; seed < first + seeds; ++seed) {
-        ++t.runs;
-        auto r = run_seed(seed, t, trace);
-        if (r.ok && seed % 10 == 0) {
-            totals scratch;
-            ++t.determinism_checks;
-            if (run_seed(seed, scratch, false).hash != r.hash) {
-                fmt::print(stderr, "seed {}: not deterministic\n", seed);
-                r.ok = false;
-            }
-        }
-        combined.add(r.hash);
-        if (!r.ok) {
-            ++t.failures;
-            fmt::print(stderr, "replay: {} --first {} --seeds 1 --trace\n", argv[0], seed);
-        }
-    }
+    const std::uint64_t combined = zab::test::run_sweep(*args, argv[0], t, run_seed);
     const auto& f = t.faults;
     fmt::print(
         "protocol sweep: seeds {}..{} ({} runs), {} events; faults: {} connection breaks, {} "
@@ -234,7 +202,7 @@ int main(int argc, char** argv) {
         first, first + seeds - 1, t.runs, t.events, f.breaks, f.partitions, f.one_way, f.heals,
         f.crashes + t.newleader_crashes, t.newleader_crashes, f.restarts, f.pauses, t.elections,
         t.diffs, t.truncs, t.snaps, t.proposals, t.commits, t.invariant_checks, t.worst_recovery,
-        t.bound, t.determinism_checks, combined.value(), t.failures);
+        t.bound, t.determinism_checks, combined, t.failures);
     const bool trivial = seeds >= 50 && (f.breaks == 0 || f.partitions == 0 || f.crashes == 0 ||
                                          t.newleader_crashes == 0 || t.diffs == 0 ||
                                          t.truncs == 0 || t.snaps == 0 || t.commits == 0);

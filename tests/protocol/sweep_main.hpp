@@ -1,0 +1,82 @@
+// tests/protocol/sweep_main.hpp — what every seeded sweep program shares: its command line,
+// the loop over seeds, the determinism re-runs and the replay hint.
+#pragma once
+
+#include <cstdint>
+#include <cstdlib>
+#include <optional>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "zab/core/logging.hpp"
+#include "zab/testing/trace_hash.hpp"
+
+namespace zab::test {
+
+/// `[--seeds N] [--first S] [--trace] [--verbose]`
+struct sweep_args {
+    std::uint64_t seeds = 0;
+    std::uint64_t first = 1;
+    bool trace = false;
+    bool verbose = false;
+};
+
+/// Parses the command line; prints the usage and returns nothing on a bad argument.
+inline std::optional<sweep_args> parse_sweep_args(int argc, char** argv,
+                                                  std::uint64_t default_seeds) {
+    sweep_args a;
+    a.seeds = default_seeds;
+    for (int i = 1; i < argc; ++i) {
+        const std::string arg = argv[i];
+        if (arg == "--seeds" && i + 1 < argc) a.seeds = std::strtoull(argv[++i], nullptr, 10);
+        else if (arg == "--first" && i + 1 < argc) a.first = std::strtoull(argv[++i], nullptr, 10);
+        else if (arg == "--trace") a.trace = true;
+        else if (arg == "--verbose") a.verbose = true;
+        else {
+            fmt::print(stderr, "usage: {} [--seeds N] [--first S] [--trace] [--verbose]\n",
+                       argv[0]);
+            return std::nullopt;
+        }
+    }
+    set_log_level(a.verbose ? log_level::info : log_level::off);
+    return a;
+}
+
+/// One seed's outcome: whether every check held, and its trace hash.
+struct seed_result {
+    bool ok = true;
+    std::uint64_t hash = 0;
+};
+
+/// Runs `run_seed(seed, totals, trace)` for every seed. Every tenth passing seed runs again
+/// and must give the same trace hash (determinism). A failing seed prints its replay
+/// command. `totals` needs `runs`, `determinism_checks` and `failures` counters. Returns the
+/// hash of all the seeds' hashes.
+template <typename Totals, typename RunSeed>
+std::uint64_t run_sweep(const sweep_args& a, const char* program, Totals& totals,
+                        RunSeed run_seed) {
+    testing::trace_hash combined;
+    for (std::uint64_t seed = a.first; seed < a.first + a.seeds; ++seed) {
+        ++totals.runs;
+        seed_result r = run_seed(seed, totals, a.trace);
+        if (r.ok && seed % 10 == 0) {
+            Totals scratch;
+            const seed_result again = run_seed(seed, scratch, false);
+            ++totals.determinism_checks;
+            if (again.hash != r.hash) {
+                fmt::print(stderr, "seed {}: not deterministic: hash {:016x} then {:016x}\n",
+                           seed, r.hash, again.hash);
+                r.ok = false;
+            }
+        }
+        combined.add(r.hash);
+        if (!r.ok) {
+            ++totals.failures;
+            fmt::print(stderr, "replay: {} --first {} --seeds 1 --trace\n", program, seed);
+        }
+    }
+    return combined.value();
+}
+
+}  // namespace zab::test
