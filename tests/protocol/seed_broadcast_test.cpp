@@ -156,3 +156,23 @@ TEST_CASE("a follower restarted after the leader committed catches up and applie
     CHECK(sim.at(1).machine->applied().size() == 20);
     CHECK(sim.peer_of(3)->counters().commits == 20);
 }
+
+// Found by the protocol sweep (seed 226): the leader fixed its first zxid when it began to
+// lead, before a learner's FOLLOWERINFO raised the epoch (§4.3), and proposed <1, 1> as the
+// leader of epoch 6 (§1, §10.9).
+TEST_CASE("a leader proposes in the epoch it finally chose, not the one it started with") {
+    cluster_options o;
+    o.seed = 2004;
+    o.voters = 3;
+    sim_type sim{o};
+    sim.at(1).log->write_epochs(1, epochs{5, 0});  // 1 promised epoch 5 to a leader long gone
+    sim.start();
+    sim.crash(2);  // the quorum needs 1, so its promise counts
+    REQUIRE(sim.run_until([&] { return sim.peer_of(3)->established(); }, 10'000'000));
+    CHECK(sim.peer_of(3)->durable_epochs() == epochs{6, 6});
+    auto x = sim.propose(3, as_bytes("X"));
+    REQUIRE(x.has_value());
+    CHECK(x.value() == zxid{6, 1});
+    REQUIRE(sim.run_until([&] { return sim.peer_of(1)->last_applied() == zxid{6, 1}; },
+                          sim.now() + 10'000'000));
+}

@@ -45,7 +45,6 @@ public:
             for (auto& record : chunk.value()) l.remember_committed(std::move(record));
             after = l.committed.back().id;
         }
-        l.last_proposed = zxid{l.epoch, 0};
         return true;
     }
 
@@ -334,6 +333,9 @@ private:
     void establish() {
         auto& l = *ctx_.leading;
         l.established = true;
+        // The epoch is final only now: FOLLOWERINFOs may have raised it after this peer began
+        // to lead, and every zxid it proposes must carry it (§1, §10.9).
+        l.last_proposed = zxid{l.epoch, 0};
         ctx_.current_phase = phase::broadcast;
         ctx_.current_vote.leader_epoch = l.epoch;  // ZOOKEEPER-1732
         zab::log(log_level::info, "peer {}: established as leader of epoch {}", ctx_.self(),
