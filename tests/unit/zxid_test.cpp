@@ -153,3 +153,11 @@ TEST_CASE("zxid is usable in constant expressions") {
     STATIC_REQUIRE(z.epoch() == 4);
     STATIC_REQUIRE(zab::zxid{1, 1} < zab::zxid{1, 2});
 }
+
+TEST_CASE("a zxid is continued by the next counter of its epoch, or by any later epoch") {
+    CHECK(zab::zxid{1, 10}.continued_by(zab::zxid{1, 11}));
+    CHECK_FALSE(zab::zxid{1, 10}.continued_by(zab::zxid{1, 12}));  // a hole (ZOOKEEPER-4925)
+    CHECK_FALSE(zab::zxid{1, 10}.continued_by(zab::zxid{1, 10}));
+    CHECK(zab::zxid{1, 10}.continued_by(zab::zxid{2, 1}));
+    CHECK(zab::zxid{}.continued_by(zab::zxid{1, 5}));  // a log may begin mid-epoch (after a snapshot)
+}

@@ -144,7 +144,7 @@ public:
             return;
         }
         s.known_committed = std::max(s.known_committed, m.id);
-        if (s.at == learner_state::stage::broadcasting) apply_committed();
+        if (s.at == learner_state::stage::broadcasting) ctx_.apply_known_committed();
     }
 
     /// INFORM (observers): a committed transaction with its bytes (§8).
@@ -152,7 +152,7 @@ public:
         auto& s = *ctx_.learning;
         if (!append_in_order(record)) return;
         s.known_committed = std::max(s.known_committed, record.id);
-        if (s.at == learner_state::stage::broadcasting) apply_committed();
+        if (s.at == learner_state::stage::broadcasting) ctx_.apply_known_committed();
     }
 
     /// PING from the leader: answer with its round (§6.2, §7).
@@ -173,20 +173,13 @@ private:
         auto& s = *ctx_.learning;
         const zxid last = ctx_.last_zxid_visible;
         if (record.id <= last) return false;  // a duplicate of a synced proposal
-        if (record.id.epoch() == last.epoch() && record.id.counter() != last.counter() + 1) {
+        if (!last.continued_by(record.id)) {
             ctx_.leader_misbehaved("a hole in the proposals (§13 contiguity)");
             return false;
         }
         ctx_.append(record);
         s.unapplied.push_back(record);
         return true;
-    }
-
-    void apply_committed() {
-        auto& s = *ctx_.learning;
-        ctx_.apply_from_log(s.known_committed);
-        while (!s.unapplied.empty() && s.unapplied.front().id <= ctx_.last_applied)
-            s.unapplied.pop_front();
     }
 
     void commit_proposal(outstanding_proposal p) {

@@ -269,6 +269,14 @@ public:
         }
     }
 
+    /// Learner: applies everything the leader said is committed, and forgets the pending
+    /// proposals that are now applied.
+    void apply_known_committed() {
+        apply_from_log(learning->known_committed);
+        while (!learning->unapplied.empty() && learning->unapplied.front().id <= last_applied)
+            learning->unapplied.pop_front();
+    }
+
     shared_bytes machine_snapshot() const { return machine_->snapshot(); }
     result<void> restore_machine(zxid z, byte_view state) {
         auto restored = machine_->restore(z, state);

@@ -120,7 +120,7 @@ public:
         auto& s = *ctx_.learning;
         const zxid last = s.buffered.empty() ? ctx_.last_zxid_visible : s.buffered.back().id;
         if (record.id <= last) return;  // a duplicate (protocol-spec issue 2)
-        if (!contiguous(last, record.id)) {
+        if (!last.continued_by(record.id)) {
             ctx_.leader_misbehaved("a hole in the synced history");
             return;
         }
@@ -197,15 +197,7 @@ public:
             if (record.id.epoch() < s.epoch) s.known_committed = std::max(s.known_committed, record.id);
         const auto last_old = last_record_before_epoch(s.epoch);
         if (last_old) s.known_committed = std::max(s.known_committed, *last_old);
-        apply_committed();
-    }
-
-    /// Applies, in order, every logged transaction up to what the leader said is committed.
-    void apply_committed() {
-        auto& s = *ctx_.learning;
-        ctx_.apply_from_log(s.known_committed);
-        while (!s.unapplied.empty() && s.unapplied.front().id <= ctx_.last_applied)
-            s.unapplied.pop_front();
+        ctx_.apply_known_committed();
     }
 
 private:
@@ -222,12 +214,6 @@ private:
             }
             after = chunk.value().back().id;
         }
-    }
-
-    static bool contiguous(zxid last, zxid next) {
-        // Within an epoch every counter follows the previous one (§5.3, ZOOKEEPER-4925); a
-        // new epoch may start anywhere (it starts at counter 1, after a marker).
-        return next.epoch() != last.epoch() || next.counter() == last.counter() + 1;
     }
 
     bool begin_sync() {

@@ -45,6 +45,13 @@ public:
     /// The next zxid in the same epoch. Precondition: `!counter_exhausted()`.
     constexpr zxid next() const noexcept { return zxid{epoch(), counter() + 1}; }
 
+    /// Whether `next` may follow this zxid in one log: within an epoch every counter follows
+    /// the previous one (PROTOCOL.md §5.3, §10.13, ZOOKEEPER-4925); a new epoch may start
+    /// anywhere.
+    constexpr bool continued_by(zxid next) const noexcept {
+        return next.epoch() != epoch() || next.counter() == counter() + 1;
+    }
+
     friend constexpr auto operator<=>(zxid, zxid) noexcept = default;
 
 private:
