@@ -37,7 +37,7 @@ struct candidate_log_store {
     void truncate_after(storage_op, zxid) {}
 #endif
 #ifndef ZAB_MISSING_LOG_STORE_INSTALL_SNAPSHOT
-    void install_snapshot(storage_op, zxid, const shared_bytes&) {}
+    void install_snapshot(storage_op, zxid, const shared_bytes&, std::span<const log_record>) {}
 #endif
 #ifndef ZAB_MISSING_LOG_STORE_SYNC
     void sync(storage_op) {}

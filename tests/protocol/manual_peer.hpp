@@ -53,7 +53,7 @@ struct fixed_log {
     epochs stored;
     void append(storage_op, std::span<const log_record>) {}
     void truncate_after(storage_op, zxid) {}
-    void install_snapshot(storage_op, zxid, const shared_bytes&) {}
+    void install_snapshot(storage_op, zxid, const shared_bytes&, std::span<const log_record>) {}
     void sync(storage_op) {}
     void write_epochs(storage_op, epochs) {}
     zxid last_zxid() const { return last; }

@@ -192,7 +192,7 @@ TEST_CASE("sim_log snapshot: an install is visible at once, durable after the sy
     d.log.sync(1);
     d.run();
     const auto state = state_at(zxid{1, 3});
-    d.log.install_snapshot(2, zxid{1, 3}, state);  // below the old last zxid: 1.4, 1.5 go too
+    d.log.install_snapshot(2, zxid{1, 3}, state, {});  // below the old last zxid: 1.4, 1.5 go too
     REQUIRE(d.log.snapshot());
     CHECK(d.log.snapshot()->last_included == zxid{1, 3});
     CHECK(d.log.snapshot()->state == state);
@@ -225,12 +225,12 @@ TEST_CASE("sim_log snapshot: appends continue after the snapshot's zxid",
           "[sim][sim_log][snapshot]") {
     disk d{22};
     d.log.append(1, records(1, 1, 10));
-    d.log.install_snapshot(2, zxid{1, 4}, state_at(zxid{1, 4}));
+    d.log.install_snapshot(2, zxid{1, 4}, state_at(zxid{1, 4}), {});
     // Above the snapshot, though below the replaced log's last zxid (1.10).
     d.log.append(3, records(1, 5, 6));
     CHECK(ids(d.log.records()) == std::vector<zxid>{{1, 5}, {1, 6}});
     CHECK(d.log.last_zxid() == zxid{1, 6});
-    d.log.install_snapshot(4, zxid{2, 7}, state_at(zxid{2, 7}));  // a second SNAP replaces all
+    d.log.install_snapshot(4, zxid{2, 7}, state_at(zxid{2, 7}), {});  // a second SNAP replaces all
     d.log.append(5, records(2, 8, 9));
     d.log.sync(5);  // one sync covers appends, installs and appends after them, in order
     d.run();
@@ -247,7 +247,7 @@ TEST_CASE("sim_log snapshot: read below the snapshot is compacted, from it on gi
     disk d{23};
     d.log.append(1, records(2, 1, 4));
     CHECK(d.log.read(zxid{}, 10).value().size() == 4);  // no snapshot: everything readable
-    d.log.install_snapshot(2, zxid{2, 5}, state_at(zxid{2, 5}));
+    d.log.install_snapshot(2, zxid{2, 5}, state_at(zxid{2, 5}), {});
     d.log.append(3, records(2, 6, 8));
 
     for (const zxid below : {zxid{}, zxid{1, 9}, zxid{2, 1}, zxid{2, 4}}) {
@@ -272,7 +272,7 @@ TEST_CASE("sim_log snapshot: read below the snapshot is compacted, from it on gi
 TEST_CASE("sim_log snapshot: truncating below the snapshot keeps it and drops every record",
           "[sim][sim_log][snapshot]") {
     disk d{24};
-    d.log.install_snapshot(1, zxid{2, 5}, state_at(zxid{2, 5}));
+    d.log.install_snapshot(1, zxid{2, 5}, state_at(zxid{2, 5}), {});
     d.log.append(2, records(2, 6, 8));
     d.log.truncate_after(3, zxid{2, 6});  // above the snapshot: an ordinary truncation
     CHECK(ids(d.log.records()) == std::vector<zxid>{{2, 6}});
@@ -294,7 +294,7 @@ TEST_CASE("sim_log snapshot: truncating below the snapshot keeps it and drops ev
     std::set<std::vector<zxid>> outcomes;
     for (std::uint64_t seed = 0; seed < 100; ++seed) {
         disk c{seed};
-        c.log.install_snapshot(1, zxid{2, 5}, state_at(zxid{2, 5}));
+        c.log.install_snapshot(1, zxid{2, 5}, state_at(zxid{2, 5}), {});
         c.log.append(2, records(2, 6, 7));
         c.log.sync(2);
         c.run();
@@ -319,7 +319,7 @@ TEST_CASE("sim_log snapshot crash model: an un-synced install leaves the old log
         d.log.sync(1);
         d.run();
         d.log.append(2, records(1, 6, 6));                           // un-synced old record
-        d.log.install_snapshot(3, zxid{1, 3}, state_at(zxid{1, 3}));  // below the old tail
+        d.log.install_snapshot(3, zxid{1, 3}, state_at(zxid{1, 3}), {});  // below the old tail
         d.log.append(4, records(2, 1, 2));
         d.log.sync(4);  // in flight at the crash: guarantees nothing
         d.log.crash();
@@ -361,11 +361,11 @@ TEST_CASE("sim_log snapshot crash model: an install over a durable snapshot is a
     std::set<recovered_log> outcomes;
     for (std::uint64_t seed = 0; seed < 200; ++seed) {
         disk d{seed};
-        d.log.install_snapshot(1, zxid{1, 3}, state_at(zxid{1, 3}));
+        d.log.install_snapshot(1, zxid{1, 3}, state_at(zxid{1, 3}), {});
         d.log.append(2, records(2, 1, 1));
         d.log.sync(2);
         d.run();
-        d.log.install_snapshot(3, zxid{3, 5}, state_at(zxid{3, 5}));
+        d.log.install_snapshot(3, zxid{3, 5}, state_at(zxid{3, 5}), {});
         d.log.crash();
         const auto found = recovered(d.log);
         REQUIRE(found.first);
@@ -385,7 +385,7 @@ TEST_CASE("sim_log snapshot crash model: after the covering sync, the snapshot s
     for (std::uint64_t seed = 0; seed < 50; ++seed) {
         disk d{seed, seed % 2 == 0 ? disk_options{} : lose_all};
         d.log.append(1, records(1, 1, 5));
-        d.log.install_snapshot(2, zxid{1, 3}, state_at(zxid{1, 3}));
+        d.log.install_snapshot(2, zxid{1, 3}, state_at(zxid{1, 3}), {});
         d.log.append(3, records(2, 1, 2));
         d.log.sync(3);
         d.run();
@@ -646,4 +646,79 @@ TEST_CASE("sim_log: one seed, one history", "[sim][sim_log]") {
     };
     CHECK(history(11) == history(11));
     CHECK(history(11) != history(12));
+}
+
+TEST_CASE("sim_log snapshot crash model: a snapshot installed with its history is one operation",
+          "[sim][sim_log][snapshot]") {
+    // The old log is <1,1>..<1,6>; a SNAP at <0,0> brings the history <1,1>, <1,2>, <2,1>
+    // after it. A crash before the sync keeps the old log or the whole new one — never the
+    // snapshot with only part of its history (§11.1).
+    std::set<recovered_log> outcomes;
+    for (std::uint64_t seed = 0; seed < 200; ++seed) {
+        disk d{seed};
+        d.log.append(1, records(1, 1, 6));
+        d.log.sync(1);
+        d.run();
+        std::vector<log_record> history = records(1, 1, 2);
+        history.push_back(records(2, 1, 1).front());
+        d.log.install_snapshot(2, zxid{}, state_at(zxid{}), history);
+        CHECK(d.log.last_zxid() == zxid(2, 1));
+        CHECK(ids(d.log.records()) == ids(history));
+        d.log.crash();
+        outcomes.insert(recovered(d.log));
+    }
+    const std::set<recovered_log> possible = {
+        {std::nullopt, {{1, 1}, {1, 2}, {1, 3}, {1, 4}, {1, 5}, {1, 6}}},
+        {zxid{}, {{1, 1}, {1, 2}, {2, 1}}}};
+    CHECK(outcomes == possible);
+}
+
+TEST_CASE("sim_log: epoch_latency_factor orders epoch writes against log syncs",
+          "[sim][sim_log]") {
+    // Far faster: the epoch write issued after the sync is durable first; far slower: last.
+    for (const double factor : {0.0, 100.0}) {
+        disk_options o;
+        o.epoch_latency_factor = factor;
+        disk d{7, o};
+        d.log.append(1, records(1, 1, 1));
+        d.log.sync(1);
+        d.log.write_epochs(2, epochs{1, 1});
+        d.run();
+        REQUIRE(d.seen.size() == 2);
+        const auto first = factor == 0.0 ? storage_completion::kind::epochs_durable
+                                         : storage_completion::kind::log_durable;
+        CHECK(d.seen[0].completion.what == first);
+    }
+}
+
+TEST_CASE("sim_log: a stall delays a completion by stall_latency", "[sim][sim_log]") {
+    disk_options o;
+    o.sync_latency_min = o.sync_latency_max = 100;
+    o.stall_probability = 1.0;
+    o.stall_latency = 50'000;
+    disk d{8, o};
+    d.log.append(1, records(1, 1, 1));
+    d.log.sync(1);
+    d.run();
+    REQUIRE(d.seen.size() == 1);
+    CHECK(d.seen[0].time == 50'100);
+}
+
+TEST_CASE("sim_log: a lying disk reports a sync durable and loses the writes at a crash",
+          "[sim][sim_log]") {
+    disk_options o;
+    o.lie_probability = 1.0;
+    o.crash_keep = 0;  // every un-synced write is lost at the crash
+    o.crash_drop = 1;
+    o.crash_tear = 0;
+    disk d{9, o};
+    d.log.append(1, records(1, 1, 3));
+    d.log.sync(1);
+    d.run();
+    REQUIRE(d.seen.size() == 1);
+    CHECK(d.seen[0].completion.what == storage_completion::kind::log_durable);
+    CHECK(d.log.stats().syncs_lied == 1);
+    CHECK(d.log.durable_records().empty());  // the truth: nothing reached the platter
+    d.log.crash();
+    CHECK(d.log.records().empty());
 }

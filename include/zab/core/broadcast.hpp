@@ -168,7 +168,7 @@ public:
         }
     }
 
-private:
+protected:  // the building blocks of the phase, for policies derived from this one
     bool append_in_order(const log_record& record) {
         auto& s = *ctx_.learning;
         const zxid last = ctx_.last_zxid_visible;

@@ -94,12 +94,17 @@ struct epochs {
 ///   log.append(op, records)     Append records, zxids strictly increasing and above
 ///                               `last_zxid()`. Copies or shares the `shared_bytes`.
 ///   log.truncate_after(op, z)   Remove every record with zxid > z.
-///   log.install_snapshot(op, z, state)
-///                               Replace the whole log by a snapshot taken at `z` (a SNAP
-///                               sync, §5.3): every record goes, `last_zxid()` becomes z, and
-///                               later appends continue after z. Atomic at a crash: recovery
-///                               finds the old log or the snapshot, never a mix, and never a
-///                               stale record after z (§11.5, ZOOKEEPER-2832/2872).
+///   log.install_snapshot(op, z, state, following)
+///                               Replace the whole log by a snapshot taken at `z` followed by
+///                               the records `following` (a SNAP sync with the history after
+///                               it, §5.3): every old record goes, `last_zxid()` becomes the
+///                               last of `following` (z if empty), later appends continue
+///                               after it. Atomic at a crash, as one operation: recovery
+///                               finds the old log, or the snapshot with *all* of
+///                               `following`, never a mix, and never a stale record after z
+///                               (§11.1, §11.5, ZOOKEEPER-2832/2872). A snapshot that lands
+///                               without the history after it would leave the replica's
+///                               durable current epoch standing for a history it lost.
 ///   log.sync(op)                Request durability of every log operation ≤ op.
 ///   log.write_epochs(op, e)     Replace the stored epochs atomically (temp file + fsync +
 ///                               rename + directory fsync, or equivalent).
@@ -117,7 +122,7 @@ concept log_store = requires(L& log, const L& const_log, storage_op op,
                              std::size_t max, const shared_bytes& state) {
     { log.append(op, records) } -> std::same_as<void>;
     { log.truncate_after(op, z) } -> std::same_as<void>;
-    { log.install_snapshot(op, z, state) } -> std::same_as<void>;
+    { log.install_snapshot(op, z, state, records) } -> std::same_as<void>;
     { log.sync(op) } -> std::same_as<void>;
     { log.write_epochs(op, e) } -> std::same_as<void>;
     { const_log.last_zxid() } -> std::same_as<zxid>;
@@ -164,7 +169,7 @@ struct transport {
 struct log_store {
     void append(storage_op, std::span<const log_record>) {}
     void truncate_after(storage_op, zxid) {}
-    void install_snapshot(storage_op, zxid, const shared_bytes&) {}
+    void install_snapshot(storage_op, zxid, const shared_bytes&, std::span<const log_record>) {}
     void sync(storage_op) {}
     void write_epochs(storage_op, epochs) {}
     zxid last_zxid() const { return {}; }

@@ -147,7 +147,7 @@ public:
         }
     }
 
-private:
+protected:  // the building blocks of the phase, for policies derived from this one
     learner_link* find(peer_id id) {
         for (auto& link : ctx_.leading->links)
             if (link.id == id) return &link;

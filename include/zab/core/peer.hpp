@@ -276,8 +276,9 @@ private:
             log.append(op, records);
         }
         void truncate_after(storage_op op, zxid z) override { log.truncate_after(op, z); }
-        void install_snapshot(storage_op op, zxid z, const shared_bytes& state) override {
-            log.install_snapshot(op, z, state);
+        void install_snapshot(storage_op op, zxid z, const shared_bytes& state,
+                              std::span<const log_record> following) override {
+            log.install_snapshot(op, z, state, following);
         }
         void sync(storage_op op) override { log.sync(op); }
         void write_epochs(storage_op op, epochs e) override { log.write_epochs(op, e); }

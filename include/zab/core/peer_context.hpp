@@ -75,7 +75,8 @@ public:
     virtual ~storage_port() = default;
     virtual void append(storage_op op, std::span<const log_record> records) = 0;
     virtual void truncate_after(storage_op op, zxid z) = 0;
-    virtual void install_snapshot(storage_op op, zxid z, const shared_bytes& state) = 0;
+    virtual void install_snapshot(storage_op op, zxid z, const shared_bytes& state,
+                                  std::span<const log_record> following) = 0;
     virtual void sync(storage_op op) = 0;
     virtual void write_epochs(storage_op op, epochs e) = 0;
     virtual result<std::vector<log_record>> read(zxid after, std::size_t max) const = 0;
@@ -207,12 +208,14 @@ public:
         return op;
     }
 
-    /// Replaces the log by a snapshot at `z` (SNAP, §5.3, §11.5).
-    storage_op install_snapshot(zxid z, const shared_bytes& state) {
+    /// Replaces the log by a snapshot at `z` and the history after it, as one atomic
+    /// operation (SNAP, §5.3, §11.1, §11.5).
+    storage_op install_snapshot(zxid z, const shared_bytes& state,
+                                std::span<const log_record> following) {
         flush_batch();
         const storage_op op = next_op();
-        last_zxid_visible = z;
-        storage_->install_snapshot(op, z, state);
+        last_zxid_visible = following.empty() ? z : following.back().id;
+        storage_->install_snapshot(op, z, state, following);
         note_log_op(op);
         return op;
     }
@@ -259,6 +262,18 @@ public:
     /// leader's word), reading them back from the log.
     void apply_from_log(zxid upto) {
         flush_batch();  // records appended in this step must be readable
+        // A snapshot in the log (a SNAP whose sync was interrupted before UPTODATE, §11.4)
+        // stands for every record up to it, all committed: the state machine reloads from
+        // it rather than skipping what the snapshot replaced.
+        if (auto snapshot = storage_->snapshot();
+            snapshot && last_applied < snapshot->last_included && snapshot->last_included <= upto) {
+            if (!restore_machine(snapshot->last_included, snapshot->state.view())) {
+                zab::log(log_level::error, "peer {}: the log's snapshot at {} does not restore",
+                         self_, snapshot->last_included);
+                request_election("the log's snapshot does not restore");
+                return;
+            }
+        }
         while (last_applied < upto) {
             auto chunk = storage_->read(last_applied, 256);
             if (!chunk || chunk.value().empty()) return;

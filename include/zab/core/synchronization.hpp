@@ -11,6 +11,8 @@
 
 #include <algorithm>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "zab/core/logging.hpp"
 #include "zab/core/messages.hpp"
@@ -53,8 +55,16 @@ public:
         auto& l = *ctx_.leading;
         if (l.current_write != 0) {
             // The epoch quorum is in (§4.6): every learner waiting for its sync gets it now.
-            for (auto& link : l.links)
-                if (link.at == learner_link::stage::awaiting_sync) sync_learner(link);
+            // (By id: a sync that fails drops its learner from `links`.)
+            std::vector<peer_id> waiting;
+            for (const auto& link : l.links)
+                if (link.at == learner_link::stage::awaiting_sync) waiting.push_back(link.id);
+            for (const peer_id id : waiting)
+                for (auto& link : l.links)
+                    if (link.id == id) {
+                        sync_learner(link);
+                        break;
+                    }
         }
         if (!l.established && l.current_durable) {
             peer_set acks = l.newleader_acks;
@@ -107,10 +117,11 @@ public:
     void learner_on_snap(const snap& m, const shared_bytes& frame) {
         if (!begin_sync()) return;
         auto& s = *ctx_.learning;
-        // The state is restored only at UPTODATE, once the snapshot is durable in the log:
-        // a sync interrupted before then leaves the state machine as it was (§11.4).
+        // Nothing is written yet: at NEWLEADER the snapshot and the history after it go into
+        // the log as one atomic operation (§11.1), so a crash never leaves the snapshot
+        // without that history under an older current epoch. The state is restored only at
+        // UPTODATE: a sync interrupted before then leaves the state machine as it was (§11.4).
         s.snapshot = log_snapshot{m.last_included, frame.slice(m.snapshot)};
-        ctx_.install_snapshot(m.last_included, s.snapshot->state);
         s.unapplied.clear();
         s.known_committed = std::max(s.known_committed, m.last_included);
     }
@@ -118,7 +129,7 @@ public:
     /// A PROPOSAL during synchronization: buffered until NEWLEADER (§5.3).
     void learner_on_sync_proposal(const log_record& record) {
         auto& s = *ctx_.learning;
-        const zxid last = s.buffered.empty() ? ctx_.last_zxid_visible : s.buffered.back().id;
+        const zxid last = synced_last();
         if (record.id <= last) return;  // a duplicate (protocol-spec issue 2)
         if (!last.continued_by(record.id)) {
             ctx_.leader_misbehaved("a hole in the synced history");
@@ -130,7 +141,7 @@ public:
     /// A COMMIT during synchronization or before UPTODATE: remembered (§5.3, ZOOKEEPER-4394).
     bool learner_on_sync_commit(const commit& m) {
         auto& s = *ctx_.learning;
-        const zxid last = s.buffered.empty() ? ctx_.last_zxid_visible : s.buffered.back().id;
+        const zxid last = synced_last();
         if (m.id > last) {
             ctx_.leader_misbehaved("COMMIT of a transaction never proposed");
             return false;
@@ -147,9 +158,14 @@ public:
             return;
         }
         storage_op op = 0;
-        for (auto& record : s.buffered) {
-            op = ctx_.append(record);
-            s.unapplied.push_back(std::move(record));
+        if (s.snapshot) {
+            op = ctx_.install_snapshot(s.snapshot->last_included, s.snapshot->state, s.buffered);
+            s.unapplied.assign(s.buffered.begin(), s.buffered.end());
+        } else {
+            for (auto& record : s.buffered) {
+                op = ctx_.append(record);
+                s.unapplied.push_back(std::move(record));
+            }
         }
         s.buffered.clear();
         // The history's last log operation (append, TRUNC or SNAP): everything before it too.
@@ -200,7 +216,7 @@ public:
         ctx_.apply_known_committed();
     }
 
-private:
+protected:  // the building blocks of the phase, for policies derived from this one
     std::optional<zxid> last_record_before_epoch(epoch_t e) {
         // The log's records are ascending: the last one below epoch e.
         std::optional<zxid> found;
@@ -214,6 +230,14 @@ private:
             }
             after = chunk.value().back().id;
         }
+    }
+
+    /// The last zxid of the history being synced: the buffered proposals, after the SNAP's
+    /// snapshot or the (possibly truncated) log.
+    zxid synced_last() const {
+        const auto& s = *ctx_.learning;
+        if (!s.buffered.empty()) return s.buffered.back().id;
+        return s.snapshot ? s.snapshot->last_included : ctx_.last_zxid_visible;
     }
 
     bool begin_sync() {
@@ -260,22 +284,9 @@ private:
             }
             queued = max;
         } else {
-            // Anything else: SNAP (§5.2 step 5). The state machine holds what the leader
-            // applied; the rest of its committed history follows as PROPOSAL+COMMIT.
-            ++ctx_.counters.syncs_snap;
-            const shared_bytes state = ctx_.machine_snapshot();
-            ctx_.send(link.id, snap{ctx_.last_applied, state.view()});
-            zxid after = ctx_.last_applied;
-            while (after < max) {
-                auto chunk = ctx_.read_log(after, 1024);
-                if (!chunk || chunk.value().empty()) break;
-                for (const auto& record : chunk.value()) {
-                    if (record.id > max) break;
-                    ctx_.send(link.id, proposal{record.id, record.txn.view()});
-                    ctx_.send(link.id, commit{record.id});
-                }
-                after = chunk.value().back().id;
-            }
+            // Anything else: SNAP (§5.2 step 5): committed state, then the rest of the
+            // committed history as PROPOSAL+COMMIT — gapless, or no NEWLEADER at all.
+            if (!send_snapshot_sync(link, max)) return;
             queued = max;
         }
         // §5.2 step 6, startForwarding: proposals still in flight, PROPOSAL only; observers
@@ -287,6 +298,47 @@ private:
         // §5.2 step 7: NEWLEADER last, once the leader's currentEpoch is durable.
         ctx_.send_after(link.id, new_leader{zxid{l.epoch, 0}}, 0, l.current_write);
         link.at = learner_link::stage::awaiting_newleader_ack;
+    }
+
+    /// SNAP: the newest committed state the leader has — its state machine's, or its log's
+    /// snapshot when that is newer (a SNAP this replica received and never applied) — and
+    /// every record after it up to `max`. False (the learner dropped) if the log cannot
+    /// supply that history without a gap.
+    bool send_snapshot_sync(learner_link& link, zxid max) {
+        zxid base = ctx_.last_applied;
+        shared_bytes state;
+        if (auto logged = ctx_.log_snapshot_in_effect(); logged && logged->last_included > base) {
+            base = logged->last_included;
+            state = logged->state;
+        } else {
+            state = ctx_.machine_snapshot();
+        }
+        std::vector<log_record> history;
+        zxid after = base;
+        while (after < max) {
+            auto chunk = ctx_.read_log(after, 1024);
+            if (!chunk || chunk.value().empty() || !after.continued_by(chunk.value().front().id)) {
+                zab::log(log_level::error,
+                         "peer {}: cannot read its committed history after {} for a SNAP to {} "
+                         "({}); learner dropped",
+                         ctx_.self(), after, link.id,
+                         chunk ? std::string{"a gap"} : chunk.error().message());
+                ctx_.drop_learner(link.id);
+                return false;
+            }
+            for (auto& record : chunk.value()) {
+                if (record.id > max) break;
+                after = record.id;
+                history.push_back(std::move(record));
+            }
+        }
+        ++ctx_.counters.syncs_snap;
+        ctx_.send(link.id, snap{base, state.view()});
+        for (const auto& record : history) {
+            ctx_.send(link.id, proposal{record.id, record.txn.view()});
+            ctx_.send(link.id, commit{record.id});
+        }
+        return true;
     }
 
     struct diff_plan {

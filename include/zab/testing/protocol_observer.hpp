@@ -6,7 +6,8 @@
 // every event what changed on each replica — crashes and restarts with what the disk
 // recovered, durable epochs, the log, leaders established, transactions applied. Proposals
 // go through `propose` so that the broadcast is recorded. Requires a state machine with
-// `applied()` and `restores()` (recording_state_machine).
+// `applied()`, `restores()`, `restored_at()` and `restored_count()`
+// (recording_state_machine).
 #pragma once
 
 #include <optional>
@@ -103,9 +104,11 @@ private:
             }
             const auto& machine = *n.machine;
             if (machine.restores() != seen.restores) {
+                // Transactions may have been applied after the restore in the same step:
+                // they are delivered below, after the restored prefix.
                 seen.restores = machine.restores();
-                checker_.state_restored(n.id, machine.last_applied());
-                seen.applied = machine.applied().size();
+                checker_.state_restored(n.id, machine.restored_at());
+                seen.applied = machine.restored_count();
             }
             const auto& applied = machine.applied();
             for (; seen.applied < applied.size(); ++seen.applied) {

@@ -63,6 +63,7 @@ public:
         if (!restored.empty() && restored.back().id != last_included)
             return make_error_code(errc::malformed);
         applied_ = std::move(restored);
+        restored_count_ = applied_.size();
         snapshot_base_ = last_included;
         ++restores_;
         return success();
@@ -71,6 +72,10 @@ public:
     const std::vector<applied_txn>& applied() const noexcept { return applied_; }
     /// How many times the state was replaced by a snapshot.
     std::uint64_t restores() const noexcept { return restores_; }
+    /// The last restore: its snapshot's zxid, and how many entries of `applied()` it put
+    /// there (the ones after were applied since).
+    zxid restored_at() const noexcept { return snapshot_base_; }
+    std::size_t restored_count() const noexcept { return restored_count_; }
 
 private:
     static void put(std::vector<std::byte>& out, std::uint64_t value, int width) {
@@ -85,6 +90,7 @@ private:
 
     std::vector<applied_txn> applied_;
     zxid snapshot_base_;
+    std::size_t restored_count_ = 0;
     std::uint64_t restores_ = 0;
 };
 

@@ -57,6 +57,20 @@ struct disk_options {
     double crash_keep = 0.4;
     double crash_drop = 0.4;
     double crash_tear = 0.2;
+    /// Multiplies the latency of epoch writes only: far below 1, an epoch write issued after
+    /// a log sync becomes durable long before it; far above 1, long after. These are
+    /// independent durable operations (the concept allows either order), and this knob is
+    /// how a test makes the order adversarial (§11.8).
+    double epoch_latency_factor = 1.0;
+    /// With this probability a sync or an epoch write stalls for `stall_latency` more: a
+    /// completion delivered late (a disk pausing under load).
+    double stall_probability = 0.0;
+    sim_time stall_latency = 200'000;
+    /// A disk that lies (§11.8 "fsync fault injection: lie"): with this probability a sync
+    /// reports `log_durable` while the writes it covers stay un-synced, at the mercy of the
+    /// next crash. No correct protocol survives a lying disk: tests use it to show the
+    /// invariant checker notices.
+    double lie_probability = 0.0;
 };
 
 /// What the driver hands to the peer when a storage operation finishes.
@@ -95,6 +109,7 @@ struct disk_stats {
     std::uint64_t syncs = 0;
     std::uint64_t syncs_completed = 0;
     std::uint64_t syncs_failed = 0;
+    std::uint64_t syncs_lied = 0;  ///< reported durable without writing (lie_probability)
     std::uint64_t epoch_writes = 0;
     std::uint64_t epoch_writes_completed = 0;
     std::uint64_t epoch_writes_failed = 0;
@@ -153,15 +168,23 @@ public:
         ++stats_.truncates;
     }
 
-    /// Replaces the whole log by a snapshot at `last_included` (a SNAP sync, §5.3): every
-    /// record goes, whatever its zxid, and later appends continue after `last_included`.
-    /// Shares the bytes of `state`.
-    void install_snapshot(storage_op op, zxid last_included, const shared_bytes& state) {
+    /// Replaces the whole log by a snapshot at `last_included` followed by `following` (a
+    /// SNAP sync, §5.3): every old record goes, whatever its zxid, and later appends continue
+    /// after the last of `following`. One operation: a crash keeps all of it or none.
+    /// Shares the bytes of `state` and of the records.
+    void install_snapshot(storage_op op, zxid last_included, const shared_bytes& state,
+                          std::span<const log_record> following) {
         note_log_op(op);
+        zxid previous = last_included;
+        for (const auto& record : following) {
+            ZAB_ASSERT(record.id > previous, "install_snapshot: records must follow the snapshot");
+            previous = record.id;
+        }
         log_snapshot installed{last_included, state};
-        visible_ = log_image{installed, {}};
-        unsynced_.push_back(
-            {op, operation_kind::install_snapshot, zxid{}, {}, std::move(installed)});
+        std::vector<log_record> records{following.begin(), following.end()};
+        visible_ = log_image{installed, records};
+        unsynced_.push_back({op, operation_kind::install_snapshot, zxid{}, std::move(records),
+                             std::move(installed)});
         ++stats_.snapshot_installs;
     }
 
@@ -174,7 +197,7 @@ public:
                                  [op](const pending_operation& p) { return p.op <= op; }) -
             unsynced_.begin());
         pending_sync sync{op, synced_count_ + covered, std::exchange(fail_next_sync_, {}), 0};
-        const sim_time at = std::max(events_.now() + draw_latency(), last_sync_completion_);
+        const sim_time at = std::max(events_.now() + draw_latency(1.0), last_sync_completion_);
         last_sync_completion_ = at;
         sync.event = events_.schedule_at(
             at, [this, generation = generation_] { complete_sync(generation); });
@@ -187,7 +210,8 @@ public:
         ++stats_.epoch_writes;
         visible_epochs_ = e;
         pending_epoch_write write{op, e, std::exchange(fail_next_epoch_write_, {}), 0};
-        const sim_time at = std::max(events_.now() + draw_latency(), last_epoch_completion_);
+        const sim_time at = std::max(events_.now() + draw_latency(options_.epoch_latency_factor),
+                                     last_epoch_completion_);
         last_epoch_completion_ = at;
         write.event = events_.schedule_at(
             at, [this, generation = generation_] { complete_epoch_write(generation); });
@@ -273,7 +297,7 @@ private:
         storage_op op;
         operation_kind kind;
         zxid last_kept;                        // truncate only
-        std::vector<log_record> records;       // append only
+        std::vector<log_record> records;       // append; install_snapshot: those after it
         std::optional<log_snapshot> snapshot;  // install_snapshot only
     };
 
@@ -308,6 +332,10 @@ private:
     static void check_options(const disk_options& o) {
         ZAB_ASSERT(o.sync_latency_min <= o.sync_latency_max, "disk_options: latency min > max");
         ZAB_ASSERT(o.slow_factor > 0.0, "disk_options: slow_factor must be positive");
+        ZAB_ASSERT(o.epoch_latency_factor >= 0.0, "disk_options: negative epoch_latency_factor");
+        ZAB_ASSERT(o.stall_probability >= 0.0 && o.stall_probability <= 1.0 &&
+                       o.lie_probability >= 0.0 && o.lie_probability <= 1.0,
+                   "disk_options: probabilities must lie in [0, 1]");
         ZAB_ASSERT(o.crash_keep >= 0.0 && o.crash_drop >= 0.0 && o.crash_tear >= 0.0 &&
                        o.crash_keep + o.crash_drop + o.crash_tear > 0.0,
                    "disk_options: crash weights must be non-negative, not all zero");
@@ -329,7 +357,7 @@ private:
                 truncate_records(image.records, operation.last_kept);
                 break;
             case operation_kind::install_snapshot:
-                image = log_image{operation.snapshot, {}};
+                image = log_image{operation.snapshot, operation.records};
                 break;
         }
     }
@@ -340,9 +368,14 @@ private:
         last_log_op_ = op;
     }
 
-    sim_time draw_latency() {
+    sim_time draw_latency(double factor) {
         const auto base = random_.between(options_.sync_latency_min, options_.sync_latency_max);
-        return static_cast<sim_time>(static_cast<double>(base) * options_.slow_factor);
+        sim_time latency =
+            static_cast<sim_time>(static_cast<double>(base) * options_.slow_factor * factor);
+        // Draws only when the knob is on, so a run without it replays as before.
+        if (options_.stall_probability > 0.0 && random_.chance(options_.stall_probability))
+            latency += options_.stall_latency;
+        return latency;
     }
 
     double crash_weight_total() const {
@@ -371,6 +404,11 @@ private:
         if (sync.failure) {
             ++stats_.syncs_failed;
             deliver({storage_completion::kind::failed, sync.op, sync.failure});
+            return;
+        }
+        if (options_.lie_probability > 0.0 && random_.chance(options_.lie_probability)) {
+            ++stats_.syncs_lied;  // reported durable; the writes stay where they were
+            deliver({storage_completion::kind::log_durable, sync.op, {}});
             return;
         }
         while (synced_count_ < sync.covered_end) {

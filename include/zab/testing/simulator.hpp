@@ -12,6 +12,7 @@
 // first brought up to date with the ticks that passed, so idle time costs nothing.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -48,6 +49,27 @@ struct cluster_options {
     network_options network;
     disk_options disk;
 };
+
+/// Where inside a learner's NEWLEADER handling (§5.3, §11.1, §11.8) a crash can be aimed.
+/// The learner's steps are events of their own (DESIGN.md rule 2), so each point is a state
+/// the learner sits in between two events.
+enum class newleader_point : std::uint8_t {
+    history_appended,  ///< NEWLEADER handled: the history is appended, not yet durable
+    history_durable,   ///< history durable; currentEpoch written, not yet durable
+    ack_sent,          ///< currentEpoch durable: the ACK of NEWLEADER is on its way
+    ack_counted,       ///< the leader counted that ACK; UPTODATE not yet received
+};
+inline constexpr std::size_t newleader_point_count = 4;
+
+constexpr std::string_view to_string(newleader_point p) noexcept {
+    switch (p) {
+        case newleader_point::history_appended: return "history appended";
+        case newleader_point::history_durable: return "history durable";
+        case newleader_point::ack_sent: return "ACK sent";
+        case newleader_point::ack_counted: return "ACK counted";
+    }
+    return "?";
+}
 
 /// A simulated cluster: replicas 1..voters vote, the next `observers` ids observe.
 template <state_machine StateMachine = recording_state_machine,
@@ -117,8 +139,46 @@ public:
     /// Power loss at replica `id`: the peer object and its state machine are gone, its disk
     /// keeps what the crash model leaves, its connections break.
     void crash(peer_id id) {
+        if (!power_off(id)) return;
+        run_checkers();
+    }
+
+    /// Arms a one-shot crash of learner `id` at `point` of its next NEWLEADER handling: it
+    /// fires after the first event that leaves the learner there (a crash between two steps).
+    void crash_at(peer_id id, newleader_point point) { armed_.push_back({id, point}); }
+    /// Disarms every crash armed with `crash_at`.
+    void disarm() { armed_.clear(); }
+    /// How many armed crashes fired at `point`.
+    std::uint64_t crashes_at(newleader_point point) const noexcept {
+        return crashes_at_[static_cast<std::size_t>(point)];
+    }
+
+    /// Where learner `id` is in its NEWLEADER handling right now, if inside it.
+    std::optional<newleader_point> newleader_position(peer_id id) const {
+        const node& n = at(id);
+        if (!n.peer || !n.peer->context().learning) return std::nullopt;
+        const auto& ctx = n.peer->context();
+        const auto& s = *ctx.learning;
+        if (s.at != learner_state::stage::awaiting_uptodate) return std::nullopt;
+        if (s.newleader_pending)
+            return ctx.log_durable(s.newleader_log_op) ? std::nullopt
+                                                       : std::optional{newleader_point::history_appended};
+        if (s.newleader_epoch_op == 0) return std::nullopt;
+        if (!ctx.epochs_durable(s.newleader_epoch_op)) return newleader_point::history_durable;
+        const node& leader = at(s.leader);
+        if (leader.peer && leader.peer->context().leading) {
+            for (const auto& link : leader.peer->context().leading->links)
+                if (link.id == id && (link.at == learner_link::stage::awaiting_uptodate ||
+                                      link.at == learner_link::stage::broadcasting))
+                    return newleader_point::ack_counted;
+        }
+        return newleader_point::ack_sent;
+    }
+
+private:
+    bool power_off(peer_id id) {
         node& n = at(id);
-        if (!n.peer) return;
+        if (!n.peer) return false;
         trace_line(id, "CRASH", "");
         ++crashes_;
         n.peer.reset();
@@ -128,8 +188,26 @@ public:
         cancel_wake(n);
         network_.node_down(id);
         n.log->crash();
-        run_checkers();
+        return true;
     }
+
+    bool fire_armed_crashes() {
+        bool fired = false;
+        for (auto it = armed_.begin(); it != armed_.end();) {
+            if (newleader_position(it->id) == it->point) {
+                trace_line(it->id, "CRASH POINT", to_string(it->point));
+                ++crashes_at_[static_cast<std::size_t>(it->point)];
+                power_off(it->id);
+                it = armed_.erase(it);
+                fired = true;
+            } else {
+                ++it;
+            }
+        }
+        return fired;
+    }
+
+public:
 
     /// Starts replica `id` again from what its disk recovered.
     void restart(peer_id id) {
@@ -174,6 +252,8 @@ public:
         for (const node& n : nodes_)
             if (n.peer) n.peer->digest(hash_);
         run_checkers();
+        // The checkers saw the state the event left; a crash armed for that state follows.
+        if (!armed_.empty() && fire_armed_crashes()) run_checkers();
         return true;
     }
 
@@ -430,6 +510,12 @@ private:
     std::uint64_t restarts_ = 0;
     std::uint64_t pauses_ = 0;
     std::uint64_t frames_delivered_ = 0;
+    struct armed_crash {
+        peer_id id;
+        newleader_point point;
+    };
+    std::vector<armed_crash> armed_;
+    std::array<std::uint64_t, newleader_point_count> crashes_at_{};
 };
 
 }  // namespace zab::testing

@@ -1,0 +1,225 @@
+// tests/protocol/protocol_sweep_run.hpp — one seed of the whole-protocol fault sweep.
+//
+// Shared by the sweep program (protocol_sweep.cpp, the real core) and the negative tests
+// (broken_variants_test.cpp, deliberately broken variants of it): the same cluster, faults,
+// proposals and §10 checks, with the state machine, the phase policies and the disk's lies
+// as parameters.
+//
+// A seed draws a cluster (3 or 5 voters, sometimes an observer), a network, a disk (slow,
+// stalling, epoch writes far faster or slower than log syncs) and a fault mix
+// (sweep_faults.hpp), plus crashes armed at the four points of a learner's NEWLEADER
+// handling. Every PROPOSAL, ACK, COMMIT and promise is fed to the §10 invariant checker as
+// it happens (protocol_observer.hpp). Then the faults stop, crashed replicas restart, and
+// within a bound computed from the options a leader must be established with every replica
+// and a new proposal applied everywhere.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "sweep_faults.hpp"
+#include "sweep_main.hpp"
+#include "zab/testing/election_checker.hpp"
+#include "zab/testing/protocol_observer.hpp"
+#include "zab/testing/simulator.hpp"
+
+namespace zab::test {
+
+/// What the sweep counts over all its seeds (its summary line).
+struct protocol_totals {
+    fault_counts faults;
+    std::uint64_t runs = 0, events = 0, elections = 0, diffs = 0, truncs = 0, snaps = 0,
+                  proposals = 0, commits = 0, determinism_checks = 0, failures = 0,
+                  invariant_checks = 0;
+    std::array<std::uint64_t, testing::newleader_point_count> newleader_crashes{};
+    testing::sim_time worst_recovery = 0, bound = 0;
+
+    std::uint64_t newleader_crash_total() const {
+        std::uint64_t sum = 0;
+        for (auto c : newleader_crashes) sum += c;
+        return sum;
+    }
+};
+
+/// How a seed departs from the plain sweep (the negative tests' knobs).
+struct sweep_variant {
+    double disk_lie_probability = 0.0;  ///< disk_options::lie_probability
+    bool check_liveness = true;         ///< a broken variant may also lose liveness
+};
+
+/// One seed's outcome: the sweep's verdict plus which §10 properties fired.
+struct protocol_seed_result : seed_result {
+    std::set<testing::property> fired;
+    std::string report;
+};
+
+/// After the faults: reconnects, an election (with a possible init_limit wait for a learner
+/// that chose a leader who did not lead), discovery and sync within init_limit, and a commit.
+inline testing::sim_time recovery_bound(const testing::cluster_options& o) {
+    const testing::sim_time round =
+        o.network.reconnect_delay_max + o.network.disconnect_detect_delay +
+        20 * o.network.delay_max +
+        (3 * o.peer.finalize_wait_ticks + 2 * o.peer.notification_timeout_min_ticks + 4) *
+            o.tick_us;
+    const double slowest = std::max(1.0, o.disk.epoch_latency_factor);
+    const auto disk = static_cast<testing::sim_time>(
+        8 * (static_cast<double>(o.disk.sync_latency_max) * o.disk.slow_factor * slowest +
+             static_cast<double>(o.disk.stall_latency)));
+    return 3 * (round + o.peer.init_limit_ticks * o.tick_us) +
+           2 * o.peer.sync_limit_ticks * o.tick_us + disk;
+}
+
+template <typename Simulator>
+peer_id established_leader(Simulator& sim) {
+    for (const auto& n : sim.nodes())
+        if (n.peer && n.peer->state() == peer_state::leading && n.peer->established()) return n.id;
+    return 0;
+}
+
+template <typename StateMachine = testing::recording_state_machine,
+          typename Policies = default_policies>
+protocol_seed_result run_protocol_seed(std::uint64_t seed, protocol_totals& t, bool trace,
+                                       const sweep_variant& variant = {}) {
+    using namespace zab::testing;
+    using sim_type = simulator<StateMachine, Policies>;
+    prng draw{seed ^ 0x70c01ull};
+    cluster_options o;
+    o.seed = seed;
+    o.voters = draw.chance(0.5) ? 3 : 5;
+    o.observers = draw.chance(0.3) ? 1 : 0;
+    o.peer.init_limit_ticks = 20;
+    o.peer.sync_limit_ticks = 10;
+    o.network.delay_min = draw.between(50, 500);
+    o.network.delay_max = o.network.delay_min + draw.between(0, 10'000);
+    o.network.reconnect_delay_max = draw.between(o.network.reconnect_delay_min, 100'000);
+    o.disk.sync_latency_max = draw.between(o.disk.sync_latency_min, 20'000);
+    if (draw.chance(0.2)) o.disk.slow_factor = 10.0;  // a slow disk
+    // Independent durable operations in an adversarial order (§11.8): epoch writes far
+    // faster, or far slower, than the log syncs issued before them.
+    // Slower, but never so slow that one epoch write takes a good part of init_limit: a disk
+    // that cannot write an epoch within the limit can never elect, rightly.
+    const std::uint64_t order = draw.below(4);
+    const double slowest_write =
+        static_cast<double>(o.disk.sync_latency_max) * o.disk.slow_factor;
+    if (order == 0) o.disk.epoch_latency_factor = 0.01;
+    if (order == 1) o.disk.epoch_latency_factor = std::min(20.0, 300'000.0 / slowest_write);
+    if (draw.chance(0.25)) o.disk.stall_probability = 0.05;  // completions delivered late
+    o.disk.lie_probability = variant.disk_lie_probability;
+    sim_type sim{o};
+    invariant_checker invariants;
+    protocol_observer<sim_type> observer{sim, invariants};
+    election_checker<sim_type> elections{sim};
+    if (trace) sim.set_trace([](std::string_view line) { fmt::print("{}\n", line); });
+    // Per replica and incarnation, the counters last seen (they restart with the peer).
+    std::vector<peer_counters> last_counters(sim.nodes().size() + 1);
+    std::vector<std::uint64_t> last_incarnation(sim.nodes().size() + 1);
+    auto harvest = [&] {
+        for (const auto& n : sim.nodes()) {
+            if (!n.peer) continue;
+            if (last_incarnation[n.id] != n.incarnation) {
+                last_incarnation[n.id] = n.incarnation;
+                last_counters[n.id] = peer_counters{};
+            }
+            const auto& c = n.peer->counters();
+            t.diffs += c.syncs_diff - last_counters[n.id].syncs_diff;
+            t.truncs += c.syncs_trunc - last_counters[n.id].syncs_trunc;
+            t.snaps += c.syncs_snap - last_counters[n.id].syncs_snap;
+            t.commits += c.commits - last_counters[n.id].commits;
+            last_counters[n.id] = c;
+        }
+    };
+    sim.start();
+
+    const sim_time end_of_faults = sim.now() + draw.between(3'000'000, 15'000'000);
+    fault_mix faults{draw};
+    std::uint64_t proposal_number = 0;
+    auto propose_somewhere = [&] {
+        if (const peer_id leader = established_leader(sim))
+            (void)observer.propose(leader,
+                                   as_bytes(fmt::format("s{}-p{}", seed, ++proposal_number)));
+    };
+    while (sim.now() < end_of_faults) {
+        sim.run_for(draw.between(2'000, 60'000));
+        harvest();
+        const std::uint64_t burst = draw.between(0, 3);
+        for (std::uint64_t i = 0; i < burst; ++i) propose_somewhere();
+        if (draw.chance(0.08)) faults.inject(sim, draw, t.faults);
+        if (draw.chance(0.015)) {
+            // A learner's next NEWLEADER handling crashes at one of its four points.
+            const auto id = static_cast<peer_id>(1 + draw.below(sim.nodes().size()));
+            sim.crash_at(id, static_cast<newleader_point>(draw.below(newleader_point_count)));
+        }
+        if (variant.check_liveness == false && !invariants.ok()) break;  // it fired: done
+    }
+    sim.disarm();
+    for (std::size_t p = 0; p < newleader_point_count; ++p)
+        t.newleader_crashes[p] += sim.crashes_at(static_cast<newleader_point>(p));
+
+    faults.heal(sim);
+    for (const auto& n : sim.nodes())
+        if (!n.peer) sim.restart(n.id);
+    const sim_time bound = recovery_bound(o);
+    t.bound = std::max(t.bound, bound);
+    const sim_time start = sim.now();
+    auto everyone_established = [&] {
+        const peer_id leader = established_leader(sim);
+        if (leader == 0) return false;
+        for (const auto& n : sim.nodes())
+            if (!n.peer || !n.peer->established() || n.peer->current_vote().leader != leader)
+                return false;
+        return true;
+    };
+    bool live = sim.run_until(everyone_established, start + bound);
+    if (live) {
+        auto proposed = observer.propose(established_leader(sim), as_bytes("final"));
+        live = proposed.has_value();
+        if (live) {
+            const zxid final_txn = proposed.value();
+            live = sim.run_until(
+                [&] {
+                    for (const auto& n : sim.nodes())
+                        if (!n.peer || n.peer->last_applied() < final_txn) return false;
+                    return true;
+                },
+                start + bound);
+        }
+    }
+    harvest();
+    protocol_seed_result r;
+    for (const auto& v : invariants.violations()) r.fired.insert(v.what);
+    if (!invariants.ok()) {
+        r.report = invariants.report();
+        r.ok = false;
+    }
+    for (const auto& f : elections.failures()) {
+        r.report += fmt::format("election: {}\n", f);
+        r.ok = false;
+    }
+    if (!live && variant.check_liveness) {
+        r.report += fmt::format("liveness: not recovered within {} us\n", bound);
+        for (const auto& n : sim.nodes())
+            if (n.peer)
+                r.report += fmt::format(
+                    "  peer {}: {} {} leader {} epochs {}/{} applied {} logged {}\n", n.id,
+                    n.peer->state(), n.peer->current_phase(), n.peer->current_vote().leader,
+                    n.peer->durable_epochs().accepted, n.peer->durable_epochs().current,
+                    n.peer->last_applied(), n.peer->last_logged());
+        r.ok = false;
+    } else if (live) {
+        t.worst_recovery = std::max(t.worst_recovery, sim.now() - start);
+    }
+    t.events += sim.steps();
+    t.elections += elections.decisions_checked();
+    t.proposals += observer.proposals();
+    t.invariant_checks += invariants.checks();
+    r.hash = sim.trace_hash_value();
+    return r;
+}
+
+}  // namespace zab::test
