@@ -14,6 +14,7 @@
 // and a new proposal applied everywhere.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <optional>
@@ -51,6 +52,8 @@ struct protocol_totals {
 struct sweep_variant {
     double disk_lie_probability = 0.0;  ///< disk_options::lie_probability
     bool check_liveness = true;         ///< a broken variant may also lose liveness
+    bool stop_at_first_violation = false;  ///< end the fault phase once anything fired
+    bool keep_going = false;  ///< (negative tests) run the whole seed even after a violation
 };
 
 /// One seed's outcome: the sweep's verdict plus which §10 properties fired.
@@ -155,7 +158,7 @@ protocol_seed_result run_protocol_seed(std::uint64_t seed, protocol_totals& t, b
             const auto id = static_cast<peer_id>(1 + draw.below(sim.nodes().size()));
             sim.crash_at(id, static_cast<newleader_point>(draw.below(newleader_point_count)));
         }
-        if (variant.check_liveness == false && !invariants.ok()) break;  // it fired: done
+        if (variant.stop_at_first_violation && !invariants.ok()) break;  // it fired: done
     }
     sim.disarm();
     for (std::size_t p = 0; p < newleader_point_count; ++p)
@@ -175,20 +178,39 @@ protocol_seed_result run_protocol_seed(std::uint64_t seed, protocol_totals& t, b
                 return false;
         return true;
     };
-    bool live = sim.run_until(everyone_established, start + bound);
-    if (live) {
-        auto proposed = observer.propose(established_leader(sim), as_bytes("final"));
-        live = proposed.has_value();
-        if (live) {
-            const zxid final_txn = proposed.value();
-            live = sim.run_until(
-                [&] {
-                    for (const auto& n : sim.nodes())
-                        if (!n.peer || n.peer->last_applied() < final_txn) return false;
-                    return true;
-                },
-                start + bound);
+    // Everyone established with one leader, then a proposal there applied everywhere. The
+    // leader may yet step down (it catches up on time that passed while it was paused) and
+    // its proposal be truncated by the next one: then propose again, within the same bound.
+    auto applied_everywhere = [&](zxid z) {
+        for (const auto& n : sim.nodes()) {
+            if (!n.peer || n.peer->last_applied() < z) return false;
+            const auto& applied = n.machine->applied();
+            const bool found = std::any_of(applied.rbegin(), applied.rend(),
+                                           [&](const auto& a) { return a.id == z; });
+            if (!found && n.machine->restored_at() < z) return false;
         }
+        return true;
+    };
+    bool live = false;
+    while (!live && sim.run_until(everyone_established, start + bound)) {
+        const peer_id leader = established_leader(sim);
+        auto proposed = observer.propose(leader, as_bytes("final"));
+        if (!proposed) {
+            if (everyone_established()) sim.run_for(o.tick_us);  // make progress regardless
+            continue;
+        }
+        const zxid final_txn = proposed.value();
+        const bool settled = sim.run_until(
+            [&] {
+                const auto* p = sim.peer_of(leader);
+                const bool still_leads = p != nullptr && p->established() &&
+                                         p->context().leading &&
+                                         p->context().leading->epoch == final_txn.epoch();
+                return applied_everywhere(final_txn) || !still_leads;
+            },
+            start + bound);
+        if (!settled) break;
+        live = applied_everywhere(final_txn);
     }
     harvest();
     protocol_seed_result r;
@@ -206,10 +228,13 @@ protocol_seed_result run_protocol_seed(std::uint64_t seed, protocol_totals& t, b
         for (const auto& n : sim.nodes())
             if (n.peer)
                 r.report += fmt::format(
-                    "  peer {}: {} {} leader {} epochs {}/{} applied {} logged {}\n", n.id,
-                    n.peer->state(), n.peer->current_phase(), n.peer->current_vote().leader,
+                    "  peer {}: {} {} leader {} epochs {}/{} applied {} logged {}{}{} next "
+                    "deadline {} (tick {})\n",
+                    n.id, n.peer->state(), n.peer->current_phase(), n.peer->current_vote().leader,
                     n.peer->durable_epochs().accepted, n.peer->durable_epochs().current,
-                    n.peer->last_applied(), n.peer->last_logged());
+                    n.peer->last_applied(), n.peer->last_logged(),
+                    n.peer->failed() ? " FAILED" : "", n.paused ? " PAUSED" : "",
+                    n.peer->next_deadline().value_or(0), n.peer->now_tick());
         r.ok = false;
     } else if (live) {
         t.worst_recovery = std::max(t.worst_recovery, sim.now() - start);

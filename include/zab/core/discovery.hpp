@@ -52,6 +52,15 @@ public:
         if (l.accepted_write == 0 && claimed == learner_type::participant) {
             l.epoch = std::max(l.epoch, accepted + 1);
             l.epoch_voters.insert(from);
+        } else if (claimed == learner_type::participant && accepted > l.epoch) {
+            // The epoch is closed and this voter promised a later one: it refuses mine for
+            // good (§4.5) and would stay out of the ensemble for as long as I lead. Step
+            // down, so that the next election proposes an epoch it can accept.
+            zab::log(log_level::info,
+                     "peer {}: voter {} accepted epoch {} above mine ({}); stepping down", ctx_.self(),
+                     from, accepted, l.epoch);
+            ++ctx_.counters.leader_step_downs;
+            ctx_.request_election("a voter promised a later epoch");
         }
         l.links.push_back(link);
     }
@@ -72,6 +81,10 @@ public:
                      ctx_.self(), from, *m.current_epoch, m.last_logged);
             ++ctx_.counters.learners_refused;
             ctx_.drop_learner(from);
+            // Established, I would keep it out for as long as I lead: a new election lets
+            // the most recent history lead instead.
+            if (l.established && link->type == learner_type::participant)
+                ctx_.request_election("a voter is ahead of the established leader");
             return;
         }
         link->last_logged = m.last_logged;

@@ -169,9 +169,22 @@ private:
     }
 
     /// The main loop's handling of one notification (§3.4 steps 3–6).
-    void process(peer_id from, const vote& n) {
+    void process(peer_id from, const vote& received) {
         last_poll_tick_ = ctx_.now_tick;
-        if (!can_win(n)) return;  // step 3: the proposed leader must be a voter
+        if (!can_win(received)) return;  // step 3: the proposed leader must be a voter
+        vote n = received;
+        if (n.leader == ctx_.self() && from != ctx_.self()) {
+            // A vote for me carries what *I* hold. Another peer may still propose me with
+            // the zxid I advertised before a crash that lost (or a TRUNC that removed) the
+            // tail of my log; adopting that would make me advertise a history I do not
+            // have, and a quorum could follow me past committed transactions it holds
+            // (§2 "advertise last_logged", §10.11). (Only what I adopt changes: the vote
+            // box records what the sender said, so its stale claim agrees with nothing I
+            // propose.)
+            const vote mine = initial_vote();
+            n.leader_zxid = mine.leader_zxid;
+            n.leader_epoch = mine.leader_epoch;
+        }
         if (finalize_deadline_) {
             // In finalizeWait: a better vote reopens the election; anything else is consumed
             // and dropped, and the wait starts again (step 4).
@@ -182,14 +195,14 @@ private:
             finalize_deadline_.reset();
         }
         switch (n.state) {
-            case peer_state::looking: return process_looking(from, n);
+            case peer_state::looking: return process_looking(from, n, received);
             case peer_state::observing: return;  // step 5
             case peer_state::following:
-            case peer_state::leading: return process_settled(from, n);
+            case peer_state::leading: return process_settled(from, received);
         }
     }
 
-    void process_looking(peer_id from, const vote& n) {
+    void process_looking(peer_id from, const vote& n, const vote& as_sent) {
         if (n.round > logical_clock_) {
             // A newer round: adopt it, forget the old box, compare with my *initial* vote.
             logical_clock_ = n.round;
@@ -203,7 +216,7 @@ private:
             proposal_ = n;
             send_notifications();
         }
-        vote recorded = n;
+        vote recorded = as_sent;
         recorded.state = peer_state::looking;
         received_[from] = recorded;
         if (ctx_.quorums().contains_quorum(agreeing(received_, looking_target())))

@@ -398,7 +398,10 @@ private:
         };
         network_.set_handler(n.id, std::move(handler));
         network_.node_up(n.id);
-        trace_line(n.id, "START", fmt::format("incarnation {}", n.incarnation));
+        trace_line(n.id, "START",
+                   fmt::format("incarnation {}, log ends at {}, epochs {}/{}", n.incarnation,
+                               n.log->last_zxid(), n.log->stored_epochs().accepted,
+                               n.log->stored_epochs().current));
         n.peer->start();
         reschedule_wake(n);
     }

@@ -1,0 +1,761 @@
+// zab/storage/file_log.hpp — zab::file_log: a crash-safe `zab::log_store` in a directory of
+// segment files, with the epoch file and snapshot files beside it (issue #6).
+//
+// Threading and durability (DESIGN.md rules 1–3). Every `log_store` member runs on the
+// peer's thread and never blocks on the disk: `append`, `truncate_after`,
+// `install_snapshot` and `write_epochs` take effect at once for `read`, `last_zxid`,
+// `stored_epochs` and `snapshot` (what is not on disk yet is served from memory), and only
+// queue disk work. The driver moves that work to disk in flushes:
+//
+//     flush_job job = log.begin_flush();        // peer thread: take everything pending
+//     job.run();                                // any thread: write, fdatasync, rename…
+//     flush_result r = log.finish_flush(std::move(job));   // peer thread: completions
+//     if (r.failed()) peer.on_storage_failed(r.error);
+//     else { if (r.log_durable) peer.on_log_durable(*r.log_durable);
+//            if (r.epochs_durable) peer.on_epochs_durable(*r.epochs_durable); }
+//
+// One flush covers every append made before `begin_flush`: that is the group commit (many
+// appends, one fdatasync per touched segment). At most one job is outstanding.
+//
+// Failure is terminal (DESIGN.md rule 6, PROTOCOL.md §2 ZOOKEEPER-3701/4882): once a write,
+// sync or truncation fails, this flush and every later one report `errc::storage_failed`
+// with the first failure's reason; no job does any I/O again.
+//
+// Recovery (`open`): the newest snapshot, then the segments of its generation, each record
+// checked (length, zxid order, CRC32C). A torn tail of the newest segment is cut; anything
+// else that fails a check makes `open` fail with `errc::corrupt` and a reason naming the
+// file, the offset and the check (see segment_scan.hpp). `open` changes nothing on disk
+// before every check passed, and its repairs (cut a torn tail, remove temporaries and the
+// files of a replaced generation) are idempotent: a crash during recovery is harmless.
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <system_error>
+#include <utility>
+#include <vector>
+
+#include <fcntl.h>
+
+#include <fmt/format.h>
+
+#include "zab/core/assert.hpp"
+#include "zab/core/bytes.hpp"
+#include "zab/core/concepts.hpp"
+#include "zab/core/error.hpp"
+#include "zab/core/logging.hpp"
+#include "zab/core/zxid.hpp"
+#include "zab/storage/data_directory.hpp"
+#include "zab/storage/durable_io.hpp"
+#include "zab/storage/file_log_options.hpp"
+#include "zab/storage/flush_job.hpp"
+#include "zab/storage/format.hpp"
+#include "zab/storage/posix_file.hpp"
+#include "zab/storage/segment_scan.hpp"
+
+namespace zab {
+
+class file_log {
+public:
+    /// Opens (or, if allowed, creates) the data directory of `options` and recovers it.
+    ///
+    /// Errors, with a sentence in `*diagnostic` (when given) that names the file, the offset
+    /// and the check that failed, also logged at error level:
+    ///   - `invalid_options`: `options.problem()` is not empty;
+    ///   - `invalid_argument`: the directory belongs to another cluster or replica, is not
+    ///     initialized while `create_if_missing` is false, or another file_log holds it;
+    ///   - `corrupt`: a file fails its checks beyond a torn tail, or the epochs fail the
+    ///     start-up checks of PROTOCOL.md §2 (accepted ≥ current; the epoch of the last
+    ///     logged zxid — the snapshot's when the log is empty — ≤ current);
+    ///   - `unsupported_version`: a file of another format version;
+    ///   - `storage_failed`: a system call failed (the errno text is in the diagnostic).
+    static result<file_log> open(const file_log_options& options,
+                                 std::string* diagnostic = nullptr) {
+        std::string why;
+        auto opened = recover(options, why);
+        if (!opened) {
+            log(log_level::error, "file_log: cannot open {}: {}", options.directory, why);
+            if (diagnostic != nullptr) *diagnostic = why;
+        }
+        return opened;
+    }
+
+    file_log(file_log&&) noexcept = default;
+    file_log& operator=(file_log&&) noexcept = default;
+    file_log(const file_log&) = delete;
+    file_log& operator=(const file_log&) = delete;
+    /// What was never flushed is lost, as in a crash. An outstanding job stays valid (it
+    /// owns what it touches) but can no longer be finished.
+    ~file_log() = default;
+
+    // --- zab::log_store (peer thread; see concepts.hpp for the contract) -----------------
+
+    /// Appends `records` (zxids increasing past `last_zxid()`). A payload larger than
+    /// `max_record_bytes` cannot be stored: the log enters its failed state (the next flush
+    /// reports it) and the rest of the batch is dropped.
+    void append(storage_op op, std::span<const log_record> records) {
+        note_log_op(op);
+        append_records(records);
+    }
+
+    /// Removes every record after `last_kept` (a TRUNC, §5.3). As in sim_log, a `last_kept`
+    /// below the snapshot removes every record after the snapshot and keeps the snapshot.
+    void truncate_after(storage_op op, zxid last_kept) {
+        note_log_op(op);
+        if (snapshot_ && last_kept < snapshot_->last_included) last_kept = snapshot_->last_included;
+        const auto first_removed = std::upper_bound(
+            index_.begin(), index_.end(), last_kept,
+            [](zxid z, const index_entry& e) { return z < e.id; });
+        const auto removed = static_cast<std::size_t>(index_.end() - first_removed);
+        if (removed == 0) return;
+        std::uint64_t keep_number = segments_.front().file->number;
+        std::uint64_t keep_size = storage_format::segment_header_size;
+        if (first_removed != index_.begin()) {
+            const index_entry& last = *(first_removed - 1);
+            keep_number = last.segment;
+            keep_size = last.end();
+        }
+        index_.erase(first_removed, index_.end());
+        const std::size_t dropped = std::min(removed, unwritten_.size());
+        unwritten_.erase(unwritten_.end() - static_cast<std::ptrdiff_t>(dropped), unwritten_.end());
+        in_flight_records_ = std::min(in_flight_records_, unwritten_.size());
+        cut_segments(keep_number, keep_size);
+    }
+
+    /// Replaces the whole log by a snapshot at `last_included` followed by `following` (a
+    /// SNAP sync and the history after it, §5.3, §11.1, §11.5). The snapshot opens a new log
+    /// generation, numbered like a segment. The flush writes the new generation's segments
+    /// (each header naming the generation) first, then the snapshot file atomically; recovery
+    /// takes the newest snapshot file, ignores every segment of an older generation, and
+    /// drops segments of a newer one (an install the crash interrupted). So a crash finds
+    /// the old log, or the snapshot with all of `following`: never a mix, never a stale
+    /// record after `last_included` (ZOOKEEPER-2832/2872).
+    void install_snapshot(storage_op op, zxid last_included, const shared_bytes& state,
+                          std::span<const log_record> following) {
+        note_log_op(op);
+        generation_ = next_segment_number_++;
+        pending_install_ = detail::pending_install{generation_, last_included, state, owner_,
+                                                   options_.snapshots_kept};
+        pending_writes_.clear();
+        pending_truncation_.reset();
+        segments_.clear();
+        index_.clear();
+        unwritten_.clear();
+        in_flight_records_ = 0;
+        snapshot_ = log_snapshot{last_included, state};
+        append_records(following);
+    }
+
+    /// The same with no records after the snapshot.
+    void install_snapshot(storage_op op, zxid last_included, const shared_bytes& state) {
+        install_snapshot(op, last_included, state, {});
+    }
+
+    /// The next flush reports `log_durable` ≥ op (every log operation issued so far).
+    void sync(storage_op op) { requested_sync_ = std::max(requested_sync_.value_or(op), op); }
+
+    /// Visible at once in `stored_epochs()`; the next flush writes the epoch file atomically
+    /// and reports `epochs_durable(op)`. Several writes before a flush: the last one wins.
+    void write_epochs(storage_op op, epochs e) {
+        epochs_ = e;
+        pending_epochs_ = std::pair{op, e};
+    }
+
+    /// The last record's zxid, else the snapshot's, else zxid{}.
+    zxid last_zxid() const {
+        if (!index_.empty()) return index_.back().id;
+        return snapshot_ ? snapshot_->last_included : zxid{};
+    }
+
+    epochs stored_epochs() const { return epochs_; }
+
+    std::optional<log_snapshot> snapshot() const { return snapshot_; }
+
+    /// Up to `max` records after `after`, ascending: from memory when not yet written, else
+    /// pread from the segments and checked again (CRC, zxid, length). `errc::compacted` when
+    /// `after` lies below the snapshot; `errc::corrupt` when a record on disk fails its
+    /// checks; `storage_failed` when the read itself fails.
+    result<std::vector<log_record>> read(zxid after, std::size_t max) const {
+        if (snapshot_ && after < snapshot_->last_included) return make_error_code(errc::compacted);
+        const auto first = std::upper_bound(index_.begin(), index_.end(), after,
+                                            [](zxid z, const index_entry& e) { return z < e.id; });
+        const auto begin = static_cast<std::size_t>(first - index_.begin());
+        const std::size_t end = begin + std::min(max, index_.size() - begin);
+        const std::size_t first_unwritten = index_.size() - unwritten_.size();
+        std::vector<log_record> out;
+        out.reserve(end - begin);
+        std::size_t i = begin;
+        while (i < std::min(end, first_unwritten)) {
+            // One pread for a run of records of one segment (they are contiguous on disk).
+            std::size_t j = i + 1;
+            while (j < std::min(end, first_unwritten) && index_[j].segment == index_[i].segment &&
+                   index_[j].end() - index_[i].offset <= read_run_bytes)
+                ++j;
+            if (auto run = read_from_disk(i, j, out); !run) return run.error();
+            i = j;
+        }
+        for (; i < end; ++i) out.push_back(unwritten_[i - first_unwritten]);
+        return out;
+    }
+
+    // --- flushing ------------------------------------------------------------------------
+
+    /// Peer thread. Takes everything pending — appended bytes, a truncation, a snapshot
+    /// install, the last epoch write and the highest sync request — into a job. At most one
+    /// job may be outstanding (a second call before `finish_flush` is a bug: asserted).
+    /// Call it whenever `has_pending_work()`; an empty job is cheap.
+    flush_job begin_flush() {
+        ZAB_ASSERT(!job_outstanding_, "begin_flush: the previous flush job is not finished");
+        job_outstanding_ = true;
+        flush_job job{++job_id_, directory_};
+        if (failed()) {
+            job.log_failed_before_ = true;
+            return job;
+        }
+        job.install_ = std::exchange(pending_install_, std::nullopt);
+        job.truncation_ = std::exchange(pending_truncation_, std::nullopt);
+        ZAB_ASSERT(!job.install_ || !job.truncation_,
+                   "an install leaves nothing on disk of its generation to truncate");
+        std::size_t records = 0;
+        for (const detail::pending_write& write : pending_writes_) {
+            segment_state& segment = segment_of(write.file->number);
+            segment.handed = write.offset + write.bytes.size();
+            records += write.records;
+        }
+        ZAB_ASSERT(records == unwritten_.size(), "every unwritten record is in a pending write");
+        job.writes_ = std::exchange(pending_writes_, {});
+        in_flight_records_ = records;
+        job.epochs_ = std::exchange(pending_epochs_, std::nullopt);
+        job.sync_op_ = std::exchange(requested_sync_, std::nullopt);
+        if (!job.empty() && injected_failure_ != 0)
+            job.io_.inject_failure(std::exchange(injected_failure_, 0));
+        return job;
+    }
+
+    /// Peer thread, after `job.run()`. Reports what became durable, or the terminal failure
+    /// (the first one, again, for every flush after it).
+    flush_result finish_flush(flush_job&& job) {
+        ZAB_ASSERT(job_outstanding_ && job.id_ == job_id_,
+                   "finish_flush: not the outstanding job of this log");
+        ZAB_ASSERT(job.ran_, "finish_flush: the job has not run");
+        job_outstanding_ = false;
+        const flush_job finished = std::move(job);  // its files are released on return
+        stats_ += finished.io_.counters();
+        ++stats_.flushes;
+        if (!failed() && !finished.io_.ok()) enter_failed(finished.io_.failure());
+        flush_result result;
+        if (failed()) {
+            failure_reported_ = true;
+            result.error = make_error_code(errc::storage_failed);
+            result.reason = failure_;
+            return result;
+        }
+        const std::size_t written = std::min(in_flight_records_, unwritten_.size());
+        unwritten_.erase(unwritten_.begin(), unwritten_.begin() + static_cast<std::ptrdiff_t>(written));
+        in_flight_records_ = 0;
+        result.log_durable = finished.sync_op_;
+        if (finished.epochs_) result.epochs_durable = finished.epochs_->first;
+        return result;
+    }
+
+    /// The three steps above on the calling thread (which then blocks on the disk).
+    flush_result flush() {
+        flush_job job = begin_flush();
+        job.run();
+        return finish_flush(std::move(job));
+    }
+
+    /// Whether a flush would do or report anything.
+    bool has_pending_work() const noexcept {
+        return !pending_writes_.empty() || pending_truncation_ || pending_install_ ||
+               pending_epochs_ || requested_sync_ || (failed() && !failure_reported_);
+    }
+
+    bool flush_in_progress() const noexcept { return job_outstanding_; }
+
+    // --- state ---------------------------------------------------------------------------
+
+    /// True when this `open` initialized the directory (it was missing, empty, or never
+    /// initialized): this replica has no history, and the core should make it a non-voter
+    /// until synced (PROTOCOL.md §2, ZOOKEEPER-261).
+    bool fresh() const noexcept { return fresh_; }
+
+    /// The terminal failed state, and its reason.
+    bool failed() const noexcept { return !failure_.empty(); }
+    const std::string& failure_reason() const noexcept { return failure_; }
+
+    const file_log_stats& stats() const noexcept { return stats_; }
+    const file_log_options& options() const noexcept { return options_; }
+
+    /// Test hook: the first disk step (write, sync, truncation, creation, rename, unlink) of
+    /// the next non-empty flush fails with `error_number` as if the system call had returned
+    /// it (the call is not made). Exercises the terminal failed state without permission
+    /// tricks, which do not stop root.
+    void inject_failure_for_testing(int error_number) noexcept { injected_failure_ = error_number; }
+
+private:
+    /// A record's place: which segment, where its header starts, how long its payload is.
+    struct index_entry {
+        zxid id;
+        std::uint64_t segment = 0;
+        std::uint64_t offset = 0;
+        std::uint32_t length = 0;
+        std::uint64_t end() const noexcept {
+            return offset + storage_format::record_header_size + length;
+        }
+    };
+
+    struct segment_state {
+        std::shared_ptr<detail::segment_file> file;
+        zxid base;                   ///< the zxid before its first record
+        std::uint64_t size = 0;      ///< bytes, pending ones included
+        std::uint64_t handed = 0;    ///< bytes handed to flush jobs (on disk once they finish)
+        bool accepts_appends = true; ///< false for a recovered segment cut with other options
+    };
+
+    /// Largest single pread of `read`, unless one record is larger.
+    static constexpr std::uint64_t read_run_bytes = std::uint64_t{8} << 20;
+
+    file_log(file_log_options options, std::shared_ptr<detail::directory_handle> directory,
+             storage_format::identity owner)
+        : options_{std::move(options)}, directory_{std::move(directory)}, owner_{owner} {}
+
+    // --- recovery ------------------------------------------------------------------------
+
+    static result<file_log> recover(const file_log_options& options, std::string& why);
+    /// What recovery found to repair, done only once every check has passed.
+    struct recovery_repairs {
+        std::vector<std::string> torn_segments;  ///< the newest segment, if its header was torn
+        std::vector<std::string> unfinished;     ///< segments of an install that never landed
+        std::optional<detail::pending_truncation> torn_tail;  ///< cut the newest segment here
+    };
+
+    result<void> recover_segments(const detail::directory_contents& contents,
+                                  std::uint64_t generation, recovery_repairs& repairs,
+                                  std::string& why);
+    result<void> check_epochs(std::string& why) const;
+
+    // --- in-memory bookkeeping -----------------------------------------------------------
+
+    void note_log_op(storage_op op) {
+        ZAB_ASSERT(!last_log_op_ || op >= *last_log_op_, "log operations must be numbered in order");
+        last_log_op_ = op;
+    }
+
+    void enter_failed(std::string reason) {
+        if (failed()) return;
+        failure_ = std::move(reason);
+        log(log_level::error, "file_log {}: storage failed, log stopped: {}", options_.directory,
+            failure_);
+    }
+
+    segment_state& segment_of(std::uint64_t number) {
+        auto it = std::lower_bound(segments_.begin(), segments_.end(), number,
+                                   [](const segment_state& s, std::uint64_t n) {
+                                       return s.file->number < n;
+                                   });
+        ZAB_ASSERT(it != segments_.end() && it->file->number == number, "unknown segment");
+        return *it;
+    }
+
+    const segment_state& segment_of(std::uint64_t number) const {
+        auto it = std::lower_bound(segments_.begin(), segments_.end(), number,
+                                   [](const segment_state& s, std::uint64_t n) {
+                                       return s.file->number < n;
+                                   });
+        ZAB_ASSERT(it != segments_.end() && it->file->number == number, "unknown segment");
+        return *it;
+    }
+
+    /// Appends `records` to memory and to the pending writes. A payload larger than
+    /// `max_record_bytes` enters the failed state and drops the rest.
+    void append_records(std::span<const log_record> records) {
+        for (const log_record& record : records) {
+            ZAB_ASSERT(record.id > last_zxid(), "append: zxids must increase past last_zxid()");
+            if (record.txn.size() > options_.max_record_bytes) {
+                enter_failed(fmt::format("append of {}: {} bytes exceed max_record_bytes ({})",
+                                         record.id, record.txn.size(),
+                                         options_.max_record_bytes));
+                return;
+            }
+            append_one(record);
+        }
+    }
+
+    /// Starts a new segment after the last record (or the snapshot).
+    void roll() {
+        using namespace storage_format;
+        auto file = std::make_shared<detail::segment_file>();
+        file->number = next_segment_number_++;
+        file->name = segment_file_name(file->number);
+        file->window_bytes = options_.group_commit_window_bytes;
+        const segment_header header{owner_.cluster_id,
+                                    owner_.replica_id,
+                                    file->number,
+                                    last_zxid(),
+                                    options_.max_record_bytes,
+                                    options_.group_commit_window_bytes,
+                                    generation_};
+        const auto bytes = encode(header);
+        pending_writes_.push_back(
+            {file, true, 0, {bytes.begin(), bytes.end()}, {segment_header_size}, 0});
+        segments_.push_back({file, last_zxid(), segment_header_size, 0, true});
+    }
+
+    void append_one(const log_record& record) {
+        const std::uint64_t size = storage_format::record_header_size + record.txn.size();
+        if (segments_.empty() || !segments_.back().accepts_appends ||
+            segments_.back().size + size > options_.segment_bytes)
+            roll();
+        segment_state& segment = segments_.back();
+        if (pending_writes_.empty() || pending_writes_.back().file != segment.file)
+            pending_writes_.push_back({segment.file, false, segment.size, {}, {}, 0});
+        detail::pending_write& write = pending_writes_.back();
+        storage_format::encode_record(write.bytes, record.id, record.txn.view());
+        write.unit_ends.push_back(write.bytes.size());
+        ++write.records;
+        index_.push_back({record.id, segment.file->number, segment.size,
+                          static_cast<std::uint32_t>(record.txn.size())});
+        unwritten_.push_back(record);
+        segment.size += size;
+    }
+
+    /// After a truncation: segment `keep_number` ends at `keep_size`, later segments go.
+    /// Bytes not yet handed to a job are simply dropped; if the cut reaches bytes a job has
+    /// (or had), the next flush truncates the files.
+    void cut_segments(std::uint64_t keep_number, std::uint64_t keep_size) {
+        bool on_disk = false;
+        while (segments_.back().file->number > keep_number) {
+            on_disk = on_disk || segments_.back().handed > 0;
+            segments_.pop_back();
+        }
+        segment_state& keep = segments_.back();
+        ZAB_ASSERT(keep.file->number == keep_number, "truncation point in a missing segment");
+        if (keep_size < keep.handed) {
+            on_disk = true;
+            keep.handed = keep_size;
+        }
+        keep.size = keep_size;
+        while (!pending_writes_.empty() && pending_writes_.back().file->number > keep_number)
+            pending_writes_.pop_back();
+        if (!pending_writes_.empty() && pending_writes_.back().file == keep.file) {
+            detail::pending_write& write = pending_writes_.back();
+            if (keep_size <= write.offset) {
+                pending_writes_.pop_back();
+            } else {
+                const auto kept = static_cast<std::size_t>(keep_size - write.offset);
+                write.bytes.resize(kept);
+                while (!write.unit_ends.empty() && write.unit_ends.back() > kept)
+                    write.unit_ends.pop_back();
+                write.records = write.unit_ends.size() - (write.create ? 1 : 0);
+            }
+        }
+        if (on_disk && (!pending_truncation_ || keep_number < pending_truncation_->file->number ||
+                        (keep_number == pending_truncation_->file->number &&
+                         keep_size < pending_truncation_->size)))
+            pending_truncation_ = detail::pending_truncation{keep.file, keep_size};
+    }
+
+    /// Reads index entries [first, last) (one segment, contiguous) from disk into `out`.
+    result<void> read_from_disk(std::size_t first, std::size_t last,
+                                std::vector<log_record>& out) const {
+        using namespace storage_format;
+        const segment_state& segment = segment_of(index_[first].segment);
+        const std::uint64_t start = index_[first].offset;
+        std::vector<std::byte> bytes(static_cast<std::size_t>(index_[last - 1].end() - start));
+        std::size_t got = 0;
+        const int error = detail::read_at_most(segment.file->fd.get(), bytes, start, got);
+        if (error != 0 || got != bytes.size()) {
+            log(log_level::error, "file_log: read of {} at offset {} failed: {}",
+                directory_->path + "/" + segment.file->name, start,
+                error != 0 ? detail::errno_text(error) : std::string{"short read"});
+            return make_error_code(errc::storage_failed);
+        }
+        const shared_bytes run{std::move(bytes)};
+        for (std::size_t i = first; i < last; ++i) {
+            const index_entry& entry = index_[i];
+            const byte_view whole = run.view().subspan(
+                static_cast<std::size_t>(entry.offset - start),
+                record_header_size + entry.length);
+            const record_header h = decode_record_header(whole.data());
+            if (h.id != entry.id || h.length != entry.length || !record_checksum_matches(whole)) {
+                log(log_level::error, "file_log: {} at offset {}: record {} fails its checks",
+                    directory_->path + "/" + segment.file->name, entry.offset, entry.id);
+                return make_error_code(errc::corrupt);
+            }
+            out.push_back({entry.id, run.slice(whole.subspan(record_header_size))});
+        }
+        return success();
+    }
+
+    file_log_options options_;
+    std::shared_ptr<detail::directory_handle> directory_;
+    storage_format::identity owner_;
+    bool fresh_ = false;
+
+    // What `read` and `last_zxid` see: the snapshot, the live segments, and one index entry
+    // per record after the snapshot. The last `unwritten_.size()` records have not been
+    // written by a finished job yet and are served from `unwritten_`; the first
+    // `in_flight_records_` of those belong to the outstanding job.
+    std::optional<log_snapshot> snapshot_;
+    std::vector<segment_state> segments_;
+    std::vector<index_entry> index_;
+    std::deque<log_record> unwritten_;
+    std::size_t in_flight_records_ = 0;
+    std::uint64_t next_segment_number_ = 1;
+    std::uint64_t generation_ = 0;  ///< of the snapshot in effect (0: none); new segments carry it
+    epochs epochs_;
+
+    // What the next flush takes.
+    std::vector<detail::pending_write> pending_writes_;
+    std::optional<detail::pending_truncation> pending_truncation_;
+    std::optional<detail::pending_install> pending_install_;
+    std::optional<std::pair<storage_op, epochs>> pending_epochs_;
+    std::optional<storage_op> requested_sync_;
+    std::optional<storage_op> last_log_op_;
+
+    bool job_outstanding_ = false;
+    std::uint64_t job_id_ = 0;
+    std::string failure_;  // not empty: the terminal failed state
+    bool failure_reported_ = false;
+    int injected_failure_ = 0;
+    file_log_stats stats_;
+};
+
+static_assert(log_store<file_log>);
+
+// --- recovery (out of line: the class above is the API) -----------------------------------
+
+inline result<file_log> file_log::recover(const file_log_options& options, std::string& why) {
+    using namespace storage_format;
+    if (auto problem = options.problem(); !problem.empty()) {
+        why = fmt::format("invalid options: {}", problem);
+        return make_error_code(errc::invalid_options);
+    }
+    auto directory = detail::open_directory(options, why);
+    if (!directory) return directory.error();
+    std::vector<std::string> names;
+    if (const int error = detail::list_directory(options.directory, names); error != 0) {
+        why = fmt::format("cannot list {}: {}", options.directory, detail::errno_text(error));
+        return make_error_code(errc::storage_failed);
+    }
+    const detail::directory_contents contents = detail::classify(names);
+    const identity owner{options.cluster_id, options.replica_id};
+    file_log recovered{options, directory.value(), owner};
+    detail::durable_io repairs{options.directory, directory.value()->fd.get()};
+
+    if (contents.has_identity) {
+        auto found = detail::read_identity(*directory.value(), why);
+        if (!found) return found.error();
+        if (!(found.value() == owner)) {
+            why = fmt::format("data directory {} belongs to cluster {} replica {}, not to cluster "
+                              "{} replica {} as configured",
+                              options.directory, found.value().cluster_id,
+                              found.value().replica_id, owner.cluster_id, owner.replica_id);
+            return make_error_code(errc::invalid_argument);
+        }
+    } else {
+        // Not initialized. A crash during initialization may have left `epochs` (written
+        // first, still zero); log files without an identity are someone else's data.
+        if (!contents.segments.empty() || !contents.snapshots.empty()) {
+            why = fmt::format("data directory {} holds log segments or snapshots but no {} "
+                              "file: refusing to adopt them",
+                              options.directory, identity_file_name);
+            return make_error_code(errc::corrupt);
+        }
+        if (contents.has_epochs) {
+            auto found = detail::read_epochs(*directory.value(), why);
+            if (!found) return found.error();
+            if (!(found.value() == epochs{})) {
+                why = fmt::format("data directory {} holds epochs {}/{} but no {} file",
+                                  options.directory, found.value().accepted,
+                                  found.value().current, identity_file_name);
+                return make_error_code(errc::corrupt);
+            }
+        }
+        if (!options.create_if_missing) {
+            why = fmt::format("data directory {} is not initialized (no {} file) and "
+                              "create_if_missing is false",
+                              options.directory, identity_file_name);
+            return make_error_code(errc::invalid_argument);
+        }
+        recovered.fresh_ = true;
+    }
+
+    // The snapshot in effect names the log generation; older segments are its past.
+    std::uint64_t generation = 0;
+    if (!contents.snapshots.empty()) {
+        generation = contents.snapshots.back();
+        auto snapshot = detail::read_snapshot(*directory.value(), generation, owner,
+                                              options.max_snapshot_bytes, why);
+        if (!snapshot) return snapshot.error();
+        recovered.snapshot_ = std::move(snapshot).value();
+    }
+    recovery_repairs found;
+    if (auto scanned = recovered.recover_segments(contents, generation, found, why); !scanned)
+        return scanned.error();
+
+    if (!recovered.fresh_) {
+        if (!contents.has_epochs) {
+            why = fmt::format("{}/{} is missing", options.directory, epochs_file_name);
+            return make_error_code(errc::corrupt);
+        }
+        auto found = detail::read_epochs(*directory.value(), why);
+        if (!found) return found.error();
+        recovered.epochs_ = found.value();
+        if (auto checked = recovered.check_epochs(why); !checked) return checked.error();
+    }
+
+    // Every check passed: now, and only now, change the directory.
+    if (recovered.fresh_) {
+        const auto epoch_bytes = encode(epochs{});
+        const auto identity_bytes = encode(owner);
+        const std::array<byte_view, 1> epoch_parts{byte_view{epoch_bytes}};
+        const std::array<byte_view, 1> identity_parts{byte_view{identity_bytes}};
+        repairs.write_file_atomically(epochs_file_name, epoch_parts);
+        repairs.write_file_atomically(identity_file_name, identity_parts);
+    }
+    bool removed = false;
+    for (const std::string& name : found.torn_segments) {
+        log(log_level::warn, "file_log: removing {}: its header was torn", repairs.path_of(name));
+        removed = repairs.remove(name) || removed;
+    }
+    for (const std::string& name : found.unfinished) {
+        log(log_level::warn, "file_log: removing {}: written for a snapshot install that did "
+            "not complete", repairs.path_of(name));
+        removed = repairs.remove(name) || removed;
+    }
+    if (found.torn_tail && repairs.truncate(found.torn_tail->file->fd.get(), found.torn_tail->size,
+                                            found.torn_tail->file->name))
+        repairs.sync_data(found.torn_tail->file->fd.get(), found.torn_tail->file->name);
+    for (const std::string& name : contents.temporaries) removed = repairs.remove(name) || removed;
+    for (std::uint64_t number : contents.segments)
+        if (number < generation) removed = repairs.remove(segment_file_name(number)) || removed;
+    for (std::size_t i = 0; i + options.snapshots_kept < contents.snapshots.size(); ++i)
+        removed = repairs.remove(snapshot_file_name(contents.snapshots[i])) || removed;
+    if (removed) repairs.sync_directory();
+    recovered.stats_ += repairs.counters();
+    if (!repairs.ok()) {
+        why = fmt::format("recovery of {} failed: {}", options.directory, repairs.failure());
+        return make_error_code(errc::storage_failed);
+    }
+    return recovered;
+}
+
+/// Sorts the segments after the snapshot by the generation their header names, scans the
+/// current generation's in order, checks that each starts where the previous one (or the
+/// snapshot) ended, notes a torn tail to cut, and builds the index.
+inline result<void> file_log::recover_segments(const detail::directory_contents& contents,
+                                               std::uint64_t generation,
+                                               recovery_repairs& repairs, std::string& why) {
+    using namespace storage_format;
+    const auto failure = [](std::error_code error) {
+        return error.category() == std::system_category() ? make_error_code(errc::storage_failed)
+                                                          : error;
+    };
+    generation_ = generation;
+    std::vector<std::uint64_t> candidates;
+    for (std::uint64_t number : contents.segments) {
+        next_segment_number_ = std::max(next_segment_number_, number + 1);
+        if (number > generation) candidates.push_back(number);
+    }
+    next_segment_number_ = std::max(next_segment_number_, generation + 1);
+
+    // Pass 1: headers. A newer generation than the snapshot's is an install whose snapshot
+    // never landed (§11.5): its segments were written first and are dropped whole.
+    std::vector<std::pair<std::shared_ptr<detail::segment_file>, detail::segment_head>> live;
+    for (std::size_t i = 0; i < candidates.size(); ++i) {
+        auto file = std::make_shared<detail::segment_file>();
+        file->number = candidates[i];
+        file->name = segment_file_name(candidates[i]);
+        const std::string path = fmt::format("{}/{}", options_.directory, file->name);
+        file->fd = detail::unique_fd{
+            ::openat(directory_->fd.get(), file->name.c_str(), O_RDWR | O_CLOEXEC)};
+        if (!file->fd) {
+            why = fmt::format("cannot open {}: {}", path, detail::errno_text(errno));
+            return make_error_code(errc::storage_failed);
+        }
+        const detail::segment_expectation expect{owner_.cluster_id, owner_.replica_id,
+                                                 candidates[i], i + 1 == candidates.size(),
+                                                 options_.group_commit_window_bytes};
+        auto head = detail::read_segment_head(file->fd.get(), path, expect, why);
+        if (!head) return failure(head.error());
+        if (head.value().torn) {
+            repairs.torn_segments.push_back(file->name);
+        } else if (head.value().header.generation > generation) {
+            repairs.unfinished.push_back(file->name);
+        } else if (head.value().header.generation < generation || !repairs.unfinished.empty()) {
+            why = fmt::format("{}: segment of generation {:016x} found among the segments of "
+                              "generation {:016x}",
+                              path, head.value().header.generation, generation);
+            return make_error_code(errc::corrupt);
+        } else {
+            file->window_bytes = head.value().header.window_bytes;
+            live.emplace_back(std::move(file), head.value());
+        }
+    }
+
+    // Pass 2: the records of the current generation, each segment continuing the last.
+    zxid expected_base = snapshot_ ? snapshot_->last_included : zxid{};
+    for (std::size_t i = 0; i < live.size(); ++i) {
+        auto& [file, head] = live[i];
+        const std::string path = fmt::format("{}/{}", options_.directory, file->name);
+        if (head.header.base != expected_base) {
+            why = fmt::format("{}: the segment starts after {}, but the log before it ends at "
+                              "{}: a segment is missing",
+                              path, head.header.base, expected_base);
+            return make_error_code(errc::corrupt);
+        }
+        auto scanned = detail::scan_records(file->fd.get(), path, head, i + 1 == live.size(), why);
+        if (!scanned) return failure(scanned.error());
+        const detail::segment_scan& scan = scanned.value();
+        if (scan.valid_end < head.file_size) {
+            log(log_level::warn, "file_log: cutting the torn tail of {} at offset {} ({} bytes: {})",
+                path, scan.valid_end, head.file_size - scan.valid_end, scan.tail_damage);
+            repairs.torn_tail = detail::pending_truncation{file, scan.valid_end};
+        }
+        for (const detail::scanned_record& r : scan.records)
+            index_.push_back({r.id, file->number, r.offset, r.length});
+        expected_base = scan.records.empty() ? head.header.base : scan.records.back().id;
+        const bool same_format = head.header.max_record_bytes == options_.max_record_bytes &&
+                                 head.header.window_bytes == options_.group_commit_window_bytes;
+        segments_.push_back(
+            {std::move(file), head.header.base, scan.valid_end, scan.valid_end, same_format});
+    }
+    return success();
+}
+
+/// The start-up checks of PROTOCOL.md §2 (and §11.2).
+inline result<void> file_log::check_epochs(std::string& why) const {
+    if (epochs_.accepted < epochs_.current) {
+        why = fmt::format("{}: acceptedEpoch {} < currentEpoch {} (PROTOCOL.md §2: refuse to "
+                          "start)",
+                          options_.directory, epochs_.accepted, epochs_.current);
+        return make_error_code(errc::corrupt);
+    }
+    // §2 checks epoch(lastLogged) <= currentEpoch. zab writes a learner's synced history
+    // (which holds records of the new epoch when it joins a running leader, §6.3) durably
+    // *before* currentEpoch (§11.1, ZOOKEEPER-4643), so a crash in between legitimately
+    // leaves epoch(lastLogged) > currentEpoch — the case ZooKeeper patched with its
+    // currentEpoch.tmp (ZOOKEEPER-1653). What always holds is the bound by acceptedEpoch:
+    // no record of epoch e is logged before e was promised durably (ACKEPOCH, §4). A log
+    // beyond *that* was not written by this replica's protocol: refuse it.
+    const zxid last = last_zxid();
+    if (last != zxid{} && last.epoch() > epochs_.accepted) {
+        why = fmt::format("{}: last logged zxid {} is of epoch {}, above acceptedEpoch {} "
+                          "(PROTOCOL.md §2: refuse to start)",
+                          options_.directory, last, last.epoch(), epochs_.accepted);
+        return make_error_code(errc::corrupt);
+    }
+    return success();
+}
+
+}  // namespace zab

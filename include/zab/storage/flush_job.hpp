@@ -1,0 +1,221 @@
+// zab/storage/flush_job.hpp — the disk work of one file_log flush, runnable on any thread.
+//
+// `file_log::begin_flush()` (peer thread) moves everything pending into a `flush_job`;
+// `job.run()` (any thread, blocks) does the writes and syncs; `file_log::finish_flush(job)`
+// (peer thread) turns its outcome into completions for the peer. The job owns what it works
+// on: the bytes to write, and shared references to the directory and segment files it
+// touches, so it never reads or writes the log's members while it runs (DESIGN.md rules 1–3).
+//
+// Order inside a job, chosen so that a crash at any instant leaves a state recovery accepts:
+//   1. truncation: newer segments unlinked newest first (a directory fsync each, so the
+//      survivors are always a prefix of the log), then ftruncate + fdatasync;
+//   2. appends, segment by segment in order: a new segment is created and the directory
+//      fsynced before data goes in; data is written in steps of at most the group-commit
+//      window, on record boundaries, each followed by fdatasync — one per touched segment
+//      when the batch fits in one window;
+//   3. snapshot install (instead of 1; then every append of the job belongs to the new
+//      generation): the new generation's segments as in 2, then the snapshot file (temp +
+//      fsync + rename + directory fsync) — the instant the install happens — then the old
+//      generation's segments and surplus snapshots are unlinked (§11.5);
+//   4. the epoch file, atomically (temp + fsync + rename + directory fsync, §2, §11.2).
+// The first failed step ends the job; nothing is retried (DESIGN.md rule 6).
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <memory>
+#include <optional>
+#include <string>
+#include <system_error>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "zab/core/assert.hpp"
+#include "zab/core/bytes.hpp"
+#include "zab/core/concepts.hpp"
+#include "zab/core/error.hpp"
+#include "zab/core/zxid.hpp"
+#include "zab/storage/data_directory.hpp"
+#include "zab/storage/durable_io.hpp"
+#include "zab/storage/format.hpp"
+#include "zab/storage/posix_file.hpp"
+
+namespace zab {
+
+class file_log;
+
+namespace detail {
+
+/// One segment file, shared by the log (which preads records from it) and the flush jobs
+/// (which create and write it). `fd` is set by the job that creates the file (or by open);
+/// the log reads through it only records a finished job wrote.
+struct segment_file {
+    std::uint64_t number = 0;
+    std::string name;
+    std::uint32_t window_bytes = 0;  ///< the group-commit window its header records
+    unique_fd fd;
+};
+
+/// Bytes to write at the end of one segment.
+struct pending_write {
+    std::shared_ptr<segment_file> file;
+    bool create = false;          ///< create the file first; `bytes` then begins with the header
+    std::uint64_t offset = 0;     ///< where `bytes` go in the file
+    std::vector<std::byte> bytes;
+    std::vector<std::size_t> unit_ends;  ///< end (in `bytes`) of the header and of each record
+    std::size_t records = 0;
+};
+
+/// Cut `file` to `size` bytes and remove every segment numbered above it.
+struct pending_truncation {
+    std::shared_ptr<segment_file> file;
+    std::uint64_t size = 0;
+};
+
+/// Write snapshot file `generation` and retire the log generations before it.
+struct pending_install {
+    std::uint64_t generation = 0;
+    zxid last_included;
+    shared_bytes state;
+    storage_format::identity owner;
+    std::uint32_t snapshots_kept = 1;
+};
+
+}  // namespace detail
+
+/// What a finished flush means for the peer. Deliver `log_durable` as
+/// `peer.on_log_durable(op)`, `epochs_durable` as `peer.on_epochs_durable(op)`, or, when
+/// `failed()`, `error` as `peer.on_storage_failed(error)`: terminal (DESIGN.md rule 6).
+struct flush_result {
+    std::optional<storage_op> log_durable;     ///< every log operation ≤ this is durable
+    std::optional<storage_op> epochs_durable;  ///< the epoch write with this op is durable
+    std::error_code error;                     ///< errc::storage_failed, or empty
+    std::string reason;                        ///< which step on which file failed, and why
+
+    bool failed() const noexcept { return static_cast<bool>(error); }
+};
+
+/// The disk work of one flush. Move-only; made by `file_log::begin_flush`, handed back to
+/// `file_log::finish_flush` after `run()`.
+class flush_job {
+public:
+    flush_job(flush_job&&) noexcept = default;
+    flush_job& operator=(flush_job&&) noexcept = default;
+    flush_job(const flush_job&) = delete;
+    flush_job& operator=(const flush_job&) = delete;
+    ~flush_job() = default;
+
+    /// Does the writes, syncs, truncation, snapshot and epoch-file steps (see the file
+    /// comment). May block for as long as the disk takes; may run on any thread, but only
+    /// once and not concurrently with anything else on this job. Never throws: a failure is
+    /// kept for `finish_flush`.
+    void run() noexcept {
+        ZAB_ASSERT(!ran_, "flush_job::run called twice");
+        ran_ = true;
+        if (log_failed_before_) return;
+        try {
+            if (truncation_) truncate();
+            for (detail::pending_write& write : writes_) append(write);
+            if (install_) install_snapshot();
+            if (epochs_) write_epochs();
+        } catch (const std::exception& e) {
+            io_.fail(fmt::format("flush of {} failed: {}", io_.directory(), e.what()));
+        }
+    }
+
+    /// True when `run()` has no disk work to do (it may still complete a sync request).
+    bool empty() const noexcept {
+        return !install_ && !truncation_ && writes_.empty() && !epochs_;
+    }
+
+private:
+    friend class file_log;
+
+    flush_job(std::uint64_t id, std::shared_ptr<const detail::directory_handle> directory)
+        : id_{id}, directory_{std::move(directory)}, io_{directory_->path, directory_->fd.get()} {}
+
+    void install_snapshot() {
+        using namespace storage_format;
+        const detail::pending_install& in = *install_;
+        const snapshot_header header{in.owner.cluster_id, in.owner.replica_id, in.generation,
+                                     in.last_included, in.state.size()};
+        const auto header_bytes = encode(header, in.state.view());
+        const std::array<byte_view, 2> parts{byte_view{header_bytes}, in.state.view()};
+        if (!io_.write_file_atomically(snapshot_file_name(in.generation), parts)) return;
+        ++io_.counters().snapshots_written;
+
+        // The snapshot is durable: from here on recovery ignores the older generation, so
+        // removal order does not matter and one directory fsync covers it.
+        std::vector<std::string> names;
+        if (!io_.list(names)) return;
+        const detail::directory_contents contents = detail::classify(names);
+        for (std::uint64_t number : contents.segments)
+            if (number < in.generation && !io_.remove(segment_file_name(number))) return;
+        const std::size_t kept = std::min<std::size_t>(in.snapshots_kept, contents.snapshots.size());
+        for (std::size_t i = 0; i + kept < contents.snapshots.size(); ++i)
+            if (!io_.remove(snapshot_file_name(contents.snapshots[i]))) return;
+        io_.sync_directory();
+    }
+
+    void truncate() {
+        using namespace storage_format;
+        const detail::pending_truncation& cut = *truncation_;
+        ZAB_ASSERT(cut.file->fd, "truncation of a segment no job created");
+        std::vector<std::string> names;
+        if (!io_.list(names)) return;
+        std::vector<std::uint64_t> segments = detail::classify(names).segments;
+        std::sort(segments.rbegin(), segments.rend());
+        for (std::uint64_t number : segments) {
+            if (number <= cut.file->number) break;
+            if (!io_.remove(segment_file_name(number)) || !io_.sync_directory()) return;
+        }
+        if (!io_.truncate(cut.file->fd.get(), cut.size, cut.file->name)) return;
+        io_.sync_data(cut.file->fd.get(), cut.file->name);
+    }
+
+    void append(detail::pending_write& write) {
+        detail::segment_file& file = *write.file;
+        if (write.create) {
+            if (!io_.create(file.name, file.fd) || !io_.sync_directory()) return;
+        }
+        ZAB_ASSERT(file.fd, "append to a segment no job created");
+        // Steps of at most one window, each ending on a record boundary.
+        std::size_t start = 0;
+        auto next_end = write.unit_ends.begin();
+        while (start < write.bytes.size()) {
+            std::size_t end = *next_end++;
+            while (next_end != write.unit_ends.end() && *next_end - start <= file.window_bytes)
+                end = *next_end++;
+            const byte_view step{write.bytes.data() + start, end - start};
+            if (!io_.write(file.fd.get(), step, write.offset + start, file.name)) return;
+            if (!io_.sync_data(file.fd.get(), file.name)) return;
+            start = end;
+        }
+        io_.counters().records_written += write.records;
+    }
+
+    void write_epochs() {
+        const auto bytes = storage_format::encode(epochs_->second);
+        const std::array<byte_view, 1> parts{byte_view{bytes}};
+        if (io_.write_file_atomically(storage_format::epochs_file_name, parts))
+            ++io_.counters().epoch_writes;
+    }
+
+    std::uint64_t id_ = 0;
+    std::shared_ptr<const detail::directory_handle> directory_;
+    detail::durable_io io_;
+    bool ran_ = false;
+    bool log_failed_before_ = false;
+    std::optional<detail::pending_install> install_;
+    std::optional<detail::pending_truncation> truncation_;
+    std::vector<detail::pending_write> writes_;
+    std::optional<std::pair<storage_op, epochs>> epochs_;
+    std::optional<storage_op> sync_op_;
+};
+
+}  // namespace zab

@@ -1,0 +1,374 @@
+// zab/storage/format.hpp — the bytes `zab::file_log` puts on disk, and nothing else.
+//
+// A data directory holds:
+//   identity              who owns the directory: cluster id, replica id, "initialized" flag
+//   epochs                acceptedEpoch and currentEpoch (PROTOCOL.md §2), one small file
+//   log.<16 hex digits>   log segments, numbered in creation order, never reused
+//   snapshot.<16 hex>     snapshots; the number is the log generation: segments with a
+//                         smaller number belong to the log the snapshot replaced (§11.5),
+//                         and each segment's header names the generation it continues
+//   <name>.tmp            a file being written atomically; ignored and removed at open
+//
+// Every integer is little-endian and fixed-width. Every file starts with a magic and a format
+// version and ends its header with a CRC32C, so a file of another kind, a newer format, or a
+// damaged one is told apart from a good one. Decoders here trust nothing: they check sizes
+// before reading and report what is wrong in a short phrase (`problem`) that the caller
+// prefixes with the file name and offset.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "zab/core/bytes.hpp"
+#include "zab/core/concepts.hpp"
+#include "zab/core/crc32c.hpp"
+#include "zab/core/error.hpp"
+#include "zab/core/zxid.hpp"
+
+namespace zab::storage_format {
+
+// --- Little-endian fields ------------------------------------------------------------------
+
+inline void put_u32(std::byte* at, std::uint32_t value) noexcept {
+    for (int i = 0; i < 4; ++i) at[i] = static_cast<std::byte>((value >> (8 * i)) & 0xffu);
+}
+
+inline void put_u64(std::byte* at, std::uint64_t value) noexcept {
+    for (int i = 0; i < 8; ++i) at[i] = static_cast<std::byte>((value >> (8 * i)) & 0xffu);
+}
+
+inline std::uint32_t get_u32(const std::byte* at) noexcept {
+    std::uint32_t value = 0;
+    for (int i = 3; i >= 0; --i) value = (value << 8) | std::to_integer<std::uint32_t>(at[i]);
+    return value;
+}
+
+inline std::uint64_t get_u64(const std::byte* at) noexcept {
+    std::uint64_t value = 0;
+    for (int i = 7; i >= 0; --i) value = (value << 8) | std::to_integer<std::uint64_t>(at[i]);
+    return value;
+}
+
+inline bool all_zero(byte_view bytes) noexcept {
+    for (std::byte b : bytes)
+        if (b != std::byte{0}) return false;
+    return true;
+}
+
+// --- Constants -----------------------------------------------------------------------------
+
+/// The only format version this build writes and reads.
+inline constexpr std::uint32_t format_version = 1;
+
+/// "ZSEG", "ZSNP", "ZEPO", "ZIDN" read as little-endian u32.
+inline constexpr std::uint32_t segment_magic = 0x4745535Au;
+inline constexpr std::uint32_t snapshot_magic = 0x504E535Au;
+inline constexpr std::uint32_t epochs_magic = 0x4F50455Au;
+inline constexpr std::uint32_t identity_magic = 0x4E44495Au;
+
+inline constexpr std::size_t segment_header_size = 64;
+inline constexpr std::size_t record_header_size = 16;
+inline constexpr std::size_t snapshot_header_size = 64;
+inline constexpr std::size_t epochs_file_size = 20;
+inline constexpr std::size_t identity_file_size = 32;
+
+/// No record payload may exceed this, whatever the options say: it bounds what recovery
+/// allocates for a length it read from disk.
+inline constexpr std::uint32_t record_bytes_limit = 256u << 20;
+
+inline constexpr std::string_view epochs_file_name = "epochs";
+inline constexpr std::string_view identity_file_name = "identity";
+inline constexpr std::string_view segment_prefix = "log.";
+inline constexpr std::string_view snapshot_prefix = "snapshot.";
+inline constexpr std::string_view temporary_suffix = ".tmp";
+
+// --- File names ----------------------------------------------------------------------------
+
+inline std::string segment_file_name(std::uint64_t number) {
+    return fmt::format("{}{:016x}", segment_prefix, number);
+}
+
+inline std::string snapshot_file_name(std::uint64_t number) {
+    return fmt::format("{}{:016x}", snapshot_prefix, number);
+}
+
+inline std::string temporary_name(std::string_view final_name) {
+    return fmt::format("{}{}", final_name, temporary_suffix);
+}
+
+/// The number in `<prefix><16 lowercase hex digits>`, or nothing for any other name.
+inline std::optional<std::uint64_t> parse_numbered_name(std::string_view name,
+                                                        std::string_view prefix) {
+    if (name.size() != prefix.size() + 16 || name.substr(0, prefix.size()) != prefix)
+        return std::nullopt;
+    std::uint64_t number = 0;
+    for (char c : name.substr(prefix.size())) {
+        std::uint64_t digit = 0;
+        if (c >= '0' && c <= '9') {
+            digit = static_cast<std::uint64_t>(c - '0');
+        } else if (c >= 'a' && c <= 'f') {
+            digit = static_cast<std::uint64_t>(c - 'a' + 10);
+        } else {
+            return std::nullopt;
+        }
+        number = (number << 4) | digit;
+    }
+    return number;
+}
+
+// --- Segment header (64 bytes) -------------------------------------------------------------
+//   0 u32 magic   4 u32 version   8 u64 cluster_id   16 u64 replica_id   24 u64 number
+//  32 u64 base zxid (the record before this segment's first one; records must exceed it)
+//  40 u32 max_record_bytes   44 u32 group_commit_window_bytes (as written: recovery uses them)
+//  48 u64 generation: the snapshot this segment's records follow (0: none)
+//  56..60 zero   60 u32 CRC32C of bytes [0, 60)
+
+struct segment_header {
+    std::uint64_t cluster_id = 0;
+    std::uint64_t replica_id = 0;
+    std::uint64_t number = 0;
+    zxid base;
+    std::uint32_t max_record_bytes = 0;
+    std::uint32_t window_bytes = 0;
+    std::uint64_t generation = 0;
+};
+
+inline std::array<std::byte, segment_header_size> encode(const segment_header& h) noexcept {
+    std::array<std::byte, segment_header_size> out{};
+    put_u32(&out[0], segment_magic);
+    put_u32(&out[4], format_version);
+    put_u64(&out[8], h.cluster_id);
+    put_u64(&out[16], h.replica_id);
+    put_u64(&out[24], h.number);
+    put_u64(&out[32], h.base.value());
+    put_u32(&out[40], h.max_record_bytes);
+    put_u32(&out[44], h.window_bytes);
+    put_u64(&out[48], h.generation);
+    put_u32(&out[60], crc32c(byte_view{out.data(), 60}));
+    return out;
+}
+
+/// Checks magic, CRC, version and reserved bytes, in that order: a CRC-valid header of
+/// another version is `unsupported_version`, anything else wrong is damage.
+inline result<segment_header> decode_segment_header(byte_view in, std::string& problem) {
+    if (in.size() < segment_header_size) {
+        problem = fmt::format("header is {} bytes, needs {}", in.size(), segment_header_size);
+        return make_error_code(errc::truncated);
+    }
+    if (get_u32(&in[0]) != segment_magic) {
+        problem = fmt::format("bad magic {:#010x} (expected {:#010x})", get_u32(&in[0]),
+                              segment_magic);
+        return make_error_code(errc::bad_magic);
+    }
+    if (crc32c(in.first(60)) != get_u32(&in[60])) {
+        problem = "header checksum mismatch";
+        return make_error_code(errc::bad_checksum);
+    }
+    if (get_u32(&in[4]) != format_version) {
+        problem = fmt::format("format version {} (this build reads {})", get_u32(&in[4]),
+                              format_version);
+        return make_error_code(errc::unsupported_version);
+    }
+    if (!all_zero(in.subspan(56, 4))) {
+        problem = "reserved header bytes are not zero";
+        return make_error_code(errc::malformed);
+    }
+    segment_header h;
+    h.cluster_id = get_u64(&in[8]);
+    h.replica_id = get_u64(&in[16]);
+    h.number = get_u64(&in[24]);
+    h.base = zxid::from_value(get_u64(&in[32]));
+    h.max_record_bytes = get_u32(&in[40]);
+    h.window_bytes = get_u32(&in[44]);
+    h.generation = get_u64(&in[48]);
+    return h;
+}
+
+// --- Record (16 bytes + payload) -----------------------------------------------------------
+//   0 u32 CRC32C of bytes [4, 16 + length)   4 u32 length   8 u64 zxid   16 payload
+// All-zero bytes never form a valid record (the CRC of twelve zero bytes is not zero), so a
+// preallocated or hole-filled tail reads as damage, not as records.
+
+struct record_header {
+    std::uint32_t checksum = 0;
+    std::uint32_t length = 0;
+    zxid id;
+};
+
+inline record_header decode_record_header(const std::byte* at) noexcept {
+    return {get_u32(at), get_u32(at + 4), zxid::from_value(get_u64(at + 8))};
+}
+
+/// Appends the encoded record to `out`.
+inline void encode_record(std::vector<std::byte>& out, zxid id, byte_view payload) {
+    const std::size_t start = out.size();
+    out.resize(start + record_header_size + payload.size());
+    std::byte* at = out.data() + start;
+    put_u32(at + 4, static_cast<std::uint32_t>(payload.size()));
+    put_u64(at + 8, id.value());
+    if (!payload.empty()) std::memcpy(at + record_header_size, payload.data(), payload.size());
+    put_u32(at, crc32c(byte_view{at + 4, record_header_size - 4 + payload.size()}));
+}
+
+/// True when `whole` (header and payload, exactly) carries a matching CRC.
+inline bool record_checksum_matches(byte_view whole) noexcept {
+    return whole.size() >= record_header_size &&
+           crc32c(whole.subspan(4)) == get_u32(whole.data());
+}
+
+// --- Snapshot file (64 bytes + state) ------------------------------------------------------
+//   0 u32 magic   4 u32 version   8 u64 cluster_id   16 u64 replica_id
+//  24 u64 generation (equals the number in the file name)   32 u64 last_included zxid
+//  40 u64 state length   48..60 zero   60 u32 CRC32C of bytes [0, 60) and then the state
+
+struct snapshot_header {
+    std::uint64_t cluster_id = 0;
+    std::uint64_t replica_id = 0;
+    std::uint64_t generation = 0;
+    zxid last_included;
+    std::uint64_t state_length = 0;
+};
+
+/// The header of a snapshot of `state`; its CRC covers the state too.
+inline std::array<std::byte, snapshot_header_size> encode(const snapshot_header& h,
+                                                          byte_view state) noexcept {
+    std::array<std::byte, snapshot_header_size> out{};
+    put_u32(&out[0], snapshot_magic);
+    put_u32(&out[4], format_version);
+    put_u64(&out[8], h.cluster_id);
+    put_u64(&out[16], h.replica_id);
+    put_u64(&out[24], h.generation);
+    put_u64(&out[32], h.last_included.value());
+    put_u64(&out[40], h.state_length);
+    put_u32(&out[60], crc32c(state, crc32c(byte_view{out.data(), 60})));
+    return out;
+}
+
+/// Decodes the header only; `snapshot_checksum_matches` checks it together with the state.
+inline result<snapshot_header> decode_snapshot_header(byte_view in, std::string& problem) {
+    if (in.size() < snapshot_header_size) {
+        problem = fmt::format("file is {} bytes, shorter than its {}-byte header", in.size(),
+                              snapshot_header_size);
+        return make_error_code(errc::truncated);
+    }
+    if (get_u32(&in[0]) != snapshot_magic) {
+        problem = fmt::format("bad magic {:#010x} (expected {:#010x})", get_u32(&in[0]),
+                              snapshot_magic);
+        return make_error_code(errc::bad_magic);
+    }
+    if (get_u32(&in[4]) != format_version) {
+        problem = fmt::format("format version {} (this build reads {})", get_u32(&in[4]),
+                              format_version);
+        return make_error_code(errc::unsupported_version);
+    }
+    if (!all_zero(in.subspan(48, 12))) {
+        problem = "reserved header bytes are not zero";
+        return make_error_code(errc::malformed);
+    }
+    snapshot_header h;
+    h.cluster_id = get_u64(&in[8]);
+    h.replica_id = get_u64(&in[16]);
+    h.generation = get_u64(&in[24]);
+    h.last_included = zxid::from_value(get_u64(&in[32]));
+    h.state_length = get_u64(&in[40]);
+    return h;
+}
+
+inline bool snapshot_checksum_matches(byte_view header, byte_view state) noexcept {
+    return header.size() >= snapshot_header_size &&
+           crc32c(state, crc32c(header.first(60))) == get_u32(&header[60]);
+}
+
+// --- Epochs file (20 bytes) ----------------------------------------------------------------
+//   0 u32 magic   4 u32 version   8 u32 accepted   12 u32 current   16 u32 CRC32C of [0, 16)
+
+inline std::array<std::byte, epochs_file_size> encode(const epochs& e) noexcept {
+    std::array<std::byte, epochs_file_size> out{};
+    put_u32(&out[0], epochs_magic);
+    put_u32(&out[4], format_version);
+    put_u32(&out[8], e.accepted);
+    put_u32(&out[12], e.current);
+    put_u32(&out[16], crc32c(byte_view{out.data(), 16}));
+    return out;
+}
+
+inline result<epochs> decode_epochs(byte_view in, std::string& problem) {
+    if (in.size() != epochs_file_size) {
+        problem = fmt::format("file is {} bytes, expected {}", in.size(), epochs_file_size);
+        return make_error_code(errc::malformed);
+    }
+    if (get_u32(&in[0]) != epochs_magic) {
+        problem = fmt::format("bad magic {:#010x} (expected {:#010x})", get_u32(&in[0]),
+                              epochs_magic);
+        return make_error_code(errc::bad_magic);
+    }
+    if (crc32c(in.first(16)) != get_u32(&in[16])) {
+        problem = "checksum mismatch";
+        return make_error_code(errc::bad_checksum);
+    }
+    if (get_u32(&in[4]) != format_version) {
+        problem = fmt::format("format version {} (this build reads {})", get_u32(&in[4]),
+                              format_version);
+        return make_error_code(errc::unsupported_version);
+    }
+    return epochs{get_u32(&in[8]), get_u32(&in[12])};
+}
+
+// --- Identity file (32 bytes) --------------------------------------------------------------
+//   0 u32 magic   4 u32 version   8 u64 cluster_id   16 u64 replica_id
+//  24 u32 flags (bit 0: initialized; others zero)   28 u32 CRC32C of [0, 28)
+
+struct identity {
+    std::uint64_t cluster_id = 0;
+    std::uint64_t replica_id = 0;
+    friend bool operator==(const identity&, const identity&) = default;
+};
+
+inline constexpr std::uint32_t identity_flag_initialized = 1;
+
+inline std::array<std::byte, identity_file_size> encode(const identity& id) noexcept {
+    std::array<std::byte, identity_file_size> out{};
+    put_u32(&out[0], identity_magic);
+    put_u32(&out[4], format_version);
+    put_u64(&out[8], id.cluster_id);
+    put_u64(&out[16], id.replica_id);
+    put_u32(&out[24], identity_flag_initialized);
+    put_u32(&out[28], crc32c(byte_view{out.data(), 28}));
+    return out;
+}
+
+inline result<identity> decode_identity(byte_view in, std::string& problem) {
+    if (in.size() != identity_file_size) {
+        problem = fmt::format("file is {} bytes, expected {}", in.size(), identity_file_size);
+        return make_error_code(errc::malformed);
+    }
+    if (get_u32(&in[0]) != identity_magic) {
+        problem = fmt::format("bad magic {:#010x} (expected {:#010x})", get_u32(&in[0]),
+                              identity_magic);
+        return make_error_code(errc::bad_magic);
+    }
+    if (crc32c(in.first(28)) != get_u32(&in[28])) {
+        problem = "checksum mismatch";
+        return make_error_code(errc::bad_checksum);
+    }
+    if (get_u32(&in[4]) != format_version) {
+        problem = fmt::format("format version {} (this build reads {})", get_u32(&in[4]),
+                              format_version);
+        return make_error_code(errc::unsupported_version);
+    }
+    if (get_u32(&in[24]) != identity_flag_initialized) {
+        problem = fmt::format("flags {:#x}: not marked initialized", get_u32(&in[24]));
+        return make_error_code(errc::malformed);
+    }
+    return identity{get_u64(&in[8]), get_u64(&in[16])};
+}
+
+}  // namespace zab::storage_format
