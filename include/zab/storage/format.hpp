@@ -287,6 +287,30 @@ inline bool snapshot_checksum_matches(byte_view header, byte_view state) noexcep
            crc32c(state, crc32c(header.first(60))) == get_u32(&header[60]);
 }
 
+/// The checks every small fixed-size file shares (epochs, identity): its size, its magic,
+/// the CRC32C of everything before the last 4 bytes (stored there), then its version.
+inline result<void> check_small_file(byte_view in, std::size_t size, std::uint32_t magic,
+                                     std::string& problem) {
+    if (in.size() != size) {
+        problem = fmt::format("file is {} bytes, expected {}", in.size(), size);
+        return make_error_code(errc::malformed);
+    }
+    if (get_u32(&in[0]) != magic) {
+        problem = fmt::format("bad magic {:#010x} (expected {:#010x})", get_u32(&in[0]), magic);
+        return make_error_code(errc::bad_magic);
+    }
+    if (crc32c(in.first(size - 4)) != get_u32(&in[size - 4])) {
+        problem = "checksum mismatch";
+        return make_error_code(errc::bad_checksum);
+    }
+    if (get_u32(&in[4]) != format_version) {
+        problem = fmt::format("format version {} (this build reads {})", get_u32(&in[4]),
+                              format_version);
+        return make_error_code(errc::unsupported_version);
+    }
+    return success();
+}
+
 // --- Epochs file (20 bytes) ----------------------------------------------------------------
 //   0 u32 magic   4 u32 version   8 u32 accepted   12 u32 current   16 u32 CRC32C of [0, 16)
 
@@ -301,24 +325,8 @@ inline std::array<std::byte, epochs_file_size> encode(const epochs& e) noexcept 
 }
 
 inline result<epochs> decode_epochs(byte_view in, std::string& problem) {
-    if (in.size() != epochs_file_size) {
-        problem = fmt::format("file is {} bytes, expected {}", in.size(), epochs_file_size);
-        return make_error_code(errc::malformed);
-    }
-    if (get_u32(&in[0]) != epochs_magic) {
-        problem = fmt::format("bad magic {:#010x} (expected {:#010x})", get_u32(&in[0]),
-                              epochs_magic);
-        return make_error_code(errc::bad_magic);
-    }
-    if (crc32c(in.first(16)) != get_u32(&in[16])) {
-        problem = "checksum mismatch";
-        return make_error_code(errc::bad_checksum);
-    }
-    if (get_u32(&in[4]) != format_version) {
-        problem = fmt::format("format version {} (this build reads {})", get_u32(&in[4]),
-                              format_version);
-        return make_error_code(errc::unsupported_version);
-    }
+    if (auto checked = check_small_file(in, epochs_file_size, epochs_magic, problem); !checked)
+        return checked.error();
     return epochs{get_u32(&in[8]), get_u32(&in[12])};
 }
 
@@ -346,24 +354,9 @@ inline std::array<std::byte, identity_file_size> encode(const identity& id) noex
 }
 
 inline result<identity> decode_identity(byte_view in, std::string& problem) {
-    if (in.size() != identity_file_size) {
-        problem = fmt::format("file is {} bytes, expected {}", in.size(), identity_file_size);
-        return make_error_code(errc::malformed);
-    }
-    if (get_u32(&in[0]) != identity_magic) {
-        problem = fmt::format("bad magic {:#010x} (expected {:#010x})", get_u32(&in[0]),
-                              identity_magic);
-        return make_error_code(errc::bad_magic);
-    }
-    if (crc32c(in.first(28)) != get_u32(&in[28])) {
-        problem = "checksum mismatch";
-        return make_error_code(errc::bad_checksum);
-    }
-    if (get_u32(&in[4]) != format_version) {
-        problem = fmt::format("format version {} (this build reads {})", get_u32(&in[4]),
-                              format_version);
-        return make_error_code(errc::unsupported_version);
-    }
+    if (auto checked = check_small_file(in, identity_file_size, identity_magic, problem);
+        !checked)
+        return checked.error();
     if (get_u32(&in[24]) != identity_flag_initialized) {
         problem = fmt::format("flags {:#x}: not marked initialized", get_u32(&in[24]));
         return make_error_code(errc::malformed);
