@@ -67,6 +67,7 @@ std::vector<std::pair<std::string, bytes>> seeds() {
         request{7, request_kind::write, txn},
         ping{zxid{2, 1}, 4},
         zab::sync{7},
+        reply{9, reply_outcome::backpressure, zxid{}},
     };
     for (const auto& m : valid) {
         std::string name{to_string(type_of(m))};

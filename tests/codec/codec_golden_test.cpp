@@ -85,6 +85,8 @@ TEST_CASE("golden: the payload of every message type", "[codec][golden]") {
          "2211000000000000 01 02000000 6869"},
         {ping{zxid{2, 3}, 5}, message_type::ping, "0300000002000000 0500000000000000"},
         {zab::sync{6}, message_type::sync, "0600000000000000"},
+        {reply{7, reply_outcome::accepted, zxid{2, 4}}, message_type::reply,
+         "0700000000000000 00 0400000002000000"},
     };
 
     // Every type has a golden payload (a new message must add one here).
@@ -116,4 +118,5 @@ TEST_CASE("golden: wire type numbers are stable", "[codec][golden]") {
     CHECK(test::type_byte(message_type::proposal) == 30);
     CHECK(test::type_byte(message_type::commit) == 31);
     CHECK(test::type_byte(message_type::sync) == 35);
+    CHECK(test::type_byte(message_type::reply) == 36);
 }

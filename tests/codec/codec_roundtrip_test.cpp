@@ -106,6 +106,8 @@ TEST_CASE("codec: edge values of every field survive", "[codec]") {
         up_to_date{},
         ping{zxid{}, ~0ull},
         zab::sync{~0ull},
+        reply{~0ull, reply_outcome::zxid_exhausted, zxid{}},
+        reply{0, reply_outcome::accepted, zxid{~0u, ~0u}},
     };
     for (const auto& m : messages) {
         INFO(to_string(type_of(m)));

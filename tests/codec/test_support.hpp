@@ -103,9 +103,11 @@ public:
             return {rng_.u64(), static_cast<request_kind>(rng_.below(2)), bytes()};
         } else if constexpr (std::is_same_v<M, ping>) {
             return {any_zxid(), rng_.u64()};
-        } else {
-            static_assert(std::is_same_v<M, sync>, "message_factory: add the new message type");
+        } else if constexpr (std::is_same_v<M, sync>) {
             return {rng_.u64()};
+        } else {
+            static_assert(std::is_same_v<M, reply>, "message_factory: add the new message type");
+            return {rng_.u64(), static_cast<reply_outcome>(rng_.below(4)), any_zxid()};
         }
     }
 

@@ -32,18 +32,21 @@ int main(int argc, char** argv) {
         "protocol sweep: seeds {}..{} ({} runs), {} events; faults: {} connection breaks, {} "
         "partitions, {} one-way blocks, {} heals, {} crashes ({} inside NEWLEADER handling: {} "
         "history appended, {} history durable, {} ACK sent, {} ACK counted), {} restarts, {} "
-        "pauses; {} elections; syncs: {} DIFF, {} TRUNC, {} SNAP; {} proposals, {} commits; {} "
+        "pauses; {} elections; syncs: {} DIFF, {} TRUNC, {} SNAP; {} proposals, {} commits; "
+        "clients: {} writes ({} done, {} refused, {} unknown), {} syncs ({} done); {} "
         "invariant checks; recovery: worst {} us, bound {} us; {} determinism re-runs; trace "
         "hash {:016x}; {} failures\n",
         first, first + seeds - 1, t.runs, t.events, f.breaks, f.partitions, f.one_way, f.heals,
         f.crashes + t.newleader_crash_total(), t.newleader_crash_total(), at[0], at[1], at[2],
         at[3], f.restarts, f.pauses, t.elections, t.diffs, t.truncs, t.snaps, t.proposals,
-        t.commits, t.invariant_checks, t.worst_recovery, t.bound, t.determinism_checks, combined,
+        t.commits, t.client_writes, t.writes_ok, t.writes_refused, t.writes_unknown,
+        t.client_syncs, t.syncs_ok, t.invariant_checks, t.worst_recovery, t.bound, t.determinism_checks, combined,
         t.failures);
     bool trivial = f.breaks == 0 || f.partitions == 0 || f.one_way == 0 || f.heals == 0 ||
                    f.crashes == 0 || f.restarts == 0 || f.pauses == 0 || t.elections == 0 ||
                    t.diffs == 0 || t.truncs == 0 || t.snaps == 0 || t.proposals == 0 ||
-                   t.commits == 0;
+                   t.commits == 0 || t.writes_ok == 0 || t.writes_refused == 0 ||
+                   t.writes_unknown == 0 || t.syncs_ok == 0;
     for (auto c : at) trivial = trivial || c == 0;
     // A handful of seeds may legitimately miss a rare event; a real sweep may not.
     trivial = trivial && seeds >= 50;

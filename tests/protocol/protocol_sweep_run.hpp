@@ -26,6 +26,7 @@
 
 #include "sweep_faults.hpp"
 #include "sweep_main.hpp"
+#include "zab/testing/client_checker.hpp"
 #include "zab/testing/election_checker.hpp"
 #include "zab/testing/protocol_observer.hpp"
 #include "zab/testing/simulator.hpp"
@@ -38,6 +39,9 @@ struct protocol_totals {
     std::uint64_t runs = 0, events = 0, elections = 0, diffs = 0, truncs = 0, snaps = 0,
                   proposals = 0, commits = 0, determinism_checks = 0, failures = 0,
                   invariant_checks = 0;
+    // The client path: writes submitted on any replica and their outcomes, syncs.
+    std::uint64_t client_writes = 0, writes_ok = 0, writes_refused = 0, writes_unknown = 0,
+                  client_syncs = 0, syncs_ok = 0;
     std::array<std::uint64_t, testing::newleader_point_count> newleader_crashes{};
     testing::sim_time worst_recovery = 0, bound = 0;
 
@@ -118,6 +122,23 @@ protocol_seed_result run_protocol_seed(std::uint64_t seed, protocol_totals& t, b
     invariant_checker invariants;
     protocol_observer<sim_type> observer{sim, invariants};
     election_checker<sim_type> elections{sim};
+    client_checker clients;
+    sim.set_completion_observer([&](peer_id at, const client_completion& c) {
+        const auto& n = sim.at(at);
+        clients.completed(at, n.incarnation, c, n.machine->applied(), n.machine->last_applied());
+    });
+    std::uint64_t client_number = 0;
+    auto client_request = [&] {
+        const auto at = static_cast<peer_id>(1 + draw.below(sim.nodes().size()));
+        if (draw.chance(0.25)) {
+            if (const auto id = sim.sync(at))
+                clients.submitted(at, sim.at(at).incarnation, *id, client_op::sync);
+            return;
+        }
+        const std::string txn = fmt::format("s{}-c{}", seed, ++client_number);
+        if (const auto id = sim.submit(at, as_bytes(txn)))
+            clients.submitted(at, sim.at(at).incarnation, *id, client_op::write, txn);
+    };
     if (trace) sim.set_trace([](std::string_view line) { fmt::print("{}\n", line); });
     // Per replica and incarnation, the counters last seen (they restart with the peer).
     std::vector<peer_counters> last_counters(sim.nodes().size() + 1);
@@ -152,6 +173,7 @@ protocol_seed_result run_protocol_seed(std::uint64_t seed, protocol_totals& t, b
         harvest();
         const std::uint64_t burst = draw.between(0, 3);
         for (std::uint64_t i = 0; i < burst; ++i) propose_somewhere();
+        if (draw.chance(0.3)) client_request();
         if (draw.chance(0.08)) faults.inject(sim, draw, t.faults);
         if (draw.chance(0.015)) {
             // A learner's next NEWLEADER handling crashes at one of its four points.
@@ -213,7 +235,26 @@ protocol_seed_result run_protocol_seed(std::uint64_t seed, protocol_totals& t, b
         live = applied_everywhere(final_txn);
     }
     harvest();
+    // Clients go away: everything in flight resolves; then the promises are checked.
+    for (const auto& n : sim.nodes()) sim.stop_clients(n.id);
+    {
+        using sequence = std::decay_t<decltype(sim.nodes().front().machine->applied())>;
+        std::vector<sequence> sequences;
+        for (const auto& n : sim.nodes())
+            if (n.machine) sequences.push_back(n.machine->applied());
+        clients.finish(sequences);
+    }
+    t.client_writes += clients.writes();
+    t.writes_ok += clients.write_successes();
+    t.writes_refused += clients.definite_failures();
+    t.writes_unknown += clients.unknown();
+    t.client_syncs += clients.syncs();
+    t.syncs_ok += clients.sync_successes();
     protocol_seed_result r;
+    for (const auto& f : clients.failures()) {
+        r.report += fmt::format("client: {}\n", f);
+        r.ok = false;
+    }
     for (const auto& v : invariants.violations()) r.fired.insert(v.what);
     if (!invariants.ok()) {
         r.report = invariants.report();

@@ -25,11 +25,15 @@ public:
 
     // --- leader side ----------------------------------------------------------------------
 
-    /// Proposes `txn` (leader only, once established). Returns its zxid.
-    result<zxid> propose(byte_view txn) {
+    /// Proposes `txn` (leader only, once established) on behalf of `origin` (a learner that
+    /// forwarded it, or 0). Returns its zxid. Errors, all definite (nothing was proposed):
+    /// `not_leader`, `backpressure` (max_outstanding_proposals), `zxid_exhausted` (§1).
+    result<zxid> propose(byte_view txn, peer_id origin = 0) {
         if (!ctx_.leading || !ctx_.leading->established)
             return make_error_code(errc::not_leader);
         auto& l = *ctx_.leading;
+        if (l.outstanding.size() >= ctx_.opts().max_outstanding_proposals)
+            return make_error_code(errc::backpressure);
         if (l.last_proposed.counter_exhausted()) {
             // §1, ZOOKEEPER-1277: never propose the last counter; a new epoch starts at 0.
             ctx_.request_election("zxid counter exhausted");
@@ -46,6 +50,7 @@ public:
         p.record = log_record{id, frame.slice(txn_in_frame)};
         p.frame = frame;
         p.log_op = ctx_.append(p.record);
+        p.origin = origin;
         l.last_proposed = id;
         for (const auto& link : l.links)
             if (link.forwarding && link.type == learner_type::participant)
@@ -73,10 +78,52 @@ public:
         }
     }
 
-    /// A heartbeat answer (any message refreshes the learner's deadline; the peer did that).
-    void leader_on_ping(learner_link&, const ping&) {}
+    /// A heartbeat answer (any message refreshes the learner's deadline; the peer did that):
+    /// the round it answers counts toward the syncs waiting for a quorum round (§7).
+    void leader_on_ping(learner_link& link, const ping& m) {
+        if (m.round <= ctx_.leading->ping_round) link.acked_round = std::max(link.acked_round, m.round);
+    }
 
-    /// Runs after every event while LEADING: own durability, commits in order.
+    /// A client request forwarded by `link` (§6.1, §7): a write is proposed and answered
+    /// with a REPLY (a refusal is definite); a sync waits for a quorum heartbeat round.
+    void leader_on_request(learner_link& link, const request& m) {
+        auto& l = *ctx_.leading;
+        if (link.at != learner_link::stage::broadcasting) {
+            ++ctx_.counters.unexpected_messages;  // learners forward only once UPTODATE
+            ctx_.drop_learner(link.id);
+            return;
+        }
+        if (m.kind == request_kind::sync) {
+            l.syncs.push_back({link.id, link.connection, m.request_id, l.ping_round + 1});
+            l.round_wanted = true;
+            return;
+        }
+        const auto forwarded = static_cast<std::size_t>(std::count_if(
+            l.outstanding.begin(), l.outstanding.end(),
+            [&](const outstanding_proposal& p) { return p.origin == link.id; }));
+        result<zxid> proposed = make_error_code(errc::backpressure);
+        if (forwarded < ctx_.opts().max_forwarded_per_learner) proposed = propose(m.txn, link.id);
+        if (proposed) {
+            ctx_.send(link.id, reply{m.request_id, reply_outcome::accepted, proposed.value()});
+            return;
+        }
+        ++ctx_.counters.requests_refused;
+        const auto error = static_cast<errc>(proposed.error().value());
+        const reply_outcome outcome = error == errc::backpressure    ? reply_outcome::backpressure
+                                      : error == errc::zxid_exhausted ? reply_outcome::zxid_exhausted
+                                                                      : reply_outcome::not_leader;
+        ctx_.send(link.id, reply{m.request_id, outcome, zxid{}});
+    }
+
+    /// A sync at the leader itself: answered once a quorum answers a heartbeat round that
+    /// starts after it (§7) — a deposed leader never answers.
+    void leader_sync(request_id id) {
+        auto& l = *ctx_.leading;
+        l.syncs.push_back({ctx_.self(), 0, id, l.ping_round + 1});
+        l.round_wanted = true;
+    }
+
+    /// Runs after every event while LEADING: own durability, commits in order, syncs.
     void leader_advance() {
         auto& l = *ctx_.leading;
         for (auto& p : l.outstanding)
@@ -87,20 +134,22 @@ public:
             l.outstanding.pop_front();
             commit_proposal(std::move(p));
         }
+        if (!l.established) return;
+        if (l.round_wanted) {
+            l.round_wanted = false;
+            send_heartbeats();
+        }
+        answer_syncs();
     }
 
     /// Every tick while LEADING (§6.2): heartbeats, silent learners, the quorum check.
     void leader_tick() {
         auto& l = *ctx_.leading;
-        ++l.ping_round;
         const std::uint64_t limit = ctx_.opts().sync_limit_ticks;
         std::vector<peer_id> silent;
-        for (const auto& link : l.links) {
-            if (ctx_.now_tick > link.last_heard_tick + limit)
-                silent.push_back(link.id);
-            else
-                ctx_.send(link.id, ping{l.last_proposed, l.ping_round});
-        }
+        for (const auto& link : l.links)
+            if (ctx_.now_tick > link.last_heard_tick + limit) silent.push_back(link.id);
+        send_heartbeats(silent);
         for (peer_id id : silent) {
             zab::log(log_level::info, "peer {}: learner {} silent for {} ticks, dropped",
                      ctx_.self(), id, limit);
@@ -155,6 +204,48 @@ public:
         if (s.at == learner_state::stage::broadcasting) ctx_.apply_known_committed();
     }
 
+    // --- client requests on a learner -------------------------------------------------------
+
+    /// Forwards a client write to the leader (§6.1): the REPLY names its zxid or refuses it.
+    void learner_forward_write(request_id id, byte_view txn) {
+        ctx_.send(ctx_.learning->leader, request{id, request_kind::write, txn});
+        ctx_.clients.add_write(id, std::nullopt);
+        ++ctx_.counters.requests_forwarded;
+    }
+
+    /// Forwards a client sync to the leader (§7).
+    void learner_forward_sync(request_id id) {
+        ctx_.send(ctx_.learning->leader, request{id, request_kind::sync, {}});
+        ctx_.clients.add_sync(id);
+        ++ctx_.counters.requests_forwarded;
+    }
+
+    /// REPLY: the leader proposed forwarded write `request_id`, or refused it for good.
+    void learner_on_reply(const reply& m) {
+        switch (m.outcome) {
+            case reply_outcome::accepted:
+                ctx_.clients.assign(m.request_id, m.id);
+                // Perhaps applied already (a quick COMMIT): nothing is lost, the table checks.
+                if (m.id <= ctx_.last_applied) ctx_.clients.applied_through(ctx_.last_applied);
+                return;
+            case reply_outcome::not_leader:
+                ctx_.clients.refuse(m.request_id, errc::not_leader, ctx_.learning->leader);
+                return;
+            case reply_outcome::backpressure:
+                ctx_.clients.refuse(m.request_id, errc::backpressure, ctx_.learning->leader);
+                return;
+            case reply_outcome::zxid_exhausted:
+                ctx_.clients.refuse(m.request_id, errc::zxid_exhausted, ctx_.learning->leader);
+                return;
+        }
+    }
+
+    /// SYNC from the leader: a quorum confirmed its leadership after my sync reached it, and
+    /// every COMMIT it sent before is applied here (FIFO, and COMMITs apply on arrival).
+    void learner_on_sync_answer(const sync& m) {
+        ctx_.clients.answer_sync(m.request_id, ctx_.last_applied);
+    }
+
     /// PING from the leader: answer with its round (§6.2, §7).
     void learner_on_ping(const ping& m) { ctx_.send(ctx_.learning->leader, ping{ctx_.last_logged, m.round}); }
 
@@ -169,6 +260,36 @@ public:
     }
 
 protected:  // the building blocks of the phase, for policies derived from this one
+    /// One heartbeat round to every learner (but `skip`): PING with a new round number.
+    void send_heartbeats(const std::vector<peer_id>& skip = {}) {
+        auto& l = *ctx_.leading;
+        ++l.ping_round;
+        for (const auto& link : l.links)
+            if (std::find(skip.begin(), skip.end(), link.id) == skip.end())
+                ctx_.send(link.id, ping{l.last_proposed, l.ping_round});
+    }
+
+    /// §7: a sync is answered once the leader itself and learners answering its round (or a
+    /// later one) form a quorum — the leader was still the leader after the sync arrived.
+    void answer_syncs() {
+        auto& l = *ctx_.leading;
+        std::erase_if(l.syncs, [&](const pending_sync& s) {
+            peer_set confirmed;
+            confirmed.insert(ctx_.self());
+            for (const auto& link : l.links)
+                if (link.type == learner_type::participant && link.acked_round >= s.round)
+                    confirmed.insert(link.id);
+            if (!ctx_.quorums().contains_quorum(confirmed)) return false;
+            ++ctx_.counters.syncs_answered;
+            if (s.origin == ctx_.self()) {
+                ctx_.clients.answer_sync(s.id, ctx_.last_applied);
+            } else if (ctx_.connection_to(s.origin) == s.connection) {
+                ctx_.send(s.origin, sync{s.id});
+            }
+            return true;
+        });
+    }
+
     bool append_in_order(const log_record& record) {
         auto& s = *ctx_.learning;
         const zxid last = ctx_.last_zxid_visible;

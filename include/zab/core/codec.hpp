@@ -252,6 +252,10 @@ template <>
 struct wire_enum_traits<request_kind> {
     static constexpr auto max = static_cast<std::uint8_t>(request_kind::sync);
 };
+template <>
+struct wire_enum_traits<reply_outcome> {
+    static constexpr auto max = static_cast<std::uint8_t>(reply_outcome::zxid_exhausted);
+};
 
 template <typename E>
 concept wire_enum =
@@ -370,6 +374,7 @@ void fields(auto& a, message_of<inform> auto& m) { a(m.id, m.txn); }
 void fields(auto& a, message_of<request> auto& m) { a(m.request_id, m.kind, m.txn); }
 void fields(auto& a, message_of<ping> auto& m) { a(m.last_proposed, m.round); }
 void fields(auto& a, message_of<sync> auto& m) { a(m.request_id); }
+void fields(auto& a, message_of<reply> auto& m) { a(m.request_id, m.outcome, m.id); }
 
 template <typename M>
 std::size_t payload_size(const M& m) noexcept {

@@ -164,10 +164,27 @@ struct sync {
     friend bool operator==(const sync&, const sync&) = default;
 };
 
+/// What the leader did with a forwarded write.
+enum class reply_outcome : std::uint8_t {
+    accepted = 0,        ///< proposed as `reply::id`; its PROPOSAL precedes this reply
+    not_leader = 1,      ///< the leader is not established (or steps down): never proposed
+    backpressure = 2,    ///< a bound of the leader's was reached: never proposed
+    zxid_exhausted = 3,  ///< the epoch's counter is used up (§1): never proposed
+};
+
+/// Leader → learner: the answer to the write REQUEST `request_id` (§6.1). A refusal is
+/// definite: the transaction was not proposed and never will be.
+struct reply {
+    std::uint64_t request_id = 0;
+    reply_outcome outcome = reply_outcome::accepted;
+    zxid id;  ///< the zxid it was proposed as (accepted only)
+    friend bool operator==(const reply&, const reply&) = default;
+};
+
 /// Any message. The variant index is not the wire type: see `message_type`.
 using message = std::variant<notification, follower_info, observer_info, leader_info, ack_epoch,
                              diff, trunc, snap, new_leader, ack, up_to_date, proposal, commit,
-                             inform, request, ping, sync>;
+                             inform, request, ping, sync, reply>;
 
 /// Wire type byte of each message. Stable: never renumber, only add.
 enum class message_type : std::uint8_t {
@@ -188,6 +205,7 @@ enum class message_type : std::uint8_t {
     request = 33,
     ping = 34,
     sync = 35,
+    reply = 36,
 };
 
 namespace detail {
@@ -211,6 +229,7 @@ ZAB_MESSAGE_TYPE(inform)
 ZAB_MESSAGE_TYPE(request)
 ZAB_MESSAGE_TYPE(ping)
 ZAB_MESSAGE_TYPE(sync)
+ZAB_MESSAGE_TYPE(reply)
 #undef ZAB_MESSAGE_TYPE
 }  // namespace detail
 
@@ -243,6 +262,7 @@ constexpr std::string_view to_string(message_type t) noexcept {
         case message_type::request: return "REQUEST";
         case message_type::ping: return "PING";
         case message_type::sync: return "SYNC";
+        case message_type::reply: return "REPLY";
     }
     return "?";
 }

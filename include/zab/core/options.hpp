@@ -38,6 +38,25 @@ struct options {
     /// Group this peer belongs to: frames of another group are refused.
     std::uint64_t group_id = 0;
 
+    // --- bounds (each hit is a clear error, never unbounded memory) ---------------------
+
+    /// Client requests (writes and syncs) in flight on this peer; beyond it `submit` and
+    /// `sync` complete at once with `errc::backpressure`.
+    std::uint32_t max_pending_requests = 10'000;
+    /// Proposals the leader has not committed yet; beyond it writes (local or forwarded) are
+    /// refused with `errc::backpressure`.
+    std::uint32_t max_outstanding_proposals = 10'000;
+    /// Uncommitted proposals forwarded by one learner; beyond it that learner's writes are
+    /// refused with `errc::backpressure` (one busy replica cannot starve the others).
+    std::uint32_t max_forwarded_per_learner = 1'000;
+    /// Frames the leader holds for one learner (waiting for its own durability); beyond it
+    /// the learner is disconnected and resyncs — its clients are not failed for it.
+    std::uint32_t max_learner_backlog = 100'000;
+
+    /// Test hook (§1, ZOOKEEPER-1277): the counter an established leader's epoch starts
+    /// after, so a test reaches counter exhaustion without 2^32 proposals. 0 in production.
+    std::uint32_t initial_counter = 0;
+
     /// What is wrong with these options, or an empty string when they are consistent.
     std::string problem() const {
         if (tick_ms == 0) return "tick_ms must be at least 1";
@@ -53,6 +72,12 @@ struct options {
         if (init_limit_ticks < sync_limit_ticks)
             return "init_limit_ticks must be >= sync_limit_ticks (sync takes longer than a "
                    "heartbeat round)";
+        if (max_pending_requests == 0) return "max_pending_requests must be at least 1";
+        if (max_outstanding_proposals == 0) return "max_outstanding_proposals must be at least 1";
+        if (max_forwarded_per_learner == 0) return "max_forwarded_per_learner must be at least 1";
+        if (max_learner_backlog == 0) return "max_learner_backlog must be at least 1";
+        if (initial_counter >= 0xfffffffeu)
+            return "initial_counter must leave room for a proposal (below 2^32 - 2)";
         return {};
     }
 

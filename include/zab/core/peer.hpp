@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <system_error>
@@ -200,15 +201,87 @@ public:
                  error.message());
         failure_ = error;
         ctx_.outbox_.clear();
+        ctx_.clients.abandon(errc::storage_failed, 0);
     }
 
-    /// Proposes a transaction. Leader only, once established: `errc::not_leader` otherwise.
-    /// The transaction commits (or not) later; the state machine sees it once committed.
+    /// Proposes a transaction at the established leader and returns its zxid at once
+    /// (`errc::not_leader`, `backpressure` or `zxid_exhausted` otherwise). The low-level path:
+    /// no completion follows; the state machine sees the transaction once committed. To
+    /// write from any replica with an outcome, use `submit`.
     result<zxid> propose(byte_view txn) {
         if (failed()) return make_error_code(errc::storage_failed);
         auto proposed = broadcast_.propose(txn);
         end_step();
         return proposed;
+    }
+
+    /// Submits a client write on this replica, leader or learner (§6.1). Exactly one
+    /// `client_completion` with the returned id follows (from `take_completions`): the zxid
+    /// once the write is applied here; a definite error (`not_leader` with the known
+    /// leader as hint, `backpressure`, `zxid_exhausted`, `storage_failed`) when it was never
+    /// proposed; `outcome_unknown` when this replica lost its leader before learning.
+    request_id submit(byte_view txn) {
+        const request_id id = ctx_.clients.next_id();
+        if (failed()) {
+            ctx_.clients.fail_now(id, client_op::write, errc::storage_failed);
+        } else if (shutting_down_) {
+            ctx_.clients.fail_now(id, client_op::write, errc::shutting_down);
+        } else if (ctx_.clients.in_flight() >= ctx_.opts().max_pending_requests) {
+            ctx_.clients.fail_now(id, client_op::write, errc::backpressure);
+        } else if (ctx_.leading && ctx_.leading->established) {
+            auto proposed = broadcast_.propose(txn);
+            if (proposed)
+                ctx_.clients.add_write(id, proposed.value());
+            else
+                ctx_.clients.fail_now(id, client_op::write,
+                                      static_cast<errc>(proposed.error().value()), ctx_.self());
+        } else if (serving_learner()) {
+            broadcast_.learner_forward_write(id, txn);
+        } else {
+            ctx_.clients.fail_now(id, client_op::write, errc::not_leader, leader_hint());
+        }
+        if (!failed()) end_step();
+        return id;
+    }
+
+    /// Asks for a linearizable point (§7): its completion (zxid last applied here) comes once
+    /// the leader confirmed with a quorum heartbeat round, after the sync reached it, that
+    /// it still leads, and every write committed before is applied here. A read of the state
+    /// machine after it sees every write that completed anywhere before `sync` was called.
+    /// Errors: `not_leader` (no established leader to ask, or the role ended first),
+    /// `backpressure`, `storage_failed`.
+    request_id sync() {
+        const request_id id = ctx_.clients.next_id();
+        if (failed()) {
+            ctx_.clients.fail_now(id, client_op::sync, errc::storage_failed);
+        } else if (shutting_down_) {
+            ctx_.clients.fail_now(id, client_op::sync, errc::shutting_down);
+        } else if (ctx_.clients.in_flight() >= ctx_.opts().max_pending_requests) {
+            ctx_.clients.fail_now(id, client_op::sync, errc::backpressure);
+        } else if (ctx_.leading && ctx_.leading->established) {
+            ctx_.clients.add_sync(id);
+            broadcast_.leader_sync(id);
+        } else if (serving_learner()) {
+            broadcast_.learner_forward_sync(id);
+        } else {
+            ctx_.clients.fail_now(id, client_op::sync, errc::not_leader, leader_hint());
+        }
+        if (!failed()) end_step();
+        return id;
+    }
+
+    /// The completions of client requests since the last call, oldest first. A driver calls
+    /// it after every event it delivers.
+    std::vector<client_completion> take_completions() { return ctx_.clients.take(); }
+    bool has_completions() const noexcept { return ctx_.clients.has_completions(); }
+
+    /// Stops serving clients: every request in flight completes now (`outcome_unknown` for
+    /// writes already handed to a leader, `shutting_down` for syncs), and later `submit` and
+    /// `sync` calls fail with `shutting_down`. The protocol role is left as it is: the driver
+    /// stops delivering events after this.
+    void shutdown() {
+        shutting_down_ = true;
+        ctx_.clients.abandon(errc::shutting_down, 0);
     }
 
     // --- what a driver needs ------------------------------------------------------------
@@ -342,7 +415,22 @@ private:
             election_.on_notification(from, n);
     }
 
+    /// A learner that can forward client requests: its leader sent UPTODATE.
+    bool serving_learner() const {
+        return ctx_.learning && ctx_.learning->at == learner_state::stage::broadcasting;
+    }
+
+    /// The leader this peer follows or decided on, for `not_leader` answers (0: none).
+    peer_id leader_hint() const {
+        if (ctx_.learning) return ctx_.learning->leader;
+        if (ctx_.state != peer_state::looking) return ctx_.current_vote.leader;
+        return 0;
+    }
+
     void leave_role() {
+        // Requests in flight can no longer be followed: writes handed to a leader may still
+        // commit (outcome unknown); syncs had no effect (not_leader).
+        ctx_.clients.abandon(errc::not_leader, 0);
         if (ctx_.leading) {
             for (const auto& link : ctx_.leading->links) ctx_.close(link.id);
             ctx_.leading.reset();
@@ -525,10 +613,19 @@ private:
         broadcast_.learner_on_ping(m);
     }
 
-    // Client requests forwarded by learners and SYNC answers: the client path is not part of
-    // this build's broadcast policy; such traffic is counted and ignored.
-    void dispatch(peer_id, const request&, const shared_bytes&) { ignore(); }
-    void dispatch(peer_id, const sync&, const shared_bytes&) { ignore(); }
+    // Client requests forwarded by learners, and the leader's answers (§6.1, §7).
+    void dispatch(peer_id from, const request& m, const shared_bytes&) {
+        if (!ctx_.leading) return ignore();  // a stale request: the learner will learn
+        if (auto* link = find_link(from)) broadcast_.leader_on_request(*link, m);
+    }
+    void dispatch(peer_id from, const reply& m, const shared_bytes&) {
+        if (from_my_leader(from) != learner_state::stage::broadcasting) return ignore();
+        broadcast_.learner_on_reply(m);
+    }
+    void dispatch(peer_id from, const zab::sync& m, const shared_bytes&) {
+        if (from_my_leader(from) != learner_state::stage::broadcasting) return ignore();
+        broadcast_.learner_on_sync_answer(m);
+    }
 
     void reject(peer_id from, const std::string& why) {
         ++ctx_.counters.bad_frames;
@@ -562,7 +659,23 @@ private:
         }
         ctx_.flush_storage();
         maybe_start_election();
+        drop_learners_over_backlog();
         release_frames();
+    }
+
+    /// A learner whose held frames exceed `max_learner_backlog` is disconnected: it resyncs
+    /// when it comes back, and nobody else waits for it.
+    void drop_learners_over_backlog() {
+        if (!ctx_.leading || ctx_.outbox_.size() <= ctx_.opts().max_learner_backlog) return;
+        std::map<peer_id, std::size_t> held;
+        for (const auto& f : ctx_.outbox_) ++held[f.to];
+        for (const auto& [id, count] : held) {
+            if (count <= ctx_.opts().max_learner_backlog) continue;
+            zab::log(log_level::warn, "peer {}: learner {} has {} frames held (max {}); dropped",
+                     ctx_.self(), id, count, ctx_.opts().max_learner_backlog);
+            ++ctx_.counters.learners_over_backlog;
+            ctx_.drop_learner(id);
+        }
     }
 
     /// Hands every queued frame whose durability conditions hold to the transport, in order
@@ -621,6 +734,7 @@ private:
     };
     std::vector<held_learner_info> held_learner_infos_;
     std::error_code failure_;
+    bool shutting_down_ = false;
 };
 
 }  // namespace zab

@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "zab/core/client.hpp"
 #include "zab/core/codec.hpp"
 #include "zab/core/concepts.hpp"
 #include "zab/core/config.hpp"
@@ -66,6 +67,10 @@ struct peer_counters {
     std::uint64_t learners_refused = 0;     ///< ahead of the leader, or a stale epoch (§4)
     std::uint64_t leader_step_downs = 0;    ///< no quorum within sync_limit (§6.2)
     std::uint64_t leader_silences = 0;      ///< learner: nothing from the leader for sync_limit
+    std::uint64_t requests_forwarded = 0;   ///< learner: client writes and syncs sent to the leader
+    std::uint64_t requests_refused = 0;     ///< leader: forwarded writes refused (a REPLY error)
+    std::uint64_t syncs_answered = 0;       ///< leader: syncs confirmed by a quorum round (§7)
+    std::uint64_t learners_over_backlog = 0;///< leader: learners dropped for their backlog
 };
 
 /// The log, as the policies see it: the peer adapts the user's `log_store` to this, so the
@@ -257,6 +262,7 @@ public:
         last_applied = record.id;
         last_committed = std::max(last_committed, record.id);
         ++counters.transactions_applied;
+        clients.applied(record.id);
     }
     /// Applies every logged record after `last_applied` up to `upto` (committed by the
     /// leader's word), reading them back from the log.
@@ -298,6 +304,7 @@ public:
         if (restored) {
             last_applied = z;
             last_committed = std::max(last_committed, z);
+            clients.applied_through(z);
         }
         return restored;
     }
@@ -324,6 +331,8 @@ public:
     }
 
     peer_counters counters;
+    /// Client requests in flight on this peer and their completions (client.hpp).
+    client_table clients;
 
 private:
     template <transport, log_store, state_machine, typename>

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "zab/core/bytes.hpp"
+#include "zab/core/client.hpp"
 #include "zab/core/concepts.hpp"
 #include "zab/core/quorum.hpp"
 #include "zab/core/types.hpp"
@@ -40,6 +41,16 @@ struct learner_link {
     bool forwarding = false;        ///< gets every new PROPOSAL/COMMIT (or INFORM) from now on
     zxid last_acked;                ///< highest proposal this learner acknowledged
     std::uint64_t last_heard_tick = 0;
+    std::uint64_t acked_round = 0;  ///< highest heartbeat round it answered (§7 quorum rounds)
+};
+
+/// A sync waiting at the leader for a heartbeat round that a quorum answers (§7): answered
+/// once every voter of some quorum has answered round `round` or later.
+struct pending_sync {
+    peer_id origin = 0;          ///< the learner that forwarded it, or the leader itself
+    connection_id connection = 0;
+    request_id id = 0;           ///< the origin's request id
+    std::uint64_t round = 0;
 };
 
 /// A proposal of the leader's epoch that is not committed yet.
@@ -48,6 +59,7 @@ struct outstanding_proposal {
     shared_bytes frame;     ///< the encoded PROPOSAL, sent as is to every follower
     peer_set acks;          ///< who has it durably (the leader once its own log says so)
     storage_op log_op = 0;  ///< the leader's own append
+    peer_id origin = 0;     ///< the learner that forwarded it (0: proposed at the leader)
 };
 
 /// Everything a leader keeps while LEADING.
@@ -74,6 +86,8 @@ struct leader_state {
     /// or zxid{} when the window starts at the beginning).
     zxid committed_base;
     std::uint64_t ping_round = 0;
+    std::vector<pending_sync> syncs;  ///< syncs waiting for a quorum round (§7)
+    bool round_wanted = false;        ///< start a heartbeat round now (a sync is waiting)
 
     /// Records a leader keeps in memory for DIFF (ZooKeeper's commitLogCount, §5.1).
     static constexpr std::size_t committed_window_max = 500;

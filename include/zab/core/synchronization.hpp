@@ -373,7 +373,7 @@ protected:  // the building blocks of the phase, for policies derived from this 
         l.established = true;
         // The epoch is final only now: FOLLOWERINFOs may have raised it after this peer began
         // to lead, and every zxid it proposes must carry it (§1, §10.9).
-        l.last_proposed = zxid{l.epoch, 0};
+        l.last_proposed = zxid{l.epoch, ctx_.opts().initial_counter};
         ctx_.current_phase = phase::broadcast;
         ctx_.current_vote.leader_epoch = l.epoch;  // ZOOKEEPER-1732
         zab::log(log_level::info, "peer {}: established as leader of epoch {}", ctx_.self(),

@@ -59,6 +59,7 @@ private:
         zxid log_last;
         zxid log_snapshot;
         epoch_t established_epoch = 0;
+        zxid last_broadcast;  // the leader's newest proposal reported (B_e, §10)
     };
 
     static std::uint64_t digest(byte_view bytes) {
@@ -101,6 +102,16 @@ private:
                 seen.established_epoch = ctx.leading->epoch;
                 checker_.established(n.id, ctx.leading->epoch, ids(n.log->records()),
                                      snapshot_base(n.log->snapshot()));
+            }
+            // Proposals made at the leader by any path (a client's `submit`, a forwarded
+            // REQUEST): each is in `outstanding` after the step that made it.
+            if (ctx.leading && ctx.leading->established) {
+                for (const auto& p : ctx.leading->outstanding) {
+                    if (p.record.id <= seen.last_broadcast) continue;
+                    seen.last_broadcast = p.record.id;
+                    checker_.broadcast(n.id, ctx.leading->epoch,
+                                       txn_id{p.record.id, digest(p.record.txn.view())});
+                }
             }
             const auto& machine = *n.machine;
             if (machine.restores() != seen.restores) {

@@ -181,6 +181,9 @@ private:
         if (!n.peer) return false;
         trace_line(id, "CRASH", "");
         ++crashes_;
+        // Its clients see the connection drop: whatever was in flight resolves now.
+        n.peer->shutdown();
+        drain_completions(n);
         n.peer.reset();
         n.machine.reset();
         n.held.clear();
@@ -189,6 +192,18 @@ private:
         network_.node_down(id);
         n.log->crash();
         return true;
+    }
+
+    template <typename Call>
+    std::optional<request_id> client_call(peer_id id, Call call) {
+        node& n = at(id);
+        if (!n.peer || n.paused) return std::nullopt;
+        catch_up(n);
+        const request_id r = call(*n.peer);
+        drain_completions(n);
+        reschedule_wake(n);
+        run_checkers();
+        return r;
     }
 
     bool fire_armed_crashes() {
@@ -349,9 +364,34 @@ public:
         if (!n.peer || n.paused) return make_error_code(errc::shutting_down);
         catch_up(n);
         auto proposed = n.peer->propose(txn);
+        drain_completions(n);
         reschedule_wake(n);
         run_checkers();
         return proposed;
+    }
+
+    /// Submits a client write at replica `id` (any role), as a client connected to it would:
+    /// its one completion reaches the completion observer. Nothing while crashed or paused.
+    std::optional<request_id> submit(peer_id id, byte_view txn) {
+        return client_call(id, [&](peer_type& p) { return p.submit(txn); });
+    }
+
+    /// A client sync at replica `id` (§7); its completion reaches the completion observer.
+    std::optional<request_id> sync(peer_id id) {
+        return client_call(id, [&](peer_type& p) { return p.sync(); });
+    }
+
+    /// Replica `id` stops serving clients (`peer::shutdown`): what was in flight completes.
+    void stop_clients(peer_id id) {
+        node& n = at(id);
+        if (!n.peer) return;
+        n.peer->shutdown();
+        drain_completions(n);
+    }
+
+    /// Called with every client completion: (replica, completion), as the peer reports it.
+    void set_completion_observer(std::function<void(peer_id, const client_completion&)> observer) {
+        completion_observer_ = std::move(observer);
     }
 
 private:
@@ -418,12 +458,20 @@ private:
                 if (!m.peer) return;
                 catch_up(m);
                 event(*m.peer);
+                drain_completions(m);
             });
             return;
         }
         catch_up(n);
         event(*n.peer);
+        drain_completions(n);
         reschedule_wake(n);
+    }
+
+    void drain_completions(node& n) {
+        if (!n.peer || !n.peer->has_completions()) return;
+        for (const auto& c : n.peer->take_completions())
+            if (completion_observer_) completion_observer_(n.id, c);
     }
 
     std::uint64_t tick_now(const node& n) const {
@@ -452,6 +500,7 @@ private:
             m.wake.reset();
             if (!m.peer || m.paused) return;
             catch_up(m);
+            drain_completions(m);
             reschedule_wake(m);
         });
     }
@@ -507,6 +556,7 @@ private:
     std::function<void(std::string_view)> trace_;
     std::function<void(const delivered_vote&)> notification_observer_;
     std::function<void(peer_id, peer_id, const message&)> message_observer_;
+    std::function<void(peer_id, const client_completion&)> completion_observer_;
     trace_hash hash_;
     std::uint64_t steps_ = 0;
     std::uint64_t crashes_ = 0;

@@ -1,0 +1,132 @@
+// zab/core/client.hpp — the client's side of a peer: requests in flight and their outcomes.
+//
+// Every write or sync submitted to a peer gets a `request_id` and later exactly one
+// `client_completion` (PROTOCOL.md §6.1, §7). The rules that make outcomes honest:
+// - a write succeeds only once it is applied on this peer, so a read here afterwards sees it;
+// - a definite failure (`not_leader`, `backpressure`, `zxid_exhausted`, `shutting_down`) is
+//   reported only when the transaction was never proposed and never will be;
+// - a write that was handed to a leader (proposed here, or forwarded) and whose fate this
+//   peer can no longer learn — the role ended first — completes with `outcome_unknown`.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <utility>
+#include <vector>
+
+#include "zab/core/error.hpp"
+#include "zab/core/types.hpp"
+#include "zab/core/zxid.hpp"
+
+namespace zab {
+
+/// Names one client request on one peer (unique for the peer object's lifetime).
+using request_id = std::uint64_t;
+
+enum class client_op : std::uint8_t { write, sync };
+
+/// The one outcome of a request. For a write: its zxid, once applied on this peer. For a
+/// sync: the last zxid applied here when it completed (every write committed before the
+/// sync reached the leader is applied by then, §7).
+struct client_completion {
+    request_id id = 0;
+    client_op op = client_op::write;
+    result<zxid> outcome = make_error_code(errc::outcome_unknown);
+    /// With `not_leader`: the leader this peer follows or last heard of, 0 if none.
+    peer_id leader_hint = 0;
+};
+
+/// The requests a peer has in flight, and the completions not yet taken by the driver.
+class client_table {
+public:
+    request_id next_id() noexcept { return ++last_id_; }
+
+    /// Requests in flight (the bound `options::max_pending_requests` counts these).
+    std::size_t in_flight() const noexcept { return writes_.size() + syncs_.size(); }
+
+    /// A request that fails before it goes anywhere.
+    void fail_now(request_id id, client_op op, errc e, peer_id hint = 0) {
+        completions_.push_back({id, op, make_error_code(e), hint});
+    }
+
+    /// A write handed to the leader: proposed here as `assigned`, or forwarded (nullopt
+    /// until the leader's REPLY names its zxid).
+    void add_write(request_id id, std::optional<zxid> assigned) {
+        writes_[id] = assigned;
+        if (assigned) by_zxid_[*assigned] = id;
+    }
+
+    /// The leader proposed forwarded write `id` as `z`.
+    void assign(request_id id, zxid z) {
+        const auto it = writes_.find(id);
+        if (it == writes_.end() || it->second) return;  // unknown, or already named
+        it->second = z;
+        by_zxid_[z] = id;
+    }
+
+    /// The leader refused forwarded write `id`: definite.
+    void refuse(request_id id, errc e, peer_id hint) {
+        const auto it = writes_.find(id);
+        if (it == writes_.end() || it->second) return;
+        writes_.erase(it);
+        fail_now(id, client_op::write, e, hint);
+    }
+
+    /// Transaction `z` was applied here.
+    void applied(zxid z) {
+        const auto it = by_zxid_.find(z);
+        if (it == by_zxid_.end()) return;
+        succeed(it->second, z);
+        by_zxid_.erase(it);
+    }
+
+    /// The state machine was replaced by a snapshot at `z`: every write named ≤ z is in it.
+    void applied_through(zxid z) {
+        while (!by_zxid_.empty() && by_zxid_.begin()->first <= z) {
+            succeed(by_zxid_.begin()->second, by_zxid_.begin()->first);
+            by_zxid_.erase(by_zxid_.begin());
+        }
+    }
+
+    /// A sync in flight (to the leader, or the leader's own quorum round).
+    void add_sync(request_id id) { syncs_.emplace(id); }
+    bool has_sync(request_id id) const { return syncs_.contains(id); }
+
+    /// Sync `id` is answered; `applied` is the last zxid applied here.
+    void answer_sync(request_id id, zxid applied) {
+        if (syncs_.erase(id) == 0) return;
+        completions_.push_back({id, client_op::sync, applied, 0});
+    }
+
+    /// The role ends (or the peer stops): writes handed to a leader may still commit, so
+    /// their outcome is unknown; syncs had no effect and fail definitely with `sync_error`.
+    void abandon(errc sync_error, peer_id hint) {
+        for (const auto& [id, assigned] : writes_)
+            completions_.push_back({id, client_op::write, make_error_code(errc::outcome_unknown),
+                                    hint});
+        for (const request_id id : syncs_) fail_now(id, client_op::sync, sync_error, hint);
+        writes_.clear();
+        by_zxid_.clear();
+        syncs_.clear();
+    }
+
+    /// The completions since the last call, oldest first.
+    std::vector<client_completion> take() { return std::exchange(completions_, {}); }
+    bool has_completions() const noexcept { return !completions_.empty(); }
+
+private:
+    void succeed(request_id id, zxid z) {
+        writes_.erase(id);
+        completions_.push_back({id, client_op::write, z, 0});
+    }
+
+    request_id last_id_ = 0;
+    std::map<request_id, std::optional<zxid>> writes_;
+    std::map<zxid, request_id> by_zxid_;
+    std::set<request_id> syncs_;
+    std::vector<client_completion> completions_;
+};
+
+}  // namespace zab

@@ -1,0 +1,288 @@
+// The client path (PROTOCOL.md §6.1, §7): writes submitted on any replica, one honest outcome
+// each; linearizable sync; bounds; zxid counter exhaustion (§1).
+#include <map>
+#include <string>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "zab/testing/simulator.hpp"
+
+using namespace zab;
+using namespace zab::testing;
+
+namespace {
+
+using sim_type = simulator<>;
+
+/// Every completion, per replica and request id.
+struct outcomes {
+    std::map<std::pair<peer_id, request_id>, std::vector<client_completion>> seen;
+
+    explicit outcomes(sim_type& sim) {
+        sim.set_completion_observer([this](peer_id at, const client_completion& c) {
+            seen[{at, c.id}].push_back(c);
+        });
+    }
+    const client_completion* find(peer_id at, request_id id) const {
+        const auto it = seen.find({at, id});
+        return it == seen.end() || it->second.empty() ? nullptr : &it->second.front();
+    }
+    bool done(peer_id at, request_id id) const { return find(at, id) != nullptr; }
+};
+
+peer_id leader_of(sim_type& sim) {
+    for (const auto& n : sim.nodes())
+        if (n.peer && n.peer->state() == peer_state::leading && n.peer->established()) return n.id;
+    return 0;
+}
+
+/// A 3-voter cluster with an established leader whose followers are all serving.
+sim_type& settled(sim_type& sim) {
+    sim.start();
+    REQUIRE(sim.run_until(
+        [&] {
+            if (leader_of(sim) == 0) return false;
+            for (const auto& n : sim.nodes())
+                if (!n.peer || !n.peer->established()) return false;
+            return true;
+        },
+        20'000'000));
+    return sim;
+}
+
+peer_id some_follower(sim_type& sim) {
+    for (const auto& n : sim.nodes())
+        if (n.peer && n.peer->state() == peer_state::following) return n.id;
+    return 0;
+}
+
+bool applied_with(const sim_type& sim, peer_id at, zxid z, std::string_view bytes) {
+    for (const auto& a : sim.at(at).machine->applied())
+        if (a.id == z) return as_string_view(a.txn.view()) == bytes;
+    return false;
+}
+
+}  // namespace
+
+TEST_CASE("a write submitted on a follower is forwarded, committed, and completes once applied there") {
+    cluster_options o;
+    o.seed = 51;
+    sim_type sim{o};
+    outcomes out{sim};
+    settled(sim);
+    const peer_id follower = some_follower(sim);
+    REQUIRE(follower != 0);
+    const auto id = sim.submit(follower, as_bytes("hello"));
+    REQUIRE(id);
+    REQUIRE(sim.run_until([&] { return out.done(follower, *id); }, sim.now() + 5'000'000));
+    const client_completion& c = *out.find(follower, *id);
+    REQUIRE(c.outcome.has_value());
+    // Applied on the replica where it was submitted before it completed, and the same txn
+    // on the leader.
+    CHECK(applied_with(sim, follower, c.outcome.value(), "hello"));
+    CHECK(applied_with(sim, leader_of(sim), c.outcome.value(), "hello"));
+    CHECK(sim.peer_of(follower)->counters().requests_forwarded == 1);
+    // Nothing more arrives for it.
+    sim.run_for(2'000'000);
+    CHECK(out.seen.at({follower, *id}).size() == 1);
+}
+
+TEST_CASE("writes from every replica commit in one order") {
+    cluster_options o;
+    o.seed = 52;
+    o.voters = 5;
+    sim_type sim{o};
+    outcomes out{sim};
+    settled(sim);
+    std::vector<std::pair<peer_id, request_id>> submitted;
+    for (int round = 0; round < 4; ++round)
+        for (peer_id p = 1; p <= 5; ++p)
+            submitted.emplace_back(p, *sim.submit(p, as_bytes(fmt::format("w{}-{}", p, round))));
+    REQUIRE(sim.run_until(
+        [&] {
+            for (const auto& [p, id] : submitted)
+                if (!out.done(p, id)) return false;
+            return true;
+        },
+        sim.now() + 10'000'000));
+    for (const auto& [p, id] : submitted) {
+        INFO("replica " << p << " request " << id);
+        REQUIRE(out.find(p, id)->outcome.has_value());
+    }
+    sim.run_for(1'000'000);
+    const auto& reference = sim.at(1).machine->applied();
+    CHECK(reference.size() == submitted.size());
+    for (peer_id p = 2; p <= 5; ++p) {
+        const auto& applied = sim.at(p).machine->applied();
+        REQUIRE(applied.size() == reference.size());
+        for (std::size_t i = 0; i < applied.size(); ++i) CHECK(applied[i].id == reference[i].id);
+    }
+}
+
+TEST_CASE("a replica without an established leader refuses definitely, naming what it knows") {
+    cluster_options o;
+    o.seed = 53;
+    sim_type sim{o};
+    outcomes out{sim};
+    sim.start();  // LOOKING: nothing is established yet
+    const auto w = sim.submit(1, as_bytes("early"));
+    const auto s = sim.sync(1);
+    REQUIRE(w);
+    REQUIRE(s);
+    REQUIRE(out.done(1, *w));
+    REQUIRE(out.done(1, *s));
+    CHECK(out.find(1, *w)->outcome.error() == make_error_code(errc::not_leader));
+    CHECK(out.find(1, *s)->outcome.error() == make_error_code(errc::not_leader));
+    // And it is never applied anywhere.
+    settled(sim);
+    sim.run_for(2'000'000);
+    for (const auto& n : sim.nodes())
+        for (const auto& a : n.machine->applied()) CHECK(as_string_view(a.txn.view()) != "early");
+}
+
+TEST_CASE("a forwarded write whose leader is lost before the answer completes outcome_unknown") {
+    cluster_options o;
+    o.seed = 54;
+    sim_type sim{o};
+    outcomes out{sim};
+    settled(sim);
+    const peer_id leader = leader_of(sim);
+    const peer_id follower = some_follower(sim);
+    const auto id = sim.submit(follower, as_bytes("in doubt"));
+    REQUIRE(id);
+    sim.crash(leader);  // the REQUEST may or may not have been proposed
+    REQUIRE(sim.run_until([&] { return out.done(follower, *id); }, sim.now() + 20'000'000));
+    CHECK(out.find(follower, *id)->outcome.error() == make_error_code(errc::outcome_unknown));
+    CHECK(out.seen.at({follower, *id}).size() == 1);
+}
+
+TEST_CASE("sync is linearizable: answered after a quorum round; an isolated leader never answers") {
+    cluster_options o;
+    o.seed = 55;
+    sim_type sim{o};
+    outcomes out{sim};
+    settled(sim);
+    const peer_id leader = leader_of(sim);
+    const peer_id follower = some_follower(sim);
+
+    // A write completes at the leader; a sync at a follower then sees it applied there.
+    const auto w = sim.submit(leader, as_bytes("before"));
+    REQUIRE(sim.run_until([&] { return out.done(leader, *w); }, sim.now() + 5'000'000));
+    const zxid written = out.find(leader, *w)->outcome.value();
+    const auto s = sim.sync(follower);
+    REQUIRE(sim.run_until([&] { return out.done(follower, *s); }, sim.now() + 5'000'000));
+    REQUIRE(out.find(follower, *s)->outcome.has_value());
+    CHECK(out.find(follower, *s)->outcome.value() >= written);
+    CHECK(applied_with(sim, follower, written, "before"));
+    CHECK(sim.peer_of(leader)->counters().syncs_answered >= 1);
+
+    // The leader cut off from everyone: no quorum answers its round, so its own sync never
+    // succeeds; it fails, definitely, when the leader steps down.
+    std::vector<peer_id> others;
+    for (peer_id p = 1; p <= 3; ++p)
+        if (p != leader) others.push_back(p);
+    sim.network().partition({{leader}, others});
+    const auto isolated = sim.sync(leader);
+    REQUIRE(isolated);
+    REQUIRE(sim.run_until([&] { return out.done(leader, *isolated); }, sim.now() + 20'000'000));
+    CHECK(out.find(leader, *isolated)->outcome.error() == make_error_code(errc::not_leader));
+}
+
+TEST_CASE("bounds: requests in flight, outstanding proposals, forwarded per learner") {
+    cluster_options o;
+    o.seed = 56;
+    o.peer.max_pending_requests = 3;
+    o.peer.max_outstanding_proposals = 4;
+    o.peer.max_forwarded_per_learner = 2;
+    sim_type sim{o};
+    outcomes out{sim};
+    settled(sim);
+    const peer_id leader = leader_of(sim);
+    const peer_id follower = some_follower(sim);
+    std::vector<request_id> local;
+    for (int i = 0; i < 5; ++i) local.push_back(*sim.submit(leader, as_bytes(fmt::format("l{}", i))));
+    // Three in flight at once: the fourth and fifth are refused at once.
+    REQUIRE(out.done(leader, local[3]));
+    REQUIRE(out.done(leader, local[4]));
+    CHECK(out.find(leader, local[3])->outcome.error() == make_error_code(errc::backpressure));
+    CHECK(out.find(leader, local[4])->outcome.error() == make_error_code(errc::backpressure));
+    REQUIRE(sim.run_until(
+        [&] { return out.done(leader, local[0]) && out.done(leader, local[1]) && out.done(leader, local[2]); },
+        sim.now() + 5'000'000));
+
+    // Forwarded writes: with commits stalled (the leader's own disk turned very slow), the
+    // leader accepts two from this learner and refuses the third, definitely.
+    disk_options slow;
+    slow.sync_latency_min = slow.sync_latency_max = 3'000'000;
+    sim.at(leader).log->set_options(slow);
+    std::vector<request_id> forwarded;
+    for (int i = 0; i < 3; ++i)
+        forwarded.push_back(*sim.submit(follower, as_bytes(fmt::format("f{}", i))));
+    REQUIRE(sim.run_until([&] { return out.done(follower, forwarded[2]); }, sim.now() + 2'000'000));
+    CHECK(out.find(follower, forwarded[2])->outcome.error() == make_error_code(errc::backpressure));
+    CHECK_FALSE(out.done(follower, forwarded[0]));
+    sim.at(leader).log->set_options(disk_options{});
+    REQUIRE(sim.run_until(
+        [&] { return out.done(follower, forwarded[0]) && out.done(follower, forwarded[1]); },
+        sim.now() + 10'000'000));
+    CHECK(out.find(follower, forwarded[0])->outcome.has_value());
+    CHECK(out.find(follower, forwarded[1])->outcome.has_value());
+    for (const auto& n : sim.nodes())
+        for (const auto& a : n.machine->applied()) CHECK(as_string_view(a.txn.view()) != "f2");
+}
+
+TEST_CASE("zxid counter exhaustion (§1, ZOOKEEPER-1277): refused, the leader steps down, a new epoch follows") {
+    cluster_options o;
+    o.seed = 57;
+    o.peer.initial_counter = 0xfffffffcu;  // two proposals left in each epoch
+    sim_type sim{o};
+    outcomes out{sim};
+    settled(sim);
+    const peer_id leader = leader_of(sim);
+    const epoch_t epoch = sim.peer_of(leader)->context().leading->epoch;
+    const auto a = sim.submit(leader, as_bytes("a"));
+    const auto b = sim.submit(leader, as_bytes("b"));
+    const auto c = sim.submit(leader, as_bytes("c"));
+    REQUIRE(out.done(leader, *c));
+    CHECK(out.find(leader, *c)->outcome.error() == make_error_code(errc::zxid_exhausted));
+    REQUIRE(sim.run_until([&] { return out.done(leader, *a) && out.done(leader, *b); },
+                          sim.now() + 20'000'000));
+    // a and b were proposed before the step-down: committed by the next leader (or not).
+    for (const auto id : {*a, *b}) {
+        const auto& r = out.find(leader, id)->outcome;
+        if (r) CHECK(r.value().epoch() == epoch);
+        else CHECK(r.error() == make_error_code(errc::outcome_unknown));
+    }
+    // A new epoch is established; writes go on in it; "c" was never applied.
+    REQUIRE(sim.run_until(
+        [&] {
+            const peer_id l = leader_of(sim);
+            return l != 0 && sim.peer_of(l)->context().leading->epoch > epoch;
+        },
+        sim.now() + 30'000'000));
+    const peer_id next = leader_of(sim);
+    const auto d = sim.submit(next, as_bytes("d"));
+    REQUIRE(sim.run_until([&] { return out.done(next, *d); }, sim.now() + 5'000'000));
+    REQUIRE(out.find(next, *d)->outcome.has_value());
+    CHECK(out.find(next, *d)->outcome.value().epoch() > epoch);
+    CHECK(out.find(next, *d)->outcome.value().counter() == 0xfffffffdu);
+    for (const auto& n : sim.nodes())
+        for (const auto& x : n.machine->applied()) CHECK(as_string_view(x.txn.view()) != "c");
+}
+
+TEST_CASE("shutdown resolves every request in flight exactly once") {
+    cluster_options o;
+    o.seed = 58;
+    sim_type sim{o};
+    outcomes out{sim};
+    settled(sim);
+    const peer_id follower = some_follower(sim);
+    const auto w = sim.submit(follower, as_bytes("pending"));
+    const auto s = sim.sync(follower);
+    sim.crash(follower);  // the simulator's crash shuts the peer down for its clients
+    REQUIRE(out.done(follower, *w));
+    REQUIRE(out.done(follower, *s));
+    CHECK(out.find(follower, *w)->outcome.error() == make_error_code(errc::outcome_unknown));
+    CHECK(out.find(follower, *s)->outcome.error() == make_error_code(errc::shutting_down));
+}
