@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <catch2/catch.hpp>
@@ -137,6 +138,20 @@ struct gapped_broadcast : zab_broadcast {
     }
 };
 
+/// ZOOKEEPER-4646: currentEpoch and the NEWLEADER ACK once the epoch is durable, without
+/// waiting for the synced history to be durable.
+struct ack_before_history_synchronization : zab_synchronization {
+    using zab_synchronization::zab_synchronization;
+    void learner_on_new_leader(const new_leader& m) {
+        zab_synchronization::learner_on_new_leader(m);
+        auto& s = *ctx_.learning;
+        if (s.at != learner_state::stage::awaiting_uptodate || !s.newleader_pending) return;
+        s.newleader_pending = false;
+        s.newleader_epoch_op = ctx_.write_epochs({s.epoch, s.epoch});
+        ctx_.send_after(s.leader, ack{zxid{s.epoch, 0}}, 0, s.newleader_epoch_op);
+    }
+};
+
 template <typename Broadcast = zab_broadcast, typename Synchronization = zab_synchronization,
           typename Discovery = zab_discovery>
 using variant_policies = policies<fast_leader_election, Discovery, Synchronization, Broadcast>;
@@ -167,6 +182,20 @@ std::uint64_t first_seed_firing(property wanted, std::uint64_t max_seeds,
     for (const auto p : others) fired += fmt::format(" {}", p);
     UNSCOPED_INFO("no seed fired " << fmt::format("{}", wanted) << "; fired instead:" << fired);
     return 0;
+}
+
+/// The real core on seeds 1..count with `variant`'s interleaving: no property fires, and
+/// the run recovers.
+bool clean_seeds(std::uint64_t count, zab::test::sweep_variant variant) {
+    for (std::uint64_t seed = 1; seed <= count; ++seed) {
+        zab::test::protocol_totals totals;
+        const auto r = zab::test::run_protocol_seed(seed, totals, false, variant);
+        if (!r.ok) {
+            UNSCOPED_INFO("seed " << seed << ": " << r.report);
+            return false;
+        }
+    }
+    return true;
 }
 
 }  // namespace
@@ -240,4 +269,68 @@ TEST_CASE("contiguity (§10.13): a leader that skips a counter", "[broken]") {
 TEST_CASE("applied ⇒ committed (§11.10): a follower that applies on PROPOSAL", "[broken]") {
     CHECK(first_seed_firing<variant_policies<eager_apply_broadcast>>(property::applied_committed,
                                                                      20) != 0);
+}
+
+// --- ZooKeeper's Zab bugs as regressions --------------------------------------------------
+// Each names the interleaving the bug needed (a crash aimed at one point of the learner's
+// NEWLEADER handling, §5.3), runs the real core through it on a slice of the sweep — nothing
+// fires — and the buggy ordering, kept here, through the same — the invariant ZooKeeper
+// broke fires.
+
+TEST_CASE("ZOOKEEPER-3911: a NEWLEADER ACK before the DIFF-synced history is durable",
+          "[broken][zookeeper]") {
+    zab::test::sweep_variant v;
+    v.crash_point = zab::testing::newleader_point::history_appended;
+    CHECK(clean_seeds(30, v));
+    using broken = variant_policies<zab_broadcast, early_ack_synchronization>;
+    CHECK(first_seed_firing<broken>(property::advertise_durable, 50, v) != 0);
+}
+
+TEST_CASE("ZOOKEEPER-4646: a NEWLEADER ACK after currentEpoch but before the history is durable",
+          "[broken][zookeeper]") {
+    zab::test::sweep_variant v;
+    v.crash_point = zab::testing::newleader_point::ack_sent;
+    CHECK(clean_seeds(30, v));
+    using broken = variant_policies<zab_broadcast, ack_before_history_synchronization>;
+    CHECK(first_seed_firing<broken>(property::advertise_durable, 50, v) != 0);
+}
+
+TEST_CASE("ZOOKEEPER-4643: currentEpoch durable before the history it stands for",
+          "[broken][zookeeper]") {
+    zab::test::sweep_variant v;
+    v.crash_point = zab::testing::newleader_point::history_appended;
+    CHECK(clean_seeds(30, v));
+    using broken = variant_policies<zab_broadcast, epoch_first_synchronization>;
+    CHECK(first_seed_firing<broken>(property::advertise_durable, 200, v) != 0);
+}
+
+TEST_CASE("ZOOKEEPER-1154: the replica with the highest zxid was absent; its tail is truncated",
+          "[broken][zookeeper]") {
+    // The interleaving is the sweep's crashes and partitions around elections; TRUNC syncs
+    // happen in it (the sweep's summary counts them), and a learner that keeps its
+    // uncommitted tail applies what nobody else did.
+    zab::test::sweep_variant v;
+    CHECK(clean_seeds(30, v));
+    using broken = variant_policies<zab_broadcast, truncless_synchronization>;
+    CHECK(first_seed_firing<broken>(property::agreement, 300, v) != 0);
+}
+
+TEST_CASE("ZOOKEEPER-1419: a sid tie-break that ignores the epoch is not a strict total order",
+          "[broken][zookeeper]") {
+    // The buggy comparison compared sids whenever the zxids were equal, whatever the epochs.
+    auto buggy = [](const vote& a, const vote& b) {
+        if (a.leader_zxid == b.leader_zxid) return a.leader > b.leader;
+        return std::tie(a.leader_epoch, a.leader_zxid) > std::tie(b.leader_epoch, b.leader_zxid);
+    };
+    const vote x{1, zxid{1, 5}, 3, 0, peer_state::looking};
+    const vote y{5, zxid{1, 5}, 2, 0, peer_state::looking};
+    const vote z{3, zxid{1, 6}, 2, 0, peer_state::looking};
+    // buggy: y beats x (sid), x beats z (epoch), z beats y (zxid): a cycle, so 5-node
+    // elections never settled. zab's order has no cycle here.
+    CHECK(buggy(y, x));
+    CHECK(buggy(x, z));
+    CHECK(buggy(z, y));
+    CHECK(vote_beats(x, true, y));
+    CHECK(vote_beats(x, true, z));
+    CHECK(vote_beats(z, true, y));
 }

@@ -58,6 +58,9 @@ struct sweep_variant {
     bool check_liveness = true;         ///< a broken variant may also lose liveness
     bool stop_at_first_violation = false;  ///< end the fault phase once anything fired
     bool keep_going = false;  ///< (negative tests) run the whole seed even after a violation
+    /// Aim every armed crash at this point of NEWLEADER handling (a regression's interleaving)
+    /// instead of a random one.
+    std::optional<testing::newleader_point> crash_point;
 };
 
 /// One seed's outcome: the sweep's verdict plus which §10 properties fired.
@@ -178,7 +181,8 @@ protocol_seed_result run_protocol_seed(std::uint64_t seed, protocol_totals& t, b
         if (draw.chance(0.015)) {
             // A learner's next NEWLEADER handling crashes at one of its four points.
             const auto id = static_cast<peer_id>(1 + draw.below(sim.nodes().size()));
-            sim.crash_at(id, static_cast<newleader_point>(draw.below(newleader_point_count)));
+            const auto point = static_cast<newleader_point>(draw.below(newleader_point_count));
+            sim.crash_at(id, variant.crash_point.value_or(point));
         }
         if (variant.stop_at_first_violation && !invariants.ok()) break;  // it fired: done
     }
