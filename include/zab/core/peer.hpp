@@ -222,12 +222,8 @@ public:
     /// proposed; `outcome_unknown` when this replica lost its leader before learning.
     request_id submit(byte_view txn) {
         const request_id id = ctx_.clients.next_id();
-        if (failed()) {
-            ctx_.clients.fail_now(id, client_op::write, errc::storage_failed);
-        } else if (shutting_down_) {
-            ctx_.clients.fail_now(id, client_op::write, errc::shutting_down);
-        } else if (ctx_.clients.in_flight() >= ctx_.opts().max_pending_requests) {
-            ctx_.clients.fail_now(id, client_op::write, errc::backpressure);
+        if (const auto refusal = client_refusal()) {
+            ctx_.clients.fail_now(id, client_op::write, *refusal);
         } else if (ctx_.leading && ctx_.leading->established) {
             auto proposed = broadcast_.propose(txn);
             if (proposed)
@@ -252,12 +248,8 @@ public:
     /// `backpressure`, `storage_failed`.
     request_id sync() {
         const request_id id = ctx_.clients.next_id();
-        if (failed()) {
-            ctx_.clients.fail_now(id, client_op::sync, errc::storage_failed);
-        } else if (shutting_down_) {
-            ctx_.clients.fail_now(id, client_op::sync, errc::shutting_down);
-        } else if (ctx_.clients.in_flight() >= ctx_.opts().max_pending_requests) {
-            ctx_.clients.fail_now(id, client_op::sync, errc::backpressure);
+        if (const auto refusal = client_refusal()) {
+            ctx_.clients.fail_now(id, client_op::sync, *refusal);
         } else if (ctx_.leading && ctx_.leading->established) {
             ctx_.clients.add_sync(id);
             broadcast_.leader_sync(id);
@@ -413,6 +405,15 @@ private:
         election_.start();
         for (auto& [from, n] : std::exchange(held_notifications_, {}))
             election_.on_notification(from, n);
+    }
+
+    /// Why a client request cannot be taken at all right now, if so: a failed replica, a
+    /// stopping one, or too many requests in flight (`max_pending_requests`).
+    std::optional<errc> client_refusal() const {
+        if (failed()) return errc::storage_failed;
+        if (shutting_down_) return errc::shutting_down;
+        if (ctx_.clients.in_flight() >= ctx_.opts().max_pending_requests) return errc::backpressure;
+        return std::nullopt;
     }
 
     /// A learner that can forward client requests: its leader sent UPTODATE.
