@@ -431,6 +431,20 @@ TEST_CASE("durability: a committed txn nobody applied yet is lost at the next ep
     CHECK(fired(c) == std::vector{property::durability});
 }
 
+TEST_CASE("durability is about later epochs: a lower epoch established late need not hold a higher one's txns") {
+    // Leader B of epoch 2 commits Z; leader A of epoch 1 completes its establishment only
+    // afterwards (an ACK of NEWLEADER(1) sent before that voter moved on). Z is not epoch
+    // 1's to hold; a leader of epoch 3 without Z loses it.
+    invariant_checker c;
+    c.established(B, 2, {});
+    c.broadcast(B, 2, Z);
+    c.committed(Z);
+    c.established(A, 1, {});
+    CHECK(c.ok());
+    c.established(C, 3, {});
+    CHECK(fired(c) == std::vector{property::durability});
+}
+
 // --- §10.9 leadership ---------------------------------------------------------------------------
 
 TEST_CASE("leadership: two leaders established in one epoch") {

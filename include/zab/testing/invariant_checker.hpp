@@ -180,13 +180,19 @@ public:
                                leader, epoch, show(records.back()));
         });
 
-        // §10.7 durability: every committed txn (and every delivered one) is in the history.
+        // §10.7 durability: every committed txn (and every delivered one) of an earlier epoch
+        // is in the history. "Later leader" is meant in epochs: a leader of epoch e can be
+        // established after a leader of e+1 committed (its NEWLEADER quorum counted an ACK
+        // sent before that voter moved on); e+1's txns are not e's to hold — and leader e
+        // can commit nothing new, as every voter of e+1 refuses epoch e (§4).
         std::vector<txn_id> lost;
         for (const auto& [id, digest] : committed_) {
+            if (id.epoch() >= epoch) break;  // committed_ is ordered by zxid
             ++checks_;
             if (!contains(record.history, txn_id{id, digest})) lost.push_back({id, digest});
         }
         for (const auto& t : ever_delivered_) {
+            if (t.id.epoch() >= epoch) break;  // ordered by zxid
             if (is_committed(t)) continue;  // checked above
             ++checks_;
             if (!contains(record.history, t)) lost.push_back(t);
