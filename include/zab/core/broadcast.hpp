@@ -108,11 +108,8 @@ public:
             return;
         }
         ++ctx_.counters.requests_refused;
-        const auto error = static_cast<errc>(proposed.error().value());
-        const reply_outcome outcome = error == errc::backpressure    ? reply_outcome::backpressure
-                                      : error == errc::zxid_exhausted ? reply_outcome::zxid_exhausted
-                                                                      : reply_outcome::not_leader;
-        ctx_.send(link.id, reply{m.request_id, outcome, zxid{}});
+        ctx_.send(link.id, reply{m.request_id,
+                                 refusal_reply(static_cast<errc>(proposed.error().value())), zxid{}});
     }
 
     /// A sync at the leader itself: answered once a quorum answers a heartbeat round that
@@ -222,22 +219,13 @@ public:
 
     /// REPLY: the leader proposed forwarded write `request_id`, or refused it for good.
     void learner_on_reply(const reply& m) {
-        switch (m.outcome) {
-            case reply_outcome::accepted:
-                ctx_.clients.assign(m.request_id, m.id);
-                // Perhaps applied already (a quick COMMIT): nothing is lost, the table checks.
-                if (m.id <= ctx_.last_applied) ctx_.clients.applied_through(ctx_.last_applied);
-                return;
-            case reply_outcome::not_leader:
-                ctx_.clients.refuse(m.request_id, errc::not_leader, ctx_.learning->leader);
-                return;
-            case reply_outcome::backpressure:
-                ctx_.clients.refuse(m.request_id, errc::backpressure, ctx_.learning->leader);
-                return;
-            case reply_outcome::zxid_exhausted:
-                ctx_.clients.refuse(m.request_id, errc::zxid_exhausted, ctx_.learning->leader);
-                return;
+        if (m.outcome != reply_outcome::accepted) {
+            ctx_.clients.refuse(m.request_id, refusal_error(m.outcome), ctx_.learning->leader);
+            return;
         }
+        ctx_.clients.assign(m.request_id, m.id);
+        // Perhaps applied already (a quick COMMIT): nothing is lost, the table checks.
+        if (m.id <= ctx_.last_applied) ctx_.clients.applied_through(ctx_.last_applied);
     }
 
     /// SYNC from the leader: a quorum confirmed its leadership after my sync reached it, and
@@ -260,6 +248,22 @@ public:
     }
 
 protected:  // the building blocks of the phase, for policies derived from this one
+    /// A definite refusal on the wire and back: the two directions of one mapping.
+    static reply_outcome refusal_reply(errc e) noexcept {
+        switch (e) {
+            case errc::backpressure: return reply_outcome::backpressure;
+            case errc::zxid_exhausted: return reply_outcome::zxid_exhausted;
+            default: return reply_outcome::not_leader;
+        }
+    }
+    static errc refusal_error(reply_outcome o) noexcept {
+        switch (o) {
+            case reply_outcome::backpressure: return errc::backpressure;
+            case reply_outcome::zxid_exhausted: return errc::zxid_exhausted;
+            default: return errc::not_leader;
+        }
+    }
+
     /// One heartbeat round to every learner (but `skip`): PING with a new round number.
     void send_heartbeats(const std::vector<peer_id>& skip = {}) {
         auto& l = *ctx_.leading;

@@ -92,7 +92,6 @@ public:
 
     /// A sync in flight (to the leader, or the leader's own quorum round).
     void add_sync(request_id id) { syncs_.emplace(id); }
-    bool has_sync(request_id id) const { return syncs_.contains(id); }
 
     /// Sync `id` is answered; `applied` is the last zxid applied here.
     void answer_sync(request_id id, zxid applied) {
