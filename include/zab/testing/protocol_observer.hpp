@@ -41,7 +41,11 @@ public:
         auto proposed = sim_.propose(id, txn);
         if (proposed) {
             ++proposals_;
-            checker_.broadcast(id, proposed.value().epoch(), txn_id{proposed.value(), digest(txn)});
+            // The epoch the proposer leads, not the zxid's: §10.9 checks that they agree.
+            const auto* p = sim_.peer_of(id);
+            const epoch_t led = p && p->context().leading ? p->context().leading->epoch
+                                                          : proposed.value().epoch();
+            checker_.broadcast(id, led, txn_id{proposed.value(), digest(txn)});
         }
         return proposed;
     }
