@@ -1,0 +1,119 @@
+// zab/net/handshake.hpp — the fixed-size hello that opens every connection between replicas.
+//
+// Before any zab frame, the two ends of a TCP connection introduce themselves. The dialer
+// (the higher peer id, see tcp_transport.hpp) and the acceptor exchange three messages of the
+// same 32-byte layout:
+//
+//   dialer   → acceptor   hello    (cluster, from = dialer, to = the peer it meant to dial)
+//   acceptor → dialer     welcome  (cluster, from = acceptor, to = dialer), once the hello passed
+//   dialer   → acceptor   confirm  (same fields as the hello), once the welcome passed
+//
+// Each side reports the connection only after the other has accepted its own message: the
+// dialer when it has checked the welcome and written the confirm, the acceptor when it has
+// read the confirm. So `on_connected` always means "the handshake succeeded both ways".
+//
+// Layout, little-endian like the frame format (codec.hpp):
+//
+//   offset size field
+//        0    4 magic        0x4842415A: the bytes 'Z' 'A' 'B' 'H' (not the frame magic 'ZAB1',
+//                            so a frame sent before the handshake is refused, and vice versa)
+//        4    1 version      1
+//        5    1 kind         1 hello, 2 welcome, 3 confirm
+//        6    2 reserved     0; nonzero is malformed
+//        8    8 cluster_id   which zab group the sender belongs to
+//       16    8 from         the sender's peer id
+//       24    8 to           the peer id the sender believes it is talking to
+//
+// This is identification, not authentication: anyone who can reach the port and knows the
+// cluster id can claim a member's id. Run the replicas on a trusted network.
+//
+// Pure code (no Boost.Asio): decoding treats the bytes as hostile and returns an error value.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+#include "zab/core/bytes.hpp"
+#include "zab/core/codec.hpp"
+#include "zab/core/error.hpp"
+#include "zab/core/types.hpp"
+
+namespace zab::asio {
+
+/// The first four bytes of every handshake message: "ZABH" read as a little-endian u32.
+inline constexpr std::uint32_t hello_magic = 0x4842415Au;
+static_assert(hello_magic != frame_magic, "a hello must never parse as a frame");
+
+/// The handshake version this build writes and the only one it accepts.
+inline constexpr std::uint8_t hello_version = 1;
+
+/// Every handshake message is exactly this long.
+inline constexpr std::size_t hello_size = 32;
+
+/// Which of the three handshake messages this is (see the file comment).
+enum class hello_kind : std::uint8_t { hello = 1, welcome = 2, confirm = 3 };
+
+constexpr std::string_view to_string(hello_kind kind) noexcept {
+    switch (kind) {
+        case hello_kind::hello: return "hello";
+        case hello_kind::welcome: return "welcome";
+        case hello_kind::confirm: return "confirm";
+    }
+    return "?";
+}
+
+/// One decoded handshake message.
+struct hello_message {
+    hello_kind kind = hello_kind::hello;
+    std::uint64_t cluster_id = 0;
+    peer_id from = 0;
+    peer_id to = 0;
+    friend bool operator==(const hello_message&, const hello_message&) = default;
+};
+
+/// The 32 bytes of `message`.
+inline std::array<std::byte, hello_size> encode_hello(const hello_message& message) noexcept {
+    std::array<std::byte, hello_size> out{};
+    std::byte* p = out.data();
+    zab::detail::store_le(p, hello_magic);
+    zab::detail::store_le(p + 4, hello_version);
+    zab::detail::store_le(p + 5, static_cast<std::uint8_t>(message.kind));
+    zab::detail::store_le(p + 6, std::uint16_t{0});
+    zab::detail::store_le(p + 8, message.cluster_id);
+    zab::detail::store_le(p + 16, message.from);
+    zab::detail::store_le(p + 24, message.to);
+    return out;
+}
+
+/// Decodes the handshake message at the start of `bytes` (it must hold at least 32). Checks
+/// only the format; whether the cluster and the ids are acceptable is the transport's call.
+/// Errors, in this order: `truncated` (fewer than 32 bytes), `bad_magic`,
+/// `unsupported_version`, `malformed` (unknown kind, nonzero reserved bits).
+inline result<hello_message> decode_hello(byte_view bytes) noexcept {
+    if (bytes.size() < hello_size) {
+        return make_error_code(errc::truncated);
+    }
+    const std::byte* p = bytes.data();
+    if (zab::detail::load_le<std::uint32_t>(p) != hello_magic) {
+        return make_error_code(errc::bad_magic);
+    }
+    if (zab::detail::load_le<std::uint8_t>(p + 4) != hello_version) {
+        return make_error_code(errc::unsupported_version);
+    }
+    const auto kind = zab::detail::load_le<std::uint8_t>(p + 5);
+    if (kind < static_cast<std::uint8_t>(hello_kind::hello) ||
+        kind > static_cast<std::uint8_t>(hello_kind::confirm) ||
+        zab::detail::load_le<std::uint16_t>(p + 6) != 0) {
+        return make_error_code(errc::malformed);
+    }
+    hello_message message;
+    message.kind = static_cast<hello_kind>(kind);
+    message.cluster_id = zab::detail::load_le<std::uint64_t>(p + 8);
+    message.from = zab::detail::load_le<std::uint64_t>(p + 16);
+    message.to = zab::detail::load_le<std::uint64_t>(p + 24);
+    return message;
+}
+
+}  // namespace zab::asio

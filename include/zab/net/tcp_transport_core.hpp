@@ -1,0 +1,690 @@
+// zab/net/tcp_transport_core.hpp — the logic behind `zab::asio::tcp_transport`.
+//
+// Read tcp_transport.hpp first for what the transport promises. This file is how:
+//
+// - Who dials. The higher id of each pair dials the lower one, which only accepts. ZooKeeper
+//   keeps the connection the higher sid initiated and closes the other (PROTOCOL.md §3.1);
+//   here the other is never opened. A member this replica dials that dials it anyway is
+//   refused (`wrong_direction`): the two disagree about the membership.
+// - One connection per peer. A peer slot holds the current (established) connection and, on
+//   the dialing side, the attempt in progress. An accepted connection that completes its
+//   handshake for a peer that already has one replaces it: that peer restarted, or its old
+//   connection is half-open and it noticed first. The old one is reported disconnected first.
+// - Lifetime. The core is owned by the `tcp_transport` through a shared_ptr; every
+//   completion handler holds a weak_ptr to it and a shared_ptr to its connection (which owns
+//   the socket and the buffers the operation uses). A handler that finds the core gone or
+//   stopped returns at once, so nothing is called after `stop()`, and destroying the
+//   transport right after `stop()` is safe while operations are still being cancelled.
+// - Re-entrancy. A user handler may call anything (send, close, stop, destroy the transport):
+//   the core is kept alive by the handler that called it, and every step re-checks `stopped_`
+//   and the connection's state after calling out. `send()` and `close()` never call out: a
+//   disconnection they cause is posted, and delivered before that peer's next on_connected.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/buffer.hpp>
+#include <boost/asio/connect.hpp>
+#include <boost/asio/error.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/read.hpp>
+#include <boost/asio/socket_base.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/write.hpp>
+#include <fmt/format.h>
+
+#include "zab/core/assert.hpp"
+#include "zab/core/bytes.hpp"
+#include "zab/core/error.hpp"
+#include "zab/core/logging.hpp"
+#include "zab/core/types.hpp"
+#include "zab/net/backoff.hpp"
+#include "zab/net/handshake.hpp"
+#include "zab/net/tcp_connection.hpp"
+#include "zab/net/tcp_transport_options.hpp"
+
+namespace zab::asio::detail {
+
+using tcp = boost::asio::ip::tcp;
+
+inline std::string to_string(const tcp::endpoint& endpoint) {
+    const auto address = endpoint.address();
+    return address.is_v6() ? fmt::format("[{}]:{}", address.to_string(), endpoint.port())
+                           : fmt::format("{}:{}", address.to_string(), endpoint.port());
+}
+
+class transport_core : public std::enable_shared_from_this<transport_core> {
+public:
+    transport_core(boost::asio::any_io_executor executor, tcp_transport_options options,
+                   transport_handler handler)
+        : executor_{std::move(executor)},
+          options_{std::move(options)},
+          handler_{std::move(handler)},
+          acceptor_{executor_},
+          accept_retry_timer_{executor_} {
+        const auto seed = static_cast<std::uint64_t>(
+            std::chrono::steady_clock::now().time_since_epoch().count());
+        for (const auto& [id, endpoint] : options_.peers) {
+            if (id == options_.self) continue;
+            peers_.try_emplace(id, executor_, id < options_.self,
+                               backoff{options_.reconnect_min, options_.reconnect_max,
+                                       seed ^ (options_.self * 0x9E3779B97F4A7C15u) ^ id});
+        }
+    }
+
+    transport_core(const transport_core&) = delete;
+    transport_core& operator=(const transport_core&) = delete;
+
+    result<void> start() {
+        if (stopped_ || started_) {
+            zab::log(log_level::error, "tcp_transport {}: start() called twice or after stop()",
+                     options_.self);
+            return make_error_code(errc::invalid_argument);
+        }
+        if (const auto problem = options_.problem(); !problem.empty()) {
+            zab::log(log_level::error, "tcp_transport {}: invalid options: {}", options_.self,
+                     problem);
+            return make_error_code(errc::invalid_options);
+        }
+        for (auto& [id, slot] : peers_) {
+            if (!slot.dialed_by_us) continue;
+            auto endpoints = resolve(options_.peers.at(id), false);
+            if (!endpoints) return endpoints.error();
+            slot.endpoints = std::move(endpoints).assume_value();
+        }
+        const tcp_endpoint& self = options_.peers.at(options_.self);
+        auto listen_on = resolve(self, true);
+        if (!listen_on) return listen_on.error();
+        const tcp::endpoint where = listen_on.assume_value().front();
+        boost::system::error_code ec;
+        acceptor_.open(where.protocol(), ec);
+        if (!ec) acceptor_.set_option(tcp::acceptor::reuse_address(true), ec);
+        if (!ec) acceptor_.bind(where, ec);
+        if (!ec) acceptor_.listen(boost::asio::socket_base::max_listen_connections, ec);
+        if (!ec) local_port_ = acceptor_.local_endpoint(ec).port();
+        if (ec) {
+            zab::log(log_level::error, "tcp_transport {}: cannot listen on {}: {}", options_.self,
+                     to_string(where), ec.message());
+            boost::system::error_code ignored;
+            acceptor_.close(ignored);
+            return std::error_code{ec};
+        }
+        started_ = true;
+        zab::log(log_level::info, "tcp_transport {}: listening on {}", options_.self,
+                 to_string(acceptor_.local_endpoint(ec)));
+        accept_next();
+        for (auto& [id, slot] : peers_) {
+            if (slot.dialed_by_us) dial(id);
+        }
+        return success();
+    }
+
+    void stop() noexcept {
+        if (stopped_) return;
+        stopped_ = true;
+        boost::system::error_code ignored;
+        acceptor_.close(ignored);
+        accept_retry_timer_.cancel();
+        for (auto& [id, slot] : peers_) {
+            slot.redial_timer.cancel();
+            if (slot.current) abort_io(*slot.current);
+            if (slot.dialing) abort_io(*slot.dialing);
+            slot.current.reset();
+            slot.dialing.reset();
+            slot.owed_disconnect.reset();
+        }
+        for (const auto& connection : pending_) abort_io(*connection);
+        pending_.clear();
+        if (started_) zab::log(log_level::info, "tcp_transport {}: stopped", options_.self);
+    }
+
+    void send(peer_id to, connection_id id, const shared_bytes& frame) {
+        if (stopped_) return;
+        const auto it = peers_.find(to);
+        if (it == peers_.end() || !it->second.current || it->second.current->id != id) {
+            ++counters_.stale_sends_dropped;
+            return;
+        }
+        const connection_ptr connection = it->second.current;
+        if (!connection->queue.push(frame)) {
+            ++counters_.queue_overflows;
+            zab::log(log_level::warn,
+                     "tcp_transport {}: send queue to peer {} is full ({} bytes queued, a frame "
+                     "of {} bytes, limit {}): closing connection {}, the peer resynchronises",
+                     options_.self, to, connection->queue.queued_bytes(), frame.size(),
+                     options_.max_queued_bytes_per_peer, id);
+            close_connection(connection, notify::later);
+            return;
+        }
+        write_frames(connection);
+    }
+
+    void close(peer_id to, connection_id id) {
+        if (stopped_) return;
+        const auto it = peers_.find(to);
+        if (it == peers_.end() || !it->second.current || it->second.current->id != id) return;
+        zab::log(log_level::info, "tcp_transport {}: closing connection {} to peer {}",
+                 options_.self, id, to);
+        close_connection(it->second.current, notify::later);
+    }
+
+    const transport_counters& counters() const noexcept { return counters_; }
+    std::uint16_t local_port() const noexcept { return local_port_; }
+    std::size_t pending_handshakes() const noexcept { return pending_.size(); }
+
+private:
+    using connection_ptr = std::shared_ptr<tcp_connection>;
+
+    struct peer_slot {
+        peer_slot(const boost::asio::any_io_executor& executor, bool dialed, backoff retry_)
+            : dialed_by_us{dialed}, redial_timer{executor}, retry{retry_} {}
+
+        const bool dialed_by_us;
+        std::vector<tcp::endpoint> endpoints;  ///< where to dial (resolved by start)
+        connection_ptr current;                ///< established, reported with on_connected
+        connection_ptr dialing;                ///< our attempt in progress (dialer only)
+        std::optional<connection_id> owed_disconnect;  ///< closed by send/close, not yet reported
+        boost::asio::steady_timer redial_timer;
+        bool redial_scheduled = false;
+        backoff retry;
+    };
+
+    enum class notify { now, later };
+
+    // --- Completion handlers -----------------------------------------------------------------
+
+    /// A completion handler that calls `step(connection, results...)` on this core, unless the
+    /// core is gone or stopped by then.
+    template <typename... Results>
+    auto guarded(connection_ptr connection,
+                 void (transport_core::*step)(const connection_ptr&, Results...)) {
+        return [weak = weak_from_this(), connection = std::move(connection),
+                step](Results... results) {
+            const std::shared_ptr<transport_core> core = weak.lock();
+            if (!core || core->stopped_) return;
+            ((*core).*step)(connection, std::move(results)...);
+        };
+    }
+
+    // --- Accepting ---------------------------------------------------------------------------
+
+    void accept_next() {
+        acceptor_.async_accept(
+            [weak = weak_from_this()](boost::system::error_code ec, tcp::socket socket) {
+                const std::shared_ptr<transport_core> core = weak.lock();
+                if (!core || core->stopped_) return;
+                core->on_accept(ec, std::move(socket));
+            });
+    }
+
+    void on_accept(boost::system::error_code ec, tcp::socket socket) {
+        if (ec) {
+            // Out of descriptors, or a connection reset before it was accepted: try again a
+            // little later rather than spinning.
+            zab::log(log_level::warn, "tcp_transport {}: accept failed: {}", options_.self,
+                     ec.message());
+            accept_retry_timer_.expires_after(options_.reconnect_min);
+            accept_retry_timer_.async_wait([weak = weak_from_this()](boost::system::error_code e) {
+                const std::shared_ptr<transport_core> core = weak.lock();
+                if (!core || core->stopped_ || e) return;
+                core->accept_next();
+            });
+            return;
+        }
+        ++counters_.connections_accepted;
+        boost::system::error_code ignored;
+        const std::string remote = to_string(socket.remote_endpoint(ignored));
+        if (pending_.size() >= options_.max_pending_handshakes) {
+            ++counters_.rejected.too_many_pending;
+            // One warning per saturation, not one per connection of a flood.
+            zab::log(pending_full_logged_ ? log_level::debug : log_level::warn,
+                     "tcp_transport {}: refused connection from {}: {} handshakes already "
+                     "pending (max_pending_handshakes)",
+                     options_.self, remote, pending_.size());
+            pending_full_logged_ = true;
+            socket.close(ignored);
+            accept_next();
+            return;
+        }
+        socket.set_option(tcp::no_delay(true), ignored);
+        auto connection = std::make_shared<tcp_connection>(std::move(socket), next_id_++, true,
+                                                           peer_id{0}, options_);
+        connection->remote = remote;
+        pending_.insert(connection);
+        start_handshake_timer(connection);
+        read_hello(connection, &transport_core::on_hello);
+        accept_next();
+    }
+
+    void on_hello(const connection_ptr& connection, boost::system::error_code ec, std::size_t) {
+        if (connection->state != connection_state::handshaking) return;
+        if (ec) return handshake_broken(connection, ec);
+        hello_message hello;
+        if (auto why = check_hello(*connection, hello_kind::hello, hello)) {
+            return reject(connection, *why);
+        }
+        const peer_id from = hello.from;
+        if (from == options_.self || !peers_.contains(from)) {
+            return reject(connection, {&handshake_rejections::unknown_peer,
+                                       fmt::format("peer id {} is not a member", from)});
+        }
+        if (hello.to != options_.self) {
+            return reject(connection,
+                          {&handshake_rejections::unexpected_peer,
+                           fmt::format("peer {} meant to reach peer {}, not us", from, hello.to)});
+        }
+        if (peers_.at(from).dialed_by_us) {
+            return reject(connection,
+                          {&handshake_rejections::wrong_direction,
+                           fmt::format("peer {} dialed us, but the higher id dials: check that "
+                                       "both have the same membership",
+                                       from)});
+        }
+        connection->peer = from;
+        write_hello(connection, {hello_kind::welcome, options_.cluster_id, options_.self, from},
+                    &transport_core::on_welcome_written);
+    }
+
+    void on_welcome_written(const connection_ptr& connection, boost::system::error_code ec,
+                            std::size_t) {
+        if (connection->state != connection_state::handshaking) return;
+        if (ec) return handshake_broken(connection, ec);
+        read_hello(connection, &transport_core::on_confirm);
+    }
+
+    void on_confirm(const connection_ptr& connection, boost::system::error_code ec, std::size_t) {
+        if (connection->state != connection_state::handshaking) return;
+        if (ec) return handshake_broken(connection, ec);
+        hello_message confirm;
+        if (auto why = check_hello(*connection, hello_kind::confirm, confirm)) {
+            return reject(connection, *why);
+        }
+        if (confirm.from != connection->peer || confirm.to != options_.self) {
+            return reject(connection, {&handshake_rejections::unexpected_peer,
+                                       fmt::format("confirm from {} to {} after a hello from {}",
+                                                   confirm.from, confirm.to, connection->peer)});
+        }
+        forget_pending(connection);
+        peer_slot& slot = peers_.at(connection->peer);
+        if (slot.current) {
+            ++counters_.replaced_connections;
+            zab::log(log_level::info,
+                     "tcp_transport {}: peer {} connected again from {}: connection {} replaces "
+                     "connection {}",
+                     options_.self, connection->peer, connection->remote, connection->id,
+                     slot.current->id);
+            close_connection(slot.current, notify::now);
+            if (stopped_ || connection->state != connection_state::handshaking) return;
+        }
+        establish(connection);
+    }
+
+    // --- Dialing -----------------------------------------------------------------------------
+
+    void dial(peer_id id) {
+        peer_slot& slot = peers_.at(id);
+        slot.redial_scheduled = false;
+        if (stopped_ || !started_ || slot.current || slot.dialing) return;
+        auto connection = std::make_shared<tcp_connection>(tcp::socket{executor_}, next_id_++,
+                                                           false, id, options_);
+        const tcp_endpoint& where = options_.peers.at(id);
+        connection->remote = fmt::format("{}:{}", where.host, where.port);
+        slot.dialing = connection;
+        start_handshake_timer(connection);
+        boost::asio::async_connect(connection->socket, slot.endpoints,
+                                   guarded(connection, &transport_core::on_connect));
+    }
+
+    void on_connect(const connection_ptr& connection, boost::system::error_code ec,
+                    tcp::endpoint endpoint) {
+        if (connection->state != connection_state::handshaking) return;
+        if (ec) {
+            ++counters_.dial_failures;
+            zab::log(log_level::debug, "tcp_transport {}: cannot connect to peer {} at {}: {}",
+                     options_.self, connection->peer, connection->remote, ec.message());
+            return close_connection(connection, notify::now);
+        }
+        ++counters_.connections_dialed;
+        connection->tcp_connected = true;
+        connection->remote = to_string(endpoint);
+        boost::system::error_code ignored;
+        connection->socket.set_option(tcp::no_delay(true), ignored);
+        write_hello(connection,
+                    {hello_kind::hello, options_.cluster_id, options_.self, connection->peer},
+                    &transport_core::on_hello_written);
+    }
+
+    void on_hello_written(const connection_ptr& connection, boost::system::error_code ec,
+                          std::size_t) {
+        if (connection->state != connection_state::handshaking) return;
+        if (ec) return handshake_broken(connection, ec);
+        read_hello(connection, &transport_core::on_welcome);
+    }
+
+    void on_welcome(const connection_ptr& connection, boost::system::error_code ec, std::size_t) {
+        if (connection->state != connection_state::handshaking) return;
+        if (ec) return handshake_broken(connection, ec);
+        hello_message welcome;
+        if (auto why = check_hello(*connection, hello_kind::welcome, welcome)) {
+            return reject(connection, *why);
+        }
+        if (welcome.from != connection->peer || welcome.to != options_.self) {
+            return reject(connection,
+                          {&handshake_rejections::unexpected_peer,
+                           fmt::format("we dialed peer {} and peer {} answered, addressing peer "
+                                       "{}: check the endpoints",
+                                       connection->peer, welcome.from, welcome.to)});
+        }
+        write_hello(connection,
+                    {hello_kind::confirm, options_.cluster_id, options_.self, connection->peer},
+                    &transport_core::on_confirm_written);
+    }
+
+    void on_confirm_written(const connection_ptr& connection, boost::system::error_code ec,
+                            std::size_t) {
+        if (connection->state != connection_state::handshaking) return;
+        if (ec) return handshake_broken(connection, ec);
+        peers_.at(connection->peer).dialing.reset();
+        establish(connection);
+    }
+
+    void schedule_redial(peer_id id, peer_slot& slot) {
+        if (stopped_ || !started_ || slot.current || slot.dialing || slot.redial_scheduled) return;
+        slot.redial_scheduled = true;
+        const auto delay = slot.retry.next_delay();
+        zab::log(log_level::debug, "tcp_transport {}: dialing peer {} again in {} ms",
+                 options_.self, id, delay.count());
+        slot.redial_timer.expires_after(delay);
+        slot.redial_timer.async_wait([weak = weak_from_this(), id](boost::system::error_code ec) {
+            const std::shared_ptr<transport_core> core = weak.lock();
+            if (!core || core->stopped_ || ec) return;
+            core->dial(id);
+        });
+    }
+
+    // --- The handshake, both sides -----------------------------------------------------------
+
+    /// A handshake failure: which counter moves, and why (for the log line).
+    struct rejection {
+        std::uint64_t handshake_rejections::*counter;
+        std::string reason;
+    };
+
+    void start_handshake_timer(const connection_ptr& connection) {
+        connection->handshake_timer.expires_after(options_.handshake_timeout);
+        connection->handshake_timer.async_wait(
+            guarded(connection, &transport_core::on_handshake_timeout));
+    }
+
+    void on_handshake_timeout(const connection_ptr& connection, boost::system::error_code ec) {
+        if (ec || connection->state != connection_state::handshaking) return;
+        if (!connection->inbound && !connection->tcp_connected) {
+            ++counters_.dial_failures;
+            zab::log(log_level::debug, "tcp_transport {}: connecting to peer {} at {} timed out",
+                     options_.self, connection->peer, connection->remote);
+            return close_connection(connection, notify::now);
+        }
+        reject(connection, {&handshake_rejections::timeout,
+                            fmt::format("no handshake within {} ms",
+                                        options_.handshake_timeout.count())});
+    }
+
+    template <typename Step>
+    void read_hello(const connection_ptr& connection, Step step) {
+        boost::asio::async_read(connection->socket, boost::asio::buffer(connection->hello_in),
+                                guarded(connection, step));
+    }
+
+    template <typename Step>
+    void write_hello(const connection_ptr& connection, const hello_message& message, Step step) {
+        connection->hello_out = encode_hello(message);
+        boost::asio::async_write(connection->socket, boost::asio::buffer(connection->hello_out),
+                                 guarded(connection, step));
+    }
+
+    /// Decodes the message just read into `message` and checks what every handshake message
+    /// must satisfy; the reason to refuse it, if any.
+    std::optional<rejection> check_hello(const tcp_connection& connection, hello_kind expected,
+                                         hello_message& message) const {
+        const auto decoded = decode_hello(connection.hello_in);
+        if (!decoded) {
+            const std::error_code error = decoded.error();
+            auto counter = &handshake_rejections::malformed;
+            if (error == errc::bad_magic) counter = &handshake_rejections::bad_magic;
+            if (error == errc::unsupported_version) counter = &handshake_rejections::bad_version;
+            return rejection{counter, fmt::format("not a valid {}: {}", to_string(expected),
+                                                  error.message())};
+        }
+        message = decoded.assume_value();
+        if (message.kind != expected) {
+            return rejection{&handshake_rejections::malformed,
+                             fmt::format("expected a {}, got a {}", to_string(expected),
+                                         to_string(message.kind))};
+        }
+        if (message.cluster_id != options_.cluster_id) {
+            return rejection{&handshake_rejections::wrong_cluster,
+                             fmt::format("cluster id {} is not ours ({})", message.cluster_id,
+                                         options_.cluster_id)};
+        }
+        return std::nullopt;
+    }
+
+    void reject(const connection_ptr& connection, const rejection& why) {
+        ++(counters_.rejected.*why.counter);
+        zab::log(log_level::warn, "tcp_transport {}: handshake failed on {}: {}", options_.self,
+                 describe(*connection), why.reason);
+        close_connection(connection, notify::now);
+    }
+
+    void handshake_broken(const connection_ptr& connection, boost::system::error_code ec) {
+        ++counters_.rejected.closed_by_remote;
+        // The usual reason is that the other side refused our hello: its log says why.
+        zab::log(log_level::info,
+                 "tcp_transport {}: handshake failed on {}: closed by the other end: {}",
+                 options_.self, describe(*connection), ec.message());
+        close_connection(connection, notify::now);
+    }
+
+    std::string describe(const tcp_connection& connection) const {
+        return connection.inbound ? fmt::format("connection from {}", connection.remote)
+                                  : fmt::format("connection to peer {} at {}", connection.peer,
+                                                connection.remote);
+    }
+
+    // --- Established connections -------------------------------------------------------------
+
+    void establish(const connection_ptr& connection) {
+        connection->handshake_timer.cancel();
+        peer_slot& slot = peers_.at(connection->peer);
+        deliver_owed_disconnect(connection->peer);
+        if (stopped_ || connection->state != connection_state::handshaking) return;
+        ZAB_ASSERT(!slot.current, "tcp_transport: a peer with two established connections");
+        connection->state = connection_state::established;
+        slot.current = connection;
+        slot.retry.reset();
+        ++counters_.connections_established;
+        zab::log(log_level::info, "tcp_transport {}: connection {} to peer {} ({}) established",
+                 options_.self, connection->id, connection->peer, connection->remote);
+        if (handler_.on_connected) handler_.on_connected(connection->peer, connection->id);
+        if (stopped_ || connection->state != connection_state::established) return;
+        read_frames(connection);
+    }
+
+    void read_frames(const connection_ptr& connection) {
+        const std::span<std::byte> buffer = connection->reader.read_buffer();
+        connection->socket.async_read_some(boost::asio::buffer(buffer.data(), buffer.size()),
+                                           guarded(connection, &transport_core::on_frames_read));
+    }
+
+    void on_frames_read(const connection_ptr& connection, boost::system::error_code ec,
+                        std::size_t bytes) {
+        if (connection->state != connection_state::established) return;
+        if (bytes > 0) {
+            connection->reader.commit(bytes);
+            counters_.bytes_received += bytes;
+            for (;;) {
+                auto next = connection->reader.next();
+                if (!next) return bad_frame(connection, next.error());
+                if (!next.assume_value()) break;
+                ++counters_.frames_received;
+                if (handler_.on_receive) {
+                    handler_.on_receive(connection->peer, connection->id, *next.assume_value());
+                }
+                if (stopped_ || connection->state != connection_state::established) return;
+            }
+        }
+        if (ec) {
+            zab::log(log_level::info, "tcp_transport {}: connection {} to peer {} lost: {}",
+                     options_.self, connection->id, connection->peer,
+                     ec == boost::asio::error::eof ? std::string{"closed by the peer"}
+                                                   : ec.message());
+            return close_connection(connection, notify::now);
+        }
+        read_frames(connection);
+    }
+
+    void bad_frame(const connection_ptr& connection, std::error_code error) {
+        if (error == errc::oversized) {
+            ++counters_.oversized_frames;
+        } else {
+            ++counters_.malformed_frames;
+        }
+        zab::log(log_level::warn,
+                 "tcp_transport {}: closing connection {} to peer {}: bad frame header: {} "
+                 "(max_frame_size {})",
+                 options_.self, connection->id, connection->peer, error.message(),
+                 options_.max_frame_size);
+        close_connection(connection, notify::now);
+    }
+
+    void write_frames(const connection_ptr& connection) {
+        if (connection->state != connection_state::established ||
+            !connection->queue.ready_to_write()) {
+            return;
+        }
+        boost::asio::async_write(connection->socket, connection->queue.begin_write(),
+                                 guarded(connection, &transport_core::on_frames_written));
+    }
+
+    void on_frames_written(const connection_ptr& connection, boost::system::error_code ec,
+                           std::size_t) {
+        if (connection->state != connection_state::established) return;
+        if (ec) {
+            zab::log(log_level::info, "tcp_transport {}: connection {} to peer {} lost: {}",
+                     options_.self, connection->id, connection->peer, ec.message());
+            return close_connection(connection, notify::now);
+        }
+        const auto written = connection->queue.finish_write();
+        counters_.frames_sent += written.frames;
+        counters_.bytes_sent += written.bytes;
+        write_frames(connection);
+    }
+
+    // --- Closing -----------------------------------------------------------------------------
+
+    /// Closes `connection` (by value: it may be the slot's own pointer, reset below). Reports
+    /// `on_disconnected` if it was established: now (from a completion handler) or later (from
+    /// send/close, which must not call out). A dialer schedules its next attempt.
+    void close_connection(connection_ptr connection, notify how) {
+        if (connection->state == connection_state::closed) return;
+        const bool was_established = connection->state == connection_state::established;
+        abort_io(*connection);
+        forget_pending(connection);
+        const auto it = peers_.find(connection->peer);
+        if (it == peers_.end()) return;  // an inbound connection that never said who it was
+        peer_slot& slot = it->second;
+        if (slot.dialing == connection) slot.dialing.reset();
+        const bool report = was_established && slot.current == connection;
+        if (report) slot.current.reset();
+        if (slot.dialed_by_us) schedule_redial(connection->peer, slot);
+        if (!report) return;
+        if (how == notify::now) {
+            report_disconnected(connection->peer, connection->id);
+            return;
+        }
+        slot.owed_disconnect = connection->id;
+        boost::asio::post(executor_, [weak = weak_from_this(), peer = connection->peer] {
+            const std::shared_ptr<transport_core> core = weak.lock();
+            if (!core || core->stopped_) return;
+            core->deliver_owed_disconnect(peer);
+        });
+    }
+
+    void deliver_owed_disconnect(peer_id peer) {
+        peer_slot& slot = peers_.at(peer);
+        if (!slot.owed_disconnect) return;
+        const connection_id id = *slot.owed_disconnect;
+        slot.owed_disconnect.reset();
+        report_disconnected(peer, id);
+    }
+
+    void report_disconnected(peer_id peer, connection_id id) {
+        ++counters_.connections_lost;
+        if (handler_.on_disconnected) handler_.on_disconnected(peer, id);
+    }
+
+    void forget_pending(const connection_ptr& connection) {
+        if (pending_.erase(connection) > 0) pending_full_logged_ = false;
+    }
+
+    /// Closes the socket (pending operations complete with operation_aborted) and the timer.
+    /// The buffers stay with the connection until the last operation has completed.
+    static void abort_io(tcp_connection& connection) noexcept {
+        connection.state = connection_state::closed;
+        boost::system::error_code ignored;
+        connection.socket.close(ignored);
+        connection.handshake_timer.cancel();
+    }
+
+    // --- Start-up ----------------------------------------------------------------------------
+
+    /// An IP literal as is; a host name through the system resolver, synchronously (start()
+    /// only: Asio's asynchronous resolver would run a thread of its own).
+    result<std::vector<tcp::endpoint>> resolve(const tcp_endpoint& where, bool passive) {
+        boost::system::error_code ec;
+        const auto address = boost::asio::ip::make_address(where.host, ec);
+        if (!ec) return std::vector<tcp::endpoint>{tcp::endpoint{address, where.port}};
+        tcp::resolver resolver{executor_};
+        auto flags = tcp::resolver::numeric_service;
+        if (passive) flags = flags | tcp::resolver::passive;
+        const auto results = resolver.resolve(where.host, std::to_string(where.port), flags, ec);
+        if (ec || results.empty()) {
+            zab::log(log_level::error, "tcp_transport {}: cannot resolve {}: {}", options_.self,
+                     where.host, ec ? ec.message() : std::string{"no address"});
+            if (ec) return std::error_code{ec};
+            return make_error_code(errc::invalid_options);
+        }
+        std::vector<tcp::endpoint> endpoints;
+        for (const auto& entry : results) endpoints.push_back(entry.endpoint());
+        return endpoints;
+    }
+
+    boost::asio::any_io_executor executor_;
+    const tcp_transport_options options_;
+    const transport_handler handler_;  // kept until the core dies: a running handler is safe
+    transport_counters counters_;
+    tcp::acceptor acceptor_;
+    boost::asio::steady_timer accept_retry_timer_;
+    std::map<peer_id, peer_slot> peers_;  // every member but self; fixed after construction
+    std::set<connection_ptr> pending_;    // inbound, handshake not complete
+    bool pending_full_logged_ = false;
+    connection_id next_id_ = 1;
+    std::uint16_t local_port_ = 0;
+    bool started_ = false;
+    bool stopped_ = false;
+};
+
+}  // namespace zab::asio::detail

@@ -1,0 +1,156 @@
+// zab/net/tcp_transport_options.hpp — what `zab::asio::tcp_transport` is configured with,
+// what it reports to (the handler), and what it counts.
+//
+// No Boost.Asio here: a driver or a configuration loader can use these types without it.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "zab/core/bytes.hpp"
+#include "zab/core/codec.hpp"
+#include "zab/core/error.hpp"
+#include "zab/core/types.hpp"
+
+namespace zab::asio {
+
+/// Where a replica listens: an IP literal ("127.0.0.1", "::1", "0.0.0.0") or a host name.
+/// Host names are resolved once, in `tcp_transport::start()`.
+struct tcp_endpoint {
+    std::string host;
+    std::uint16_t port = 0;
+};
+
+/// Options of `tcp_transport`, checked by `problem()` / `validate()` (and by `start()`).
+struct tcp_transport_options {
+    /// This replica's id: a key of `peers`, not 0 (reserved, see config.hpp).
+    peer_id self = 0;
+
+    /// The group's identity, exchanged in the handshake: a replica of another group is
+    /// refused. Use the peer's `options::group_id`.
+    std::uint64_t cluster_id = 0;
+
+    /// Every member of the group, this replica included; self's entry is where to listen
+    /// (port 0: any free port, see `tcp_transport::local_port()`). The higher id of each pair
+    /// dials the lower one, so the endpoints of higher ids are never dialed from here.
+    std::map<peer_id, tcp_endpoint> peers;
+
+    /// The largest whole frame (header and payload) accepted from a peer, checked from the
+    /// header before anything is allocated for the payload. The default accepts exactly what
+    /// the codec's default limits accept.
+    std::size_t max_frame_size = frame_header_size + codec_limits{}.max_payload_bytes;
+
+    /// Bound on the bytes queued for one connection (frames being written included). A send
+    /// that would exceed it closes that connection instead (the peer resynchronises after
+    /// reconnecting): never blocks, never grows without bound. Keep it above the largest
+    /// frame the peer sends (a SNAP): a frame that cannot fit closes the connection each time.
+    std::size_t max_queued_bytes_per_peer = 64u << 20;
+
+    /// Queued frames are gathered into one write of up to this many bytes.
+    std::size_t max_gather_bytes = 1u << 20;
+
+    /// A connection that has not completed its handshake (TCP connect included, when dialing)
+    /// within this time is closed.
+    std::chrono::milliseconds handshake_timeout{5000};
+
+    /// Reconnection back-off bounds (backoff.hpp): the dialer retries forever while started.
+    std::chrono::milliseconds reconnect_min{50};
+    std::chrono::milliseconds reconnect_max{2000};
+
+    /// At most this many inbound connections may be in their handshake at once; beyond that a
+    /// new connection is closed as soon as it is accepted (a flood cannot exhaust memory or
+    /// descriptors, and the real peers, already connected, are not disturbed).
+    std::size_t max_pending_handshakes = 64;
+
+    /// Empty if the options are usable, else the first problem found, naming the field.
+    std::string problem() const {
+        if (self == 0) return "self must not be 0 (peer id 0 is reserved)";
+        if (!peers.contains(self)) return fmt::format("peers must contain self ({})", self);
+        if (peers.contains(0)) return "peers must not contain peer id 0 (reserved)";
+        for (const auto& [id, endpoint] : peers) {
+            if (endpoint.host.empty()) return fmt::format("peers[{}].host must not be empty", id);
+            if (id < self && endpoint.port == 0)
+                return fmt::format("peers[{}].port must not be 0: this replica dials it", id);
+        }
+        if (max_frame_size < frame_header_size)
+            return fmt::format("max_frame_size must be at least {}", frame_header_size);
+        if (max_queued_bytes_per_peer == 0) return "max_queued_bytes_per_peer must not be 0";
+        if (max_gather_bytes == 0) return "max_gather_bytes must not be 0";
+        if (handshake_timeout <= std::chrono::milliseconds::zero())
+            return "handshake_timeout must be positive";
+        if (reconnect_min <= std::chrono::milliseconds::zero())
+            return "reconnect_min must be positive";
+        if (reconnect_max < reconnect_min) return "reconnect_max must not be below reconnect_min";
+        if (max_pending_handshakes == 0) return "max_pending_handshakes must be at least 1";
+        return {};
+    }
+
+    result<void> validate() const {
+        if (!problem().empty()) {
+            return make_error_code(errc::invalid_options);
+        }
+        return success();
+    }
+};
+
+/// What the transport reports, as the `zab::transport` concept describes (concepts.hpp). All
+/// three run on the transport's executor, never from inside `send()` or `close()`, and never
+/// after `stop()` returned. An empty function ignores the event. A handler may call any member
+/// of the transport, `stop()` and destroying it included.
+struct transport_handler {
+    /// A connection to `peer` completed its handshake both ways. It is now the peer's current
+    /// connection: `send` to it is delivered, in order.
+    std::function<void(peer_id peer, connection_id connection)> on_connected;
+
+    /// Exactly once for each `on_connected` (unless `stop()` came first): the connection is
+    /// gone and anything in flight on it is lost. Comes before the `on_connected` of the
+    /// peer's next connection.
+    std::function<void(peer_id peer, connection_id connection)> on_disconnected;
+
+    /// One whole frame (header and payload, header validated, payload not decoded) from
+    /// `peer` on `connection`, in the order sent. Never after that connection's
+    /// `on_disconnected`.
+    std::function<void(peer_id peer, connection_id connection, const shared_bytes& frame)>
+        on_receive;
+};
+
+/// Why handshakes failed, counted (and logged) per reason.
+struct handshake_rejections {
+    std::uint64_t bad_magic = 0;         ///< not a zab hello (random bytes, a frame, HTTP…)
+    std::uint64_t bad_version = 0;       ///< a handshake version this build does not speak
+    std::uint64_t malformed = 0;         ///< unknown message kind, reserved bits set
+    std::uint64_t wrong_cluster = 0;     ///< a replica of another group
+    std::uint64_t unknown_peer = 0;      ///< an id that is not a member, or our own
+    std::uint64_t unexpected_peer = 0;   ///< a member, but not the one the message is for
+    std::uint64_t wrong_direction = 0;   ///< a member that this replica dials dialed it
+    std::uint64_t timeout = 0;           ///< not finished within handshake_timeout
+    std::uint64_t too_many_pending = 0;  ///< closed at once: max_pending_handshakes reached
+    std::uint64_t closed_by_remote = 0;  ///< the other end closed (or failed) mid-handshake
+};
+
+/// What the transport did since it was constructed. Read with `tcp_transport::counters()`.
+struct transport_counters {
+    std::uint64_t connections_accepted = 0;     ///< inbound TCP connections accepted
+    std::uint64_t connections_dialed = 0;       ///< outbound TCP connections established
+    std::uint64_t dial_failures = 0;            ///< outbound connects refused, failed, timed out
+    std::uint64_t connections_established = 0;  ///< handshakes completed (`on_connected`)
+    std::uint64_t connections_lost = 0;         ///< `on_disconnected` reported
+    handshake_rejections rejected;
+    std::uint64_t frames_sent = 0;
+    std::uint64_t bytes_sent = 0;               ///< frame bytes written
+    std::uint64_t frames_received = 0;
+    std::uint64_t bytes_received = 0;           ///< frame bytes read (partial frames included)
+    std::uint64_t malformed_frames = 0;         ///< a frame header that is not a zab header
+    std::uint64_t oversized_frames = 0;         ///< a frame above max_frame_size
+    std::uint64_t queue_overflows = 0;          ///< connections closed by a full send queue
+    std::uint64_t replaced_connections = 0;     ///< closed because the peer connected again
+    std::uint64_t stale_sends_dropped = 0;      ///< sends naming a connection no longer current
+};
+
+}  // namespace zab::asio
