@@ -281,7 +281,12 @@ public:
             }
         }
         while (last_applied < upto) {
-            auto chunk = storage_->read(last_applied, 256);
+            // Read only what is to be applied (counters are contiguous within an epoch, §10.13):
+            // one record per COMMIT, not a chunk of 256 copied and thrown away.
+            std::size_t wanted = 256;
+            if (upto.epoch() == last_applied.epoch())
+                wanted = std::min<std::size_t>(wanted, upto.counter() - last_applied.counter());
+            auto chunk = storage_->read(last_applied, wanted);
             if (!chunk || chunk.value().empty()) return;
             for (const auto& record : chunk.value()) {
                 if (record.id > upto) return;

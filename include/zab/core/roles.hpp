@@ -75,6 +75,8 @@ struct leader_state {
     bool established = false;
     std::vector<learner_link> links;
     zxid last_proposed;
+    /// How many of `outstanding`, from the front, carry the leader's own (durable) ack.
+    std::size_t self_acked_count = 0;
     std::deque<outstanding_proposal> outstanding;
     /// Recently committed records, contiguous, oldest first (§5.1 committedLog). At
     /// establishment: the leader's whole history (it all became committed, §5.5).

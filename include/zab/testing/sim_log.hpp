@@ -37,6 +37,7 @@
 #include "zab/core/concepts.hpp"
 #include "zab/core/error.hpp"
 #include "zab/core/zxid.hpp"
+#include "zab/storage/log_image.hpp"
 #include "zab/testing/event_queue.hpp"
 #include "zab/testing/random.hpp"
 
@@ -144,12 +145,7 @@ public:
 
     void append(storage_op op, std::span<const log_record> records) {
         note_log_op(op);
-        zxid previous = last_zxid();
-        for (const auto& record : records) {
-            ZAB_ASSERT(record.id > previous, "append: zxids must increase past last_zxid()");
-            previous = record.id;
-        }
-        visible_.records.insert(visible_.records.end(), records.begin(), records.end());
+        visible_.append(records);
         unsynced_.push_back(
             {op, operation_kind::append, zxid{}, {records.begin(), records.end()}, {}});
         ++stats_.appends;
@@ -163,7 +159,7 @@ public:
     /// reaches below a committed one (§5.6); the model must merely survive it.
     void truncate_after(storage_op op, zxid last_kept) {
         note_log_op(op);
-        truncate_records(visible_.records, last_kept);
+        visible_.truncate_after(last_kept);
         unsynced_.push_back({op, operation_kind::truncate, last_kept, {}, {}});
         ++stats_.truncates;
     }
@@ -175,16 +171,9 @@ public:
     void install_snapshot(storage_op op, zxid last_included, const shared_bytes& state,
                           std::span<const log_record> following) {
         note_log_op(op);
-        zxid previous = last_included;
-        for (const auto& record : following) {
-            ZAB_ASSERT(record.id > previous, "install_snapshot: records must follow the snapshot");
-            previous = record.id;
-        }
-        log_snapshot installed{last_included, state};
-        std::vector<log_record> records{following.begin(), following.end()};
-        visible_ = log_image{installed, records};
-        unsynced_.push_back({op, operation_kind::install_snapshot, zxid{}, std::move(records),
-                             std::move(installed)});
+        visible_ = log_image::installed(last_included, state, following);
+        unsynced_.push_back({op, operation_kind::install_snapshot, zxid{}, visible_.records,
+                             visible_.snapshot});
         ++stats_.snapshot_installs;
     }
 
@@ -228,14 +217,7 @@ public:
     /// `errc::compacted` when `after` lies below the snapshot: the records from `after` on
     /// are gone. From the snapshot's zxid on, the records after `after`.
     result<std::vector<log_record>> read(zxid after, std::size_t max) const {
-        if (visible_.snapshot && after < visible_.snapshot->last_included)
-            return make_error_code(errc::compacted);
-        const auto& records = visible_.records;
-        auto first = std::upper_bound(records.begin(), records.end(), after,
-                                      [](zxid z, const log_record& r) { return z < r.id; });
-        std::vector<log_record> out;
-        for (; first != records.end() && out.size() < max; ++first) out.push_back(*first);
-        return out;
+        return visible_.read(after, max);
     }
 
     // --- fault injection -----------------------------------------------------------------
@@ -303,15 +285,6 @@ private:
 
     // The log as one state of the disk holds it: the snapshot in effect (if any) and the
     // records after it, ascending, every one above the snapshot's zxid.
-    struct log_image {
-        std::optional<log_snapshot> snapshot;
-        std::vector<log_record> records;
-
-        zxid last_zxid() const {
-            if (!records.empty()) return records.back().id;
-            return snapshot ? snapshot->last_included : zxid{};
-        }
-    };
 
     struct pending_sync {
         storage_op op;
@@ -341,11 +314,6 @@ private:
                    "disk_options: crash weights must be non-negative, not all zero");
     }
 
-    static void truncate_records(std::vector<log_record>& records, zxid last_kept) {
-        auto first_removed = std::upper_bound(records.begin(), records.end(), last_kept,
-                                              [](zxid z, const log_record& r) { return z < r.id; });
-        records.erase(first_removed, records.end());
-    }
 
     static void apply(log_image& image, const pending_operation& operation) {
         switch (operation.kind) {
@@ -354,7 +322,7 @@ private:
                                      operation.records.end());
                 break;
             case operation_kind::truncate:
-                truncate_records(image.records, operation.last_kept);
+                image.truncate_after(operation.last_kept);
                 break;
             case operation_kind::install_snapshot:
                 image = log_image{operation.snapshot, operation.records};

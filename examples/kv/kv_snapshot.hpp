@@ -1,0 +1,174 @@
+// examples/kv/kv_snapshot.hpp — the replicated state of the key-value map, and its snapshot
+// image: what kv_state_machine::snapshot() writes and restore() reads.
+//
+// Image, version 1, little-endian, strings as a u32 length then the bytes:
+//
+//   u32 magic          0x3153564B: the bytes 'K' 'V' 'S' '1'
+//   u8  version        1
+//   u64 last_applied   zxid::value()
+//   u64 key count,     then per key, in strictly increasing byte order: key, value
+//   u64 client count,  then per client, in strictly increasing id order:
+//                      u64 client_id, u64 sequence, u64 last_active (zxid),
+//                      u8 outcome kind, u64 outcome integer (two's complement), error text
+//   u32 CRC32C         of every byte before it
+//
+// Maps are written in their (deterministic) order, so equal states have byte-identical
+// images. Decoding checks everything — magic, version, checksum, order, bounds, that outcomes
+// are well formed, that no client was active after `last_applied` — and rejects the image
+// otherwise: a restore either installs a state `snapshot()` could have written, or nothing.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "binary_io.hpp"
+#include "kv_command.hpp"
+#include "kv_outcome.hpp"
+#include "zab/core/bytes.hpp"
+#include "zab/core/crc32c.hpp"
+#include "zab/core/error.hpp"
+#include "zab/core/zxid.hpp"
+
+namespace zab::kv {
+
+/// What the map remembers of one client for exactly-once retries.
+struct client_record {
+    std::uint64_t sequence = 0;  ///< the client's last applied request
+    zxid last_active;            ///< the last command that carried this client's id
+    outcome last_outcome;        ///< the outcome of `sequence` (never marked duplicate)
+    bool operator==(const client_record&) const = default;
+};
+
+/// Keys to values. `std::less<>` for lookups by string_view; std::string orders its bytes
+/// as unsigned, like memcmp, on every platform.
+using kv_map = std::map<std::string, std::string, std::less<>>;
+using client_map = std::map<std::uint64_t, client_record>;
+
+/// The replicated state: equal on every replica that applied the same transactions.
+struct kv_state {
+    zxid last_applied;
+    kv_map data;
+    client_map clients;
+    bool operator==(const kv_state&) const = default;
+};
+
+/// "KVS1" as a little-endian u32.
+inline constexpr std::uint32_t snapshot_magic = 0x3153564Bu;
+inline constexpr std::uint8_t snapshot_version = 1;
+
+namespace detail {
+
+inline constexpr std::size_t snapshot_header_bytes = 4 + 1 + 8;
+inline constexpr std::size_t snapshot_crc_bytes = 4;
+
+inline std::size_t image_size(const kv_state& s) noexcept {
+    std::size_t size = snapshot_header_bytes + 8 + 8 + snapshot_crc_bytes;
+    for (const auto& [key, value] : s.data) size += 8 + key.size() + value.size();
+    for (const auto& entry : s.clients)
+        size += 8 * 4 + 1 + 4 + entry.second.last_outcome.error.size();
+    return size;
+}
+
+/// Reads one outcome, rejecting any encoding `snapshot()` would not have written.
+inline bool read_outcome(byte_reader& in, outcome& out) {
+    std::uint8_t kind = 0;
+    std::uint64_t integer = 0;
+    if (!in.u8(kind) || !in.u64(integer) || !in.string(out.error, max_string_bytes)) return false;
+    if (kind < static_cast<std::uint8_t>(outcome_kind::ok) ||
+        kind > static_cast<std::uint8_t>(outcome_kind::error))
+        return in.fail(errc::corrupt);
+    out.kind = static_cast<outcome_kind>(kind);
+    out.integer = static_cast<std::int64_t>(integer);
+    const bool integer_ok = out.kind == outcome_kind::integer || out.integer == 0;
+    const bool text_ok = (out.kind == outcome_kind::error) != out.error.empty();
+    return integer_ok && text_ok ? true : in.fail(errc::corrupt);
+}
+
+}  // namespace detail
+
+/// The image of `s`. Its strings fit (they were decoded from commands), so this cannot fail.
+inline shared_bytes encode_snapshot(const kv_state& s) {
+    std::vector<std::byte> out;
+    out.reserve(detail::image_size(s));
+    detail::byte_writer w{out};
+    w.u32(snapshot_magic);
+    w.u8(snapshot_version);
+    w.u64(s.last_applied.value());
+    w.u64(s.data.size());
+    for (const auto& [key, value] : s.data) {
+        w.string(key);
+        w.string(value);
+    }
+    w.u64(s.clients.size());
+    for (const auto& [id, client] : s.clients) {
+        w.u64(id);
+        w.u64(client.sequence);
+        w.u64(client.last_active.value());
+        w.u8(static_cast<std::uint8_t>(client.last_outcome.kind));
+        w.u64(static_cast<std::uint64_t>(client.last_outcome.integer));
+        w.string(client.last_outcome.error);
+    }
+    w.u32(crc32c(byte_view{out.data(), out.size()}));
+    return shared_bytes{std::move(out)};
+}
+
+/// The state `image` holds. Errors: `errc::unsupported_version`, `errc::bad_checksum`, and
+/// `errc::corrupt` for anything else (bad magic, truncation, disorder, more clients than
+/// `max_clients`, bytes after the last field).
+inline result<kv_state> decode_snapshot(byte_view image, std::size_t max_clients) {
+    using detail::snapshot_crc_bytes;
+    if (image.size() < detail::snapshot_header_bytes + snapshot_crc_bytes)
+        return make_error_code(errc::corrupt);
+    detail::byte_reader header{image};
+    std::uint32_t magic = 0;
+    std::uint8_t version = 0;
+    header.u32(magic);
+    header.u8(version);
+    if (magic != snapshot_magic) return make_error_code(errc::corrupt);
+    if (version != snapshot_version) return make_error_code(errc::unsupported_version);
+
+    const byte_view body = image.first(image.size() - snapshot_crc_bytes);
+    detail::byte_reader trailer{image.last(snapshot_crc_bytes)};
+    std::uint32_t stored_crc = 0;
+    trailer.u32(stored_crc);
+    if (crc32c(body) != stored_crc) return make_error_code(errc::bad_checksum);
+
+    detail::byte_reader in{body.subspan(4 + 1)};
+    kv_state s;
+    std::uint64_t last_applied = 0, key_count = 0, client_count = 0;
+    in.u64(last_applied);
+    s.last_applied = zxid::from_value(last_applied);
+    in.u64(key_count);
+    for (std::uint64_t i = 0; i < key_count && !in.failed(); ++i) {
+        std::string key, value;
+        if (!in.string(key, max_string_bytes) || !in.string(value, max_string_bytes)) break;
+        if (!s.data.empty() && !(s.data.rbegin()->first < key))
+            return make_error_code(errc::corrupt);
+        s.data.emplace_hint(s.data.end(), std::move(key), std::move(value));
+    }
+    in.u64(client_count);
+    if (!in.failed() && client_count > max_clients) return make_error_code(errc::corrupt);
+    std::set<std::uint64_t> activity;  // one command touches one client: each zxid once
+    for (std::uint64_t i = 0; i < client_count && !in.failed(); ++i) {
+        std::uint64_t id = 0, active = 0;
+        client_record client;
+        if (!in.u64(id) || !in.u64(client.sequence) || !in.u64(active) ||
+            !detail::read_outcome(in, client.last_outcome))
+            break;
+        client.last_active = zxid::from_value(active);
+        if (!s.clients.empty() && !(s.clients.rbegin()->first < id))
+            return make_error_code(errc::corrupt);
+        if (client.last_active > s.last_applied || !activity.insert(active).second)
+            return make_error_code(errc::corrupt);
+        s.clients.emplace_hint(s.clients.end(), id, std::move(client));
+    }
+    if (in.failed() || in.remaining() != 0) return make_error_code(errc::corrupt);
+    return s;
+}
+
+}  // namespace zab::kv

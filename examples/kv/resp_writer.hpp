@@ -1,0 +1,84 @@
+// examples/kv/resp_writer.hpp — RESP2 replies (and commands) appended to an output buffer.
+//
+// Each writer appends one RESP2 value to `out`, so a connection can gather a pipeline's
+// replies into one buffer and write it once. Nothing here does I/O.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <initializer_list>
+#include <iterator>
+#include <string>
+#include <string_view>
+
+namespace zab::kv::resp {
+
+namespace detail {
+
+/// Simple strings and errors are one line: CR and LF become spaces, as Redis does for
+/// error texts, so a reply can never break the framing.
+inline void append_line(std::string& out, std::string_view text) {
+    const std::size_t from = out.size();
+    out.append(text);
+    for (std::size_t i = from; i < out.size(); ++i)
+        if (out[i] == '\r' || out[i] == '\n') out[i] = ' ';
+    out.append("\r\n");
+}
+
+}  // namespace detail
+
+/// `+text\r\n`, e.g. `write_simple_string(out, "OK")`.
+inline void write_simple_string(std::string& out, std::string_view text) {
+    out.push_back('+');
+    detail::append_line(out, text);
+}
+
+/// `-text\r\n`. `text` starts with an error code, e.g. "ERR unknown command 'FOO'".
+inline void write_error(std::string& out, std::string_view text) {
+    out.push_back('-');
+    detail::append_line(out, text);
+}
+
+/// `:value\r\n`.
+inline void write_integer(std::string& out, std::int64_t value) {
+    out.push_back(':');
+    out.append(std::to_string(value));
+    out.append("\r\n");
+}
+
+/// `$length\r\nbytes\r\n`: binary safe.
+inline void write_bulk_string(std::string& out, std::string_view bytes) {
+    out.push_back('$');
+    out.append(std::to_string(bytes.size()));
+    out.append("\r\n");
+    out.append(bytes);
+    out.append("\r\n");
+}
+
+/// `$-1\r\n`: the null bulk string (GET of a missing key).
+inline void write_null_bulk(std::string& out) { out.append("$-1\r\n"); }
+
+/// `*count\r\n`; the `count` elements follow, written by the other writers.
+inline void write_array_header(std::string& out, std::size_t count) {
+    out.push_back('*');
+    out.append(std::to_string(count));
+    out.append("\r\n");
+}
+
+/// `*-1\r\n`: the null array.
+inline void write_null_array(std::string& out) { out.append("*-1\r\n"); }
+
+/// A command as a client sends it: an array of bulk strings. `args` is any range of
+/// things convertible to std::string_view.
+template <typename Range>
+void write_command(std::string& out, const Range& args) {
+    write_array_header(out, static_cast<std::size_t>(std::size(args)));
+    for (const auto& arg : args) write_bulk_string(out, std::string_view{arg});
+}
+
+/// `write_command(out, {"SET", "key", "value"})`.
+inline void write_command(std::string& out, std::initializer_list<std::string_view> args) {
+    write_command<std::initializer_list<std::string_view>>(out, args);
+}
+
+}  // namespace zab::kv::resp

@@ -1,0 +1,392 @@
+// zab/runtime/node.hpp — zab::asio::node: one replica of a zab group, driven by Boost.Asio.
+//
+// A node owns a `zab::peer` and the TCP transport to the other replicas, and drives the peer
+// on the application's executor: a steady timer makes ticks, transport events become
+// `on_connected` / `on_disconnected` / `on_receive`, the log's flushes become durability
+// completions, and the client API completes Asio operations from the peer's completions.
+//
+// Threading contract:
+// - `executor` must not run two handlers at once: an io_context run by one thread, or a
+//   strand. Every handler of the node, the transport, and every call into the log's
+//   `log_store` members and into the state machine (`apply`, `snapshot`, `restore`) runs
+//   on it. Nothing else of the node is thread-safe.
+// - `async_propose` and `async_sync` may be called from any thread: they copy what they need
+//   and post to the executor. Every other member must be called on the executor.
+// - Local reads (`machine()`) must run on the executor too, e.g. inside
+//   `boost::asio::dispatch(node.get_executor(), …)`: that is where `apply` writes.
+// - What blocks: a flush job's `run()` (write + fdatasync). With `disk_executor` (say a
+//   `boost::asio::thread_pool` of one thread that the application owns) jobs run there and
+//   the node's executor never waits for the disk; without it they run on the node's
+//   executor, which then blocks for each fsync (simple, and slower). The node starts no
+//   thread of its own.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include <boost/asio/any_completion_handler.hpp>
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/append.hpp>
+#include <boost/asio/dispatch.hpp>
+#include <boost/asio/async_result.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/system/error_code.hpp>
+
+#include "zab/core/bytes.hpp"
+#include "zab/core/config.hpp"
+#include "zab/core/error.hpp"
+#include "zab/core/logging.hpp"
+#include "zab/core/options.hpp"
+#include "zab/core/peer.hpp"
+#include "zab/net/tcp_transport.hpp"
+#include "zab/runtime/flushable_log.hpp"
+
+namespace zab::asio {
+
+/// Everything a node needs to know.
+struct node_options {
+    configuration config;            ///< the group's members (voters and observers)
+    options peer;                    ///< the core's options; `peer.tick_ms` is the tick length
+    tcp_transport_options transport; ///< `transport.self` is this replica; its peers' addresses
+};
+
+/// What a client operation completes with, beside its error code.
+struct reply {
+    zxid id;          ///< success: the write's zxid, or for a sync the zxid applied here
+    peer_id leader = 0;  ///< with `not_leader`: the leader this replica knows of, 0 if none
+    std::optional<tcp_endpoint> leader_address;  ///< that leader's peer address, if configured
+};
+
+/// One learner as the leader sees it.
+struct follower_status {
+    peer_id id = 0;
+    learner_type type = learner_type::participant;
+    bool serving = false;  ///< synced and receiving the broadcast
+    zxid last_acked;       ///< the highest proposal it acknowledged (voters only)
+    /// Committed transactions of the current epoch it has not acknowledged (voters), or 0.
+    std::uint64_t lag = 0;
+};
+
+/// A snapshot of the node's state, for the application's status pages.
+struct node_status {
+    peer_state role = peer_state::looking;
+    bool established = false;  ///< leading with a quorum, or following a leader (UPTODATE)
+    epoch_t epoch = 0;         ///< current epoch (durable)
+    peer_id leader = 0;        ///< the leader it follows or is, when established
+    zxid last_logged, last_committed, last_applied;
+    std::vector<follower_status> followers;  ///< when leading
+    std::error_code failure;                 ///< set once storage failed (terminal)
+};
+
+template <flushable_log Log, state_machine StateMachine, typename Policies = default_policies>
+class node {
+public:
+    using peer_type = peer<tcp_transport, Log, StateMachine, Policies>;
+    /// Every client operation completes with this signature, exactly once.
+    using completion_signature = void(boost::system::error_code, reply);
+
+    /// Does nothing yet (`start()` does). `log` and `machine` must outlive the node; the log
+    /// holds what the replica recovered. See the threading contract above for the executors.
+    node(boost::asio::any_io_executor executor, node_options options, Log& log,
+         StateMachine& machine, std::optional<boost::asio::any_io_executor> disk_executor = {})
+        : executor_{executor},
+          disk_{std::move(disk_executor)},
+          options_{std::move(options)},
+          log_{log},
+          machine_{machine},
+          transport_{executor, options_.transport, make_handler()},
+          timer_{executor} {}
+
+    node(const node&) = delete;
+    node& operator=(const node&) = delete;
+
+    /// Stops (see `stop()`).
+    ~node() { stop(); }
+
+    /// Creates the peer (its option, configuration and recovery checks: see peer::create),
+    /// binds the peer port and starts dialing, then starts the protocol and the clock.
+    /// Errors: those of `peer::create` and `tcp_transport::start`; `invalid_argument` when
+    /// started twice or after `stop()`, or when the transport's self is not a member.
+    result<void> start() {
+        if (started_ || stopped_) return make_error_code(errc::invalid_argument);
+        auto created = peer_type::create(options_.transport.self, options_.config, options_.peer,
+                                         transport_, log_, machine_);
+        if (!created) return created.error();
+        if (auto listening = transport_.start(); !listening) return listening.error();
+        started_ = true;
+        peer_ = std::move(created).value();
+        tick_length_ = std::chrono::milliseconds{options_.peer.tick_ms};
+        clock_origin_ = std::chrono::steady_clock::now();
+        peer_->start();
+        after_step();
+        arm_timer();
+        return success();
+    }
+
+    /// Graceful stop: the peer stops serving clients (every operation in flight completes:
+    /// `outcome_unknown` for a write already handed to the leader, `shutting_down` for the
+    /// rest), the clock and the transport stop, and what the log has pending is flushed on
+    /// this thread (unless a job is running on the disk executor: it finishes on its own,
+    /// and its completions are dropped). After it returns nothing of the node runs again;
+    /// later client calls complete with `shutting_down`. Idempotent.
+    void stop() {
+        if (stopped_) return;
+        stopped_ = true;
+        if (peer_) {
+            peer_->shutdown();
+            deliver_completions();
+        }
+        for (auto& [id, handler] : pending_) complete(std::move(handler), errc::shutting_down, {});
+        pending_.clear();
+        timer_.cancel();
+        transport_.stop();
+        if (started_ && !flushing_ && log_.has_pending_work()) {
+            auto job = log_.begin_flush();
+            job.run();
+            if (auto r = log_.finish_flush(std::move(job)); r.failed())
+                zab::log(log_level::error, "node {}: final flush failed: {}",
+                         options_.transport.self, r.reason);
+        }
+        *alive_ = false;
+    }
+
+    /// Writes `txn` through this replica (any role; §6.1): completes with the zxid once the
+    /// write is applied here, or with a `zab::errc` error code — `not_leader` (with the
+    /// leader in the reply when known), `backpressure`, `zxid_exhausted`, `storage_failed`,
+    /// `shutting_down` when it was never proposed; `outcome_unknown` when it may or may not
+    /// commit. Any completion token: a callback, `use_future`, `use_awaitable`, `deferred`.
+    template <typename CompletionToken>
+    auto async_propose(byte_view txn, CompletionToken&& token) {
+        return boost::asio::async_initiate<CompletionToken, completion_signature>(
+            [executor = executor_, alive = alive_, this](auto handler, std::vector<std::byte> bytes) {
+                boost::asio::post(executor, [executor, alive, this, h = std::move(handler),
+                                             bytes = std::move(bytes)]() mutable {
+                    if (!*alive) return complete(std::move(h), executor, errc::shutting_down, {});
+                    start_request(std::move(h), [&] {
+                        return peer_->submit(byte_view{bytes.data(), bytes.size()});
+                    });
+                });
+            },
+            token, std::vector<std::byte>(txn.begin(), txn.end()));
+    }
+
+    /// A linearizable point (§7): completes once the leader confirmed, with a quorum round
+    /// after this call, that it still leads, and this replica applied everything committed
+    /// before; a local read after it sees every write completed anywhere before the call.
+    /// Errors as `async_propose` (never `outcome_unknown`: a lost sync fails `not_leader`).
+    template <typename CompletionToken>
+    auto async_sync(CompletionToken&& token) {
+        return boost::asio::async_initiate<CompletionToken, completion_signature>(
+            [executor = executor_, alive = alive_, this](auto handler) {
+                boost::asio::post(executor, [executor, alive, this,
+                                             h = std::move(handler)]() mutable {
+                    if (!*alive) return complete(std::move(h), executor, errc::shutting_down, {});
+                    start_request(std::move(h), [&] { return peer_->sync(); });
+                });
+            },
+            token);
+    }
+
+    /// The executor the node runs on.
+    boost::asio::any_io_executor get_executor() const noexcept { return executor_; }
+
+    /// The replicated state, for local reads (on the node's executor). Sequentially
+    /// consistent; after `async_sync` completes, linearizable.
+    const StateMachine& machine() const noexcept { return machine_; }
+
+    /// Role, epoch, leader, zxids, followers' lag (on the node's executor).
+    node_status status() const {
+        node_status s;
+        if (!peer_) return s;
+        s.role = peer_->state();
+        s.established = peer_->established();
+        s.epoch = peer_->durable_epochs().current;
+        if (s.established) s.leader = peer_->current_vote().leader;
+        s.last_logged = peer_->last_logged();
+        s.last_committed = peer_->last_committed();
+        s.last_applied = peer_->last_applied();
+        s.failure = peer_->failure();
+        if (const auto& leading = peer_->context().leading) {
+            for (const auto& link : leading->links) {
+                follower_status f;
+                f.id = link.id;
+                f.type = link.type;
+                f.serving = link.at == learner_link::stage::broadcasting;
+                f.last_acked = link.last_acked;
+                const zxid committed = s.last_committed;
+                if (link.type == learner_type::participant && committed.epoch() == leading->epoch)
+                    f.lag = link.last_acked.epoch() == committed.epoch()
+                                ? committed.counter() - std::min(committed.counter(),
+                                                                 link.last_acked.counter())
+                                : committed.counter();
+                s.followers.push_back(f);
+            }
+        }
+        return s;
+    }
+
+    /// The peer (for observation: counters, context), or nullptr before `start()`.
+    const peer_type* protocol_peer() const noexcept { return peer_.get(); }
+    const tcp_transport& transport() const noexcept { return transport_; }
+
+private:
+    using handler_type = boost::asio::any_completion_handler<completion_signature>;
+
+    transport_handler make_handler() {
+        transport_handler h;
+        h.on_connected = [this](peer_id from, connection_id c) {
+            deliver([&] { peer_->on_connected(from, c); });
+        };
+        h.on_disconnected = [this](peer_id from, connection_id c) {
+            deliver([&] { peer_->on_disconnected(from, c); });
+        };
+        h.on_receive = [this](peer_id from, connection_id c, const shared_bytes& frame) {
+            deliver([&] { peer_->on_receive(from, c, frame); });
+        };
+        return h;
+    }
+
+    /// One event into the peer, then what every step needs.
+    template <typename Event>
+    void deliver(Event event) {
+        if (!peer_ || stopped_) return;
+        event();
+        after_step();
+    }
+
+    void after_step() {
+        deliver_completions();
+        maybe_flush();
+    }
+
+    template <typename Handler, typename Call>
+    void start_request(Handler handler, Call call) {
+        if (!peer_ || stopped_)
+            return complete(handler_type{std::move(handler)}, executor_, errc::shutting_down, {});
+        // The peer completes nothing from inside the call: the completion (even an
+        // immediate refusal) is taken in after_step, once the handler is registered.
+        const request_id id = call();
+        pending_.emplace(id, handler_type{std::move(handler)});
+        after_step();
+    }
+
+    void deliver_completions() {
+        if (!peer_ || !peer_->has_completions()) return;
+        for (auto& c : peer_->take_completions()) {
+            const auto it = pending_.find(c.id);
+            ZAB_ASSERT(it != pending_.end(), "a completion for a request the node never made");
+            handler_type handler = std::move(it->second);
+            pending_.erase(it);
+            reply r;
+            r.leader = c.leader_hint;
+            if (const auto address = options_.transport.peers.find(c.leader_hint);
+                c.leader_hint != 0 && address != options_.transport.peers.end())
+                r.leader_address = address->second;
+            if (c.outcome) r.id = c.outcome.value();
+            const std::error_code error = c.outcome ? std::error_code{} : c.outcome.error();
+            complete(std::move(handler), executor_, error, std::move(r));
+        }
+    }
+
+    void complete(handler_type handler, std::error_code error, reply r) {
+        complete(std::move(handler), executor_, error, std::move(r));
+    }
+    void complete(handler_type handler, errc error, reply r) {
+        complete(std::move(handler), executor_, make_error_code(error), std::move(r));
+    }
+
+    /// Completes `handler` on its associated executor, never from inside the call: first a
+    /// post to the node's executor (`fallback`), then a dispatch to the handler's.
+    template <typename Handler>
+    static void complete(Handler handler, const boost::asio::any_io_executor& fallback,
+                         std::error_code error, reply r) {
+        boost::asio::post(fallback, [h = std::move(handler), error, r = std::move(r)]() mutable {
+            boost::asio::dispatch(
+                boost::asio::append(std::move(h), boost::system::error_code{error}, std::move(r)));
+        });
+    }
+    template <typename Handler>
+    static void complete(Handler handler, const boost::asio::any_io_executor& fallback,
+                         errc error, reply r) {
+        complete(std::move(handler), fallback, make_error_code(error), std::move(r));
+    }
+
+    /// Hands what the log has pending to a flush job, unless one is running (group commit:
+    /// everything appended meanwhile goes into the next job).
+    void maybe_flush() {
+        if (flushing_ || stopped_ || !log_.has_pending_work()) return;
+        flushing_ = true;
+        auto job = std::make_shared<decltype(log_.begin_flush())>(log_.begin_flush());
+        auto finish = [this, alive = alive_, job]() {
+            if (!*alive) return;
+            flushing_ = false;
+            const flush_result r = log_.finish_flush(std::move(*job));
+            if (!peer_) return;
+            if (r.failed()) {
+                zab::log(log_level::error, "node {}: storage failed: {}", options_.transport.self,
+                         r.reason);
+                peer_->on_storage_failed(r.error);
+            } else {
+                if (r.log_durable) peer_->on_log_durable(*r.log_durable);
+                if (r.epochs_durable) peer_->on_epochs_durable(*r.epochs_durable);
+            }
+            after_step();
+        };
+        if (disk_) {
+            boost::asio::post(*disk_, [job, executor = executor_, finish]() mutable {
+                job->run();
+                boost::asio::post(executor, std::move(finish));
+            });
+        } else {
+            boost::asio::post(executor_, [job, finish]() mutable {
+                job->run();
+                finish();
+            });
+        }
+    }
+
+    /// The clock: ticks counted from the start on the steady clock, so a late timer gives
+    /// the peer every tick that passed at once (no drift).
+    void arm_timer() {
+        timer_.expires_at(clock_origin_ + tick_length_ * static_cast<std::int64_t>(ticks_given_ + 1));
+        timer_.async_wait([this, alive = alive_](const boost::system::error_code& error) {
+            if (error || !*alive || stopped_) return;
+            const auto elapsed = std::chrono::steady_clock::now() - clock_origin_;
+            const auto due = static_cast<std::uint64_t>(elapsed / tick_length_);
+            if (due > ticks_given_) {
+                const std::uint64_t ticks = due - ticks_given_;
+                ticks_given_ = due;
+                deliver([&] { peer_->tick(ticks); });
+            }
+            arm_timer();
+        });
+    }
+
+    boost::asio::any_io_executor executor_;
+    std::optional<boost::asio::any_io_executor> disk_;
+    node_options options_;
+    Log& log_;
+    StateMachine& machine_;
+    tcp_transport transport_;
+    std::unique_ptr<peer_type> peer_;
+    boost::asio::steady_timer timer_;
+    std::chrono::steady_clock::time_point clock_origin_;
+    std::chrono::steady_clock::duration tick_length_{};
+    std::uint64_t ticks_given_ = 0;
+    std::map<request_id, handler_type> pending_;
+    /// False once stopped: posted work (timer, flush, client calls) checks it before
+    /// touching the node, which may be gone by then.
+    std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+    bool started_ = false;
+    bool stopped_ = false;
+    bool flushing_ = false;
+};
+
+}  // namespace zab::asio

@@ -1,0 +1,71 @@
+// zab/storage/log_image.hpp — a log's contents in memory: an optional snapshot and the
+// records after it. The in-memory log (memory_log.hpp) keeps one; the simulator's disk
+// (testing/sim_log.hpp) keeps two, the visible and the durable image.
+#pragma once
+
+#include <algorithm>
+#include <optional>
+#include <span>
+#include <utility>
+#include <vector>
+
+#include "zab/core/assert.hpp"
+#include "zab/core/concepts.hpp"
+#include "zab/core/error.hpp"
+#include "zab/core/zxid.hpp"
+
+namespace zab {
+
+struct log_image {
+    std::optional<log_snapshot> snapshot;
+    std::vector<log_record> records;  ///< strictly increasing zxids, all after the snapshot
+
+    /// The last record's zxid, else the snapshot's, else zxid{}.
+    zxid last_zxid() const {
+        if (!records.empty()) return records.back().id;
+        return snapshot ? snapshot->last_included : zxid{};
+    }
+
+    /// Appends `added`, whose zxids must increase past `last_zxid()` (the peer's contract:
+    /// asserted).
+    void append(std::span<const log_record> added) {
+        zxid previous = last_zxid();
+        for (const auto& record : added) {
+            ZAB_ASSERT(record.id > previous, "append: zxids must increase past last_zxid()");
+            previous = record.id;
+        }
+        records.insert(records.end(), added.begin(), added.end());
+    }
+
+    /// Removes the records after `last_kept`. The snapshot stays: a `last_kept` below it
+    /// removes every record, and `last_zxid()` becomes the snapshot's (the peer never asks
+    /// for that: a TRUNC never reaches below a committed transaction, §5.6).
+    void truncate_after(zxid last_kept) {
+        records.erase(std::upper_bound(records.begin(), records.end(), last_kept,
+                                       [](zxid z, const log_record& r) { return z < r.id; }),
+                      records.end());
+    }
+
+    /// The image of a snapshot at `last_included` followed by `following` (§5.3 SNAP).
+    static log_image installed(zxid last_included, const shared_bytes& state,
+                               std::span<const log_record> following) {
+        zxid previous = last_included;
+        for (const auto& record : following) {
+            ZAB_ASSERT(record.id > previous, "install_snapshot: records must follow the snapshot");
+            previous = record.id;
+        }
+        return log_image{log_snapshot{last_included, state}, {following.begin(), following.end()}};
+    }
+
+    /// Up to `max` records after `after`, ascending; `errc::compacted` below the snapshot.
+    result<std::vector<log_record>> read(zxid after, std::size_t max) const {
+        if (snapshot && after < snapshot->last_included) return make_error_code(errc::compacted);
+        auto first = std::upper_bound(records.begin(), records.end(), after,
+                                      [](zxid z, const log_record& r) { return z < r.id; });
+        std::vector<log_record> out;
+        for (; first != records.end() && out.size() < max; ++first) out.push_back(*first);
+        return out;
+    }
+};
+
+}  // namespace zab

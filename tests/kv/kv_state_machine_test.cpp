@@ -1,0 +1,709 @@
+// The kv example's transaction format (examples/kv/kv_command.hpp) and its state machine
+// (kv_state_machine.hpp, kv_snapshot.hpp): round trips and every malformed-input class,
+// a seeded fuzz loop, each command's semantics, exactly-once retries with eviction, and
+// snapshots that restore exactly or not at all.
+#include <cstddef>
+#include <cstdint>
+#include <initializer_list>
+#include <limits>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "kv/binary_io.hpp"
+#include "kv/decimal.hpp"
+#include "kv/kv_command.hpp"
+#include "kv/kv_state_machine.hpp"
+#include "zab/core/crc32c.hpp"
+#include "zab/testing/random.hpp"
+
+using namespace zab;
+using namespace zab::kv;
+using namespace std::string_literals;
+
+namespace {
+
+using byte_vector = std::vector<std::byte>;
+
+byte_vector encoded(const command& c) {
+    auto bytes = encode(c);
+    REQUIRE(bytes);
+    return bytes.value();
+}
+
+byte_vector bytes_of(std::initializer_list<unsigned> values) {
+    byte_vector out;
+    for (const unsigned v : values) out.push_back(static_cast<std::byte>(v));
+    return out;
+}
+
+std::error_code decode_error(const byte_vector& bytes) {
+    const auto decoded = decode(bytes);
+    REQUIRE_FALSE(decoded);
+    return decoded.error();
+}
+
+/// Applies commands to a machine with consecutive zxids in epoch 1 and returns outcomes.
+struct driver {
+    kv_state_machine machine;
+    std::uint32_t counter = 0;
+
+    explicit driver(kv_options options = {}) : machine{options} {}
+
+    outcome apply_bytes(const byte_vector& txn) {
+        const zxid z{1, ++counter};
+        machine.apply(z, txn);
+        const auto result = machine.outcome_of(z);
+        REQUIRE(result);
+        return *result;
+    }
+    outcome run(const command& c) { return apply_bytes(encoded(c)); }
+    outcome set(std::string k, std::string v, std::optional<request_tag> tag = {}) {
+        return run({set_op{std::move(k), std::move(v)}, tag});
+    }
+    outcome incr(std::string k, std::optional<request_tag> tag = {}) {
+        return run({incr_op{std::move(k)}, tag});
+    }
+};
+
+std::string random_string(testing::prng& rng, std::size_t max_length) {
+    std::string s(rng.below(max_length + 1), '\0');
+    for (auto& c : s) c = static_cast<char>(rng.chance(0.5) ? 'a' + rng.below(3) : rng.next());
+    return s;
+}
+
+command random_command(testing::prng& rng) {
+    command c;
+    std::string key = random_string(rng, 3);
+    switch (rng.below(4)) {
+        case 0: c.op = set_op{key, random_string(rng, 6)}; break;
+        case 1: c.op = del_op{key}; break;
+        case 2: c.op = incr_op{key}; break;
+        default: {
+            std::optional<std::string> expected;
+            if (rng.chance(0.7)) expected = random_string(rng, 4);
+            c.op = cas_op{key, expected, random_string(rng, 6)};
+            break;
+        }
+    }
+    if (rng.chance(0.5)) {
+        std::uint64_t client_id = rng.below(4);
+        if (rng.chance(0.1)) client_id += rng.next();
+        c.tag = request_tag{client_id, rng.below(5)};
+    }
+    return c;
+}
+
+/// The decoding oracle: never crashes, and a success re-encodes to exactly the input.
+void check_decode_oracle(const byte_vector& input) {
+    const auto decoded = decode(input);
+    if (!decoded) {
+        const int code = decoded.error().value();
+        CHECK(decoded.error().category() == zab::error_category());
+        CHECK(code >= static_cast<int>(errc::truncated));
+        CHECK(code <= static_cast<int>(errc::malformed));
+        return;
+    }
+    CHECK(encoded(decoded.value()) == input);
+}
+
+}  // namespace
+
+// --- decimal ------------------------------------------------------------------------------
+
+TEST_CASE("kv decimal: Redis's strict int64 form", "[kv][decimal]") {
+    CHECK(parse_int64("0") == 0);
+    CHECK(parse_int64("42") == 42);
+    CHECK(parse_int64("-17") == -17);
+    CHECK(parse_int64("9223372036854775807") == std::numeric_limits<std::int64_t>::max());
+    CHECK(parse_int64("-9223372036854775808") == std::numeric_limits<std::int64_t>::min());
+    for (const char* bad :
+         {"", "-", "+1", " 1", "1 ", "01", "-0", "00", "1.5", "1e3", "abc", "9223372036854775808",
+          "-9223372036854775809", "99999999999999999999", "123456789012345678901", "0x10"}) {
+        INFO(bad);
+        CHECK_FALSE(parse_int64(bad));
+    }
+    CHECK(format_int64(std::numeric_limits<std::int64_t>::min()) == "-9223372036854775808");
+}
+
+// --- the command codec --------------------------------------------------------------------
+
+TEST_CASE("kv command: golden encodings", "[kv][codec]") {
+    CHECK(encoded({set_op{"k", "v"}, {}}) == bytes_of({1, 1, 0, 1, 0, 0, 0, 'k', 1, 0, 0, 0, 'v'}));
+    CHECK(encoded({del_op{"ab"}, {}}) == bytes_of({1, 2, 0, 2, 0, 0, 0, 'a', 'b'}));
+    CHECK(encoded({incr_op{""}, request_tag{0x0102, 7}}) ==
+          bytes_of({1, 3, 1, 2, 1, 0, 0, 0, 0, 0, 0, 7, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}));
+    CHECK(encoded({cas_op{"k", "x", "y"}, {}}) ==
+          bytes_of({1, 4, 2, 1, 0, 0, 0, 'k', 1, 0, 0, 0, 'x', 1, 0, 0, 0, 'y'}));
+    CHECK(encoded({cas_op{"k", std::nullopt, "y"}, {}}) ==
+          bytes_of({1, 4, 0, 1, 0, 0, 0, 'k', 1, 0, 0, 0, 'y'}));
+}
+
+TEST_CASE("kv command: round trips, binary keys and values", "[kv][codec]") {
+    const std::string binary = "a\0b\r\n\xff"s;
+    const std::vector<command> samples = {
+        {set_op{"", ""}, {}},
+        {set_op{binary, binary + binary}, request_tag{UINT64_MAX, UINT64_MAX}},
+        {del_op{binary}, request_tag{0, 0}},
+        {incr_op{"counter"}, {}},
+        {cas_op{"k", std::nullopt, ""}, request_tag{1, 2}},
+        {cas_op{"k", "", binary}, {}},
+        {set_op{"big", std::string(100000, 'x')}, {}},
+    };
+    for (const auto& c : samples) {
+        const auto decoded = decode(encoded(c));
+        REQUIRE(decoded);
+        CHECK(decoded.value() == c);
+        CHECK(key_of(decoded.value()) == key_of(c));
+    }
+    testing::prng rng{0x6b76636f};
+    for (int i = 0; i < 2000; ++i) {
+        const command c = random_command(rng);
+        const auto decoded = decode(encoded(c));
+        REQUIRE(decoded);
+        CHECK(decoded.value() == c);
+    }
+}
+
+TEST_CASE("kv command: every malformed-input class is rejected", "[kv][codec]") {
+    SECTION("empty input") { CHECK(decode_error({}) == errc::truncated); }
+    SECTION("every proper prefix of a valid encoding is truncated") {
+        for (const command& c : {command{cas_op{"key", "old", "new"}, request_tag{9, 9}},
+                                 command{set_op{"k", "value"}, {}}}) {
+            const byte_vector full = encoded(c);
+            for (std::size_t n = 0; n < full.size(); ++n) {
+                INFO("prefix " << n);
+                CHECK(decode_error(byte_vector(
+                          full.begin(), full.begin() + static_cast<long>(n))) == errc::truncated);
+            }
+        }
+    }
+    SECTION("trailing bytes") {
+        byte_vector bytes = encoded({del_op{"k"}, {}});
+        bytes.push_back(std::byte{0});
+        CHECK(decode_error(bytes) == errc::malformed);
+    }
+    SECTION("unknown versions") {
+        CHECK(decode_error(bytes_of({0, 1, 0})) == errc::unsupported_version);
+        CHECK(decode_error(bytes_of({2, 1, 0, 1, 0, 0, 0, 'k', 0, 0, 0, 0})) ==
+              errc::unsupported_version);
+        CHECK(decode_error(bytes_of({255})) == errc::unsupported_version);
+    }
+    SECTION("unknown ops") {
+        for (const unsigned op : {0u, 5u, 6u, 255u}) {
+            INFO("op " << op);
+            CHECK(decode_error(bytes_of({1, op, 0, 1, 0, 0, 0, 'k'})) ==
+                  errc::unknown_message_type);
+        }
+    }
+    SECTION("reserved flag bits, and `expected` on a command other than CAS") {
+        for (const unsigned flags : {4u, 8u, 0x80u, 0xffu}) {
+            INFO("flags " << flags);
+            CHECK(decode_error(bytes_of({1, 4, flags, 0, 0, 0, 0, 0, 0, 0, 0})) == errc::malformed);
+        }
+        for (const unsigned op : {1u, 2u, 3u}) {
+            INFO("op " << op);
+            CHECK(decode_error(bytes_of({1, op, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0})) ==
+                  errc::malformed);
+        }
+    }
+    SECTION("lengths above max_string_bytes, checked before the bytes") {
+        // 512 MiB + 1 and 4 GiB - 1 as the key length.
+        CHECK(decode_error(bytes_of({1, 2, 0, 0x01, 0, 0, 0x20})) == errc::oversized);
+        CHECK(decode_error(bytes_of({1, 2, 0, 0xff, 0xff, 0xff, 0xff})) == errc::oversized);
+        // Exactly the maximum is allowed: the input is then merely short.
+        CHECK(decode_error(bytes_of({1, 2, 0, 0, 0, 0, 0x20})) == errc::truncated);
+        CHECK(decode_error(bytes_of({1, 1, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff})) ==
+              errc::oversized);
+    }
+    SECTION("a length longer than the input") {
+        CHECK(decode_error(bytes_of({1, 1, 0, 1, 0, 0, 0, 'k', 5, 0, 0, 0, 'a', 'b'})) ==
+              errc::truncated);
+    }
+}
+
+TEST_CASE("kv command: random bytes and mutations decode or are rejected, never crash",
+          "[kv][codec][fuzz]") {
+    testing::prng rng{0x66757a7a};
+    byte_vector input;
+    for (int i = 0; i < 20000; ++i) {
+        input.resize(rng.below(i % 10 == 0 ? 200 : 24));
+        // Small bytes make plausible versions, ops, flags and lengths.
+        for (auto& b : input)
+            b = static_cast<std::byte>(rng.chance(0.5) ? rng.below(5) : rng.next());
+        INFO("garbage case " << i);
+        check_decode_oracle(input);
+    }
+    int still_valid = 0;
+    for (int i = 0; i < 20000; ++i) {
+        input = encoded(random_command(rng));
+        const auto mutations = 1 + rng.below(3);
+        for (std::uint64_t m = 0; m < mutations && !input.empty(); ++m) {
+            switch (rng.below(3)) {
+                case 0: {
+                    const std::size_t at = rng.below(input.size());
+                    input[at] = static_cast<std::byte>(rng.next());
+                    break;
+                }
+                case 1: input.resize(rng.below(input.size() + 1)); break;
+                default: input.push_back(static_cast<std::byte>(rng.next())); break;
+            }
+        }
+        INFO("mutation case " << i);
+        check_decode_oracle(input);
+        still_valid += decode(input) ? 1 : 0;
+    }
+    CHECK(still_valid > 100);  // the oracle's success branch ran
+}
+
+// --- state machine semantics --------------------------------------------------------------
+
+static_assert(zab::state_machine<kv_state_machine>);
+
+TEST_CASE("kv state machine: SET, DEL, reads", "[kv][state_machine]") {
+    driver d;
+    CHECK(d.machine.size() == 0);
+    CHECK(d.set("a", "1") == outcome::ok());
+    CHECK(d.set("b", "x\0y"s) == outcome::ok());
+    CHECK(d.set("a", "2") == outcome::ok());
+    CHECK(d.machine.get("a") == "2");
+    CHECK(d.machine.get("b") == "x\0y"s);
+    CHECK(d.machine.exists("b"));
+    CHECK_FALSE(d.machine.get("c"));
+    CHECK(d.machine.size() == 2);
+    CHECK(d.run({del_op{"a"}, {}}) == outcome::integer_value(1));
+    CHECK(d.run({del_op{"a"}, {}}) == outcome::integer_value(0));
+    CHECK_FALSE(d.machine.exists("a"));
+    CHECK(d.machine.size() == 1);
+    CHECK(d.machine.last_applied() == zxid{1, 5});
+}
+
+TEST_CASE("kv state machine: INCR has Redis semantics", "[kv][state_machine]") {
+    driver d;
+    SECTION("a missing key counts as 0") {
+        CHECK(d.incr("n") == outcome::integer_value(1));
+        CHECK(d.incr("n") == outcome::integer_value(2));
+        CHECK(d.machine.get("n") == "2");
+    }
+    SECTION("negative values and the boundaries") {
+        d.set("n", "-1");
+        CHECK(d.incr("n") == outcome::integer_value(0));
+        CHECK(d.machine.get("n") == "0");
+        d.set("min", "-9223372036854775808");
+        CHECK(d.incr("min") ==
+              outcome::integer_value(std::numeric_limits<std::int64_t>::min() + 1));
+        d.set("almost", "9223372036854775806");
+        CHECK(d.incr("almost") == outcome::integer_value(std::numeric_limits<std::int64_t>::max()));
+    }
+    SECTION("a value that is not a strict int64 is an error, and unchanged") {
+        for (const std::string bad :
+             {"abc", "", " 1", "+1", "01", "-0", "1.5", "9223372036854775808"}) {
+            INFO(bad);
+            d.set("n", bad);
+            const outcome o = d.incr("n");
+            CHECK(o.kind == outcome_kind::error);
+            CHECK(o.error == error_not_integer);
+            CHECK(d.machine.get("n") == bad);
+        }
+    }
+    SECTION("overflow is an error, not a wrap") {
+        d.set("n", "9223372036854775807");
+        const outcome o = d.incr("n");
+        CHECK(o == outcome::failure(std::string{error_overflow}));
+        CHECK(d.machine.get("n") == "9223372036854775807");
+    }
+}
+
+TEST_CASE("kv state machine: CAS with present and absent expectations", "[kv][state_machine]") {
+    driver d;
+    // Expected absent: create-if-absent.
+    CHECK(d.run({cas_op{"k", std::nullopt, "v1"}, {}}) == outcome::cas(true));
+    CHECK(d.machine.get("k") == "v1");
+    CHECK(d.run({cas_op{"k", std::nullopt, "v2"}, {}}) == outcome::cas(false));
+    CHECK(d.machine.get("k") == "v1");
+    // Expected present.
+    CHECK(d.run({cas_op{"k", "v1", "v2"}, {}}) == outcome::cas(true));
+    CHECK(d.machine.get("k") == "v2");
+    CHECK(d.run({cas_op{"k", "v1", "v3"}, {}}) == outcome::cas(false));
+    CHECK(d.machine.get("k") == "v2");
+    // Expecting a value on a missing key mismatches and creates nothing.
+    CHECK(d.run({cas_op{"missing", "", "v"}, {}}) == outcome::cas(false));
+    CHECK_FALSE(d.machine.exists("missing"));
+    // The empty value is a value.
+    d.set("e", "");
+    CHECK(d.run({cas_op{"e", std::nullopt, "v"}, {}}) == outcome::cas(false));
+    CHECK(d.run({cas_op{"e", "", "v"}, {}}) == outcome::cas(true));
+}
+
+TEST_CASE("kv state machine: a transaction that does not decode is an outcome, not a failure",
+          "[kv][state_machine]") {
+    driver d;
+    d.set("k", "v");
+    const kv_state before = d.machine.state();
+    const outcome o = d.apply_bytes(bytes_of({1, 9, 0}));
+    CHECK(o.kind == outcome_kind::error);
+    CHECK(o.error == std::string{error_malformed_prefix} + "unknown message type");
+    CHECK(d.machine.contents() == before.data);
+    CHECK(d.machine.last_applied() == zxid{1, 2});
+    CHECK(d.apply_bytes({}).error == std::string{error_malformed_prefix} + "input truncated");
+}
+
+TEST_CASE("kv state machine: exactly-once retries", "[kv][state_machine][dedupe]") {
+    driver d;
+    const request_tag first{7, 1};
+    CHECK(d.incr("n", first) == outcome::integer_value(1));
+    // The retry is not applied again; it answers the original outcome, marked duplicate.
+    outcome retry = d.incr("n", first);
+    CHECK(retry.duplicate);
+    retry.duplicate = false;
+    CHECK(retry == outcome::integer_value(1));
+    CHECK(d.machine.get("n") == "1");
+    // The same tag on another command is still the same request.
+    CHECK(d.set("n", "100", first).duplicate);
+    CHECK(d.machine.get("n") == "1");
+    // The next sequence is applied; an older one is stale.
+    CHECK(d.incr("n", request_tag{7, 2}) == outcome::integer_value(2));
+    const outcome stale = d.incr("n", request_tag{7, 1});
+    CHECK(stale.duplicate);
+    CHECK(stale.kind == outcome_kind::error);
+    CHECK(stale.error == error_stale_sequence);
+    CHECK(d.machine.get("n") == "2");
+    // Sequences may skip; other clients are independent; untagged commands always apply.
+    CHECK(d.incr("n", request_tag{7, 10}) == outcome::integer_value(3));
+    CHECK(d.incr("n", request_tag{8, 1}) == outcome::integer_value(4));
+    CHECK(d.incr("n") == outcome::integer_value(5));
+    CHECK(d.incr("n") == outcome::integer_value(6));
+    CHECK(d.machine.last_sequence(7) == 10u);
+    CHECK(d.machine.last_sequence(8) == 1u);
+    CHECK_FALSE(d.machine.last_sequence(9));
+    // Refusals are recorded too: a retried failing INCR answers the same error.
+    d.set("s", "text");
+    CHECK(d.incr("s", request_tag{8, 2}).error == error_not_integer);
+    d.set("s", "5");
+    const outcome again = d.incr("s", request_tag{8, 2});
+    CHECK(again.duplicate);
+    CHECK(again.error == error_not_integer);
+    CHECK(d.machine.get("s") == "5");
+}
+
+TEST_CASE("kv state machine: the client table evicts the least recently active client",
+          "[kv][state_machine][dedupe]") {
+    driver d{kv_options{.max_clients = 3, .recent_outcomes_max = 64}};
+    d.incr("n", request_tag{1, 1});
+    d.incr("n", request_tag{2, 1});
+    d.incr("n", request_tag{3, 1});
+    CHECK(d.machine.client_count() == 3);
+    // Client 1 retries: a duplicate also counts as activity, so client 2 is now the oldest.
+    CHECK(d.incr("n", request_tag{1, 1}).duplicate);
+    d.incr("n", request_tag{4, 1});
+    CHECK(d.machine.client_count() == 3);
+    CHECK_FALSE(d.machine.last_sequence(2));
+    CHECK(d.machine.last_sequence(1) == 1u);
+    CHECK(d.machine.last_sequence(3) == 1u);
+    CHECK(d.machine.last_sequence(4) == 1u);
+    CHECK(d.machine.get("n") == "4");
+    // The evicted client's retry is applied again: the documented bound of the promise.
+    const outcome o = d.incr("n", request_tag{2, 1});
+    CHECK_FALSE(o.duplicate);
+    CHECK(o == outcome::integer_value(5));
+    CHECK_FALSE(d.machine.last_sequence(3));  // now the oldest, evicted
+    // A replica restored from this state evicts the same client next.
+    kv_state_machine copy{kv_options{.max_clients = 3, .recent_outcomes_max = 64}};
+    REQUIRE(copy.restore(d.machine.last_applied(), d.machine.snapshot().view()));
+    const auto next = encoded({incr_op{"n"}, request_tag{5, 1}});
+    d.apply_bytes(next);
+    copy.apply(d.machine.last_applied(), next);
+    CHECK(copy.state() == d.machine.state());
+    CHECK_FALSE(copy.last_sequence(1));
+
+    SECTION("max_clients 0 remembers nobody") {
+        driver none{kv_options{.max_clients = 0, .recent_outcomes_max = 8}};
+        CHECK(none.incr("n", request_tag{1, 1}) == outcome::integer_value(1));
+        CHECK(none.incr("n", request_tag{1, 1}) == outcome::integer_value(2));
+        CHECK(none.machine.client_count() == 0);
+    }
+}
+
+TEST_CASE("kv state machine: outcomes by zxid and the on_applied hook", "[kv][state_machine]") {
+    kv_state_machine machine{kv_options{.max_clients = 8, .recent_outcomes_max = 2}};
+    std::vector<std::pair<zxid, outcome>> seen;
+    machine.on_applied([&seen](zxid z, const outcome& o) { seen.emplace_back(z, o); });
+    machine.apply(zxid{1, 1}, encoded({set_op{"k", "v"}, {}}));
+    machine.apply(zxid{1, 2}, encoded({incr_op{"n"}, {}}));
+    machine.apply(zxid{2, 1}, encoded({cas_op{"k", "v", "w"}, {}}));
+    CHECK_FALSE(machine.outcome_of(zxid{1, 1}));  // beyond recent_outcomes_max
+    CHECK(machine.outcome_of(zxid{1, 2}) == outcome::integer_value(1));
+    CHECK(machine.outcome_of(zxid{2, 1}) == outcome::cas(true));
+    CHECK_FALSE(machine.outcome_of(zxid{1, 3}));
+    REQUIRE(seen.size() == 3);
+    CHECK(seen[0] == std::pair{zxid{1, 1}, outcome::ok()});
+    CHECK(seen[2] == std::pair{zxid{2, 1}, outcome::cas(true)});
+    machine.on_applied(nullptr);
+    machine.apply(zxid{2, 2}, encoded({del_op{"k"}, {}}));
+    CHECK(seen.size() == 3);
+    // A restore keeps what is at or below its zxid (the same committed history) and
+    // forgets what is above.
+    kv_state_machine earlier;
+    earlier.apply(zxid{1, 1}, encoded({set_op{"x", "y"}, {}}));
+    REQUIRE(machine.restore(zxid{1, 1}, earlier.snapshot().view()));
+    CHECK_FALSE(machine.outcome_of(zxid{2, 1}));
+    CHECK_FALSE(machine.outcome_of(zxid{2, 2}));
+    CHECK(machine.get("x") == "y");
+}
+
+// --- snapshots ----------------------------------------------------------------------------
+
+namespace {
+
+/// A machine with keys (binary ones included), counters, and clients with every outcome kind.
+driver populated() {
+    driver d{kv_options{.max_clients = 16, .recent_outcomes_max = 64}};
+    d.set("alpha", "1");
+    d.set("bin\0key"s, "v\r\n\0"s, request_tag{3, 1});
+    d.incr("counter", request_tag{1, 4});
+    d.run({cas_op{"alpha", "1", "2"}, request_tag{2, 9}});
+    d.run({cas_op{"alpha", "1", "3"}, request_tag{4, 1}});
+    d.set("text", "abc");
+    d.incr("text", request_tag{5, 1});
+    d.run({del_op{"nothing"}, request_tag{6, 1}});
+    d.set("", "empty key");
+    return d;
+}
+
+/// A hand-built image with a valid checksum, for structurally invalid states.
+struct image_builder {
+    byte_vector bytes;
+    zab::kv::detail::byte_writer w{bytes};
+    image_builder(std::uint64_t last_applied, std::uint8_t version = snapshot_version) {
+        w.u32(snapshot_magic);
+        w.u8(version);
+        w.u64(last_applied);
+    }
+    byte_vector sealed() {
+        byte_vector out = bytes;
+        zab::kv::detail::byte_writer{out}.u32(crc32c(byte_view{bytes.data(), bytes.size()}));
+        return out;
+    }
+};
+
+void client(zab::kv::detail::byte_writer& w, std::uint64_t id, std::uint64_t active, unsigned kind,
+            std::uint64_t integer, std::string_view text) {
+    w.u64(id);
+    w.u64(1);
+    w.u64(active);
+    w.u8(static_cast<std::uint8_t>(kind));
+    w.u64(integer);
+    w.string(text);
+}
+
+/// `machine` rejects `image` at `z` and is unchanged.
+void check_rejected(kv_state_machine& machine, zxid z, byte_view image) {
+    const shared_bytes before = machine.snapshot();
+    const zxid applied = machine.last_applied();
+    const auto restored = machine.restore(z, image);
+    CHECK_FALSE(restored);
+    CHECK(machine.snapshot() == before);
+    CHECK(machine.last_applied() == applied);
+}
+
+}  // namespace
+
+TEST_CASE("kv snapshot: restore round-trips byte for byte", "[kv][snapshot]") {
+    driver d = populated();
+    const shared_bytes image = d.machine.snapshot();
+    kv_state_machine copy{kv_options{.max_clients = 16, .recent_outcomes_max = 64}};
+    REQUIRE(copy.restore(d.machine.last_applied(), image.view()));
+    CHECK(copy.state() == d.machine.state());
+    CHECK(copy.snapshot() == image);
+    CHECK(copy.digest() == d.machine.digest());
+    CHECK(copy.get("bin\0key"s) == "v\r\n\0"s);
+    CHECK(copy.client_count() == 6);
+    // Retries answer the same on the copy: the client table came with the snapshot.
+    const auto retry = encoded({incr_op{"counter"}, request_tag{1, 4}});
+    copy.apply(zxid{2, 1}, retry);
+    d.machine.apply(zxid{2, 1}, retry);
+    CHECK(copy.outcome_of(zxid{2, 1}) == d.machine.outcome_of(zxid{2, 1}));
+    CHECK(copy.outcome_of(zxid{2, 1})->duplicate);
+    CHECK(copy.snapshot() == d.machine.snapshot());
+
+    SECTION("an empty machine") {
+        kv_state_machine empty, other;
+        REQUIRE(other.restore(zxid{}, empty.snapshot().view()));
+        CHECK(other.snapshot() == empty.snapshot());
+        REQUIRE(d.machine.restore(zxid{}, empty.snapshot().view()));
+        CHECK(d.machine.size() == 0);
+        CHECK(d.machine.client_count() == 0);
+        CHECK(d.machine.last_applied() == zxid{});
+    }
+}
+
+TEST_CASE("kv snapshot: truncated, extended or bit-flipped images are rejected, state unchanged",
+          "[kv][snapshot]") {
+    const driver source = populated();
+    const shared_bytes image = source.machine.snapshot();
+    const byte_view bytes = image.view();
+    const zxid at = source.machine.last_applied();
+    driver target;
+    target.set("mine", "unchanged");
+    for (std::size_t n = 0; n < bytes.size(); ++n) {
+        INFO("truncated to " << n);
+        check_rejected(target.machine, at, bytes.first(n));
+    }
+    byte_vector longer(bytes.begin(), bytes.end());
+    longer.push_back(std::byte{0});
+    check_rejected(target.machine, at, longer);
+    for (std::size_t bit = 0; bit < bytes.size() * 8; ++bit) {
+        byte_vector flipped(bytes.begin(), bytes.end());
+        flipped[bit / 8] ^= std::byte{static_cast<unsigned char>(1u << (bit % 8))};
+        INFO("bit " << bit);
+        check_rejected(target.machine, at, flipped);
+    }
+    // The right image at the wrong zxid.
+    check_rejected(target.machine, zxid{at.epoch(), at.counter() + 1}, bytes);
+    // Too many clients for this replica's bound.
+    kv_state_machine small{kv_options{.max_clients = 2, .recent_outcomes_max = 4}};
+    check_rejected(small, at, bytes);
+    // The intact image restores.
+    REQUIRE(target.machine.restore(at, bytes));
+    CHECK(target.machine.state() == source.machine.state());
+}
+
+TEST_CASE("kv snapshot: a valid checksum over an invalid state is rejected", "[kv][snapshot]") {
+    driver target;
+    target.set("mine", "unchanged");
+    const zxid at{1, 100};
+    const auto status = [&](image_builder& b) {
+        const byte_vector image = b.sealed();
+        const shared_bytes before = target.machine.snapshot();
+        const auto restored = target.machine.restore(at, image);
+        if (restored) return std::error_code{};
+        CHECK(target.machine.snapshot() == before);
+        CHECK(target.machine.get("mine") == "unchanged");
+        return restored.error();
+    };
+    SECTION("a well-formed hand-built image restores (the builder is right)") {
+        image_builder b{at.value()};
+        b.w.u64(1);
+        b.w.string("k");
+        b.w.string("v");
+        b.w.u64(1);
+        client(b.w, 1, zxid{1, 50}.value(), 2, 7, "");
+        CHECK(status(b) == std::error_code{});
+        CHECK(target.machine.get("k") == "v");
+        CHECK(target.machine.last_sequence(1) == 1u);
+        CHECK(target.machine.last_applied() == at);
+    }
+    SECTION("another version") {
+        image_builder b{at.value(), 2};
+        b.w.u64(0);
+        b.w.u64(0);
+        CHECK(status(b) == errc::unsupported_version);
+    }
+    SECTION("bad magic") {
+        image_builder b{at.value()};
+        b.w.u64(0);
+        b.w.u64(0);
+        b.bytes[0] = std::byte{'X'};
+        CHECK(status(b) == errc::corrupt);
+    }
+    SECTION("keys out of order, or repeated") {
+        for (const auto& [first, second] : {std::pair{"b", "a"}, std::pair{"a", "a"}}) {
+            image_builder b{at.value()};
+            b.w.u64(2);
+            b.w.string(first);
+            b.w.string("1");
+            b.w.string(second);
+            b.w.string("2");
+            b.w.u64(0);
+            CHECK(status(b) == errc::corrupt);
+        }
+    }
+    SECTION("clients out of order") {
+        image_builder b{at.value()};
+        b.w.u64(0);
+        b.w.u64(2);
+        client(b.w, 2, 1, 1, 0, "");
+        client(b.w, 1, 2, 1, 0, "");
+        CHECK(status(b) == errc::corrupt);
+    }
+    SECTION("two clients last active at the same zxid") {
+        image_builder b{at.value()};
+        b.w.u64(0);
+        b.w.u64(2);
+        client(b.w, 1, 5, 1, 0, "");
+        client(b.w, 2, 5, 1, 0, "");
+        CHECK(status(b) == errc::corrupt);
+    }
+    SECTION("a client active after last_applied") {
+        image_builder b{at.value()};
+        b.w.u64(0);
+        b.w.u64(1);
+        client(b.w, 1, at.value() + 1, 1, 0, "");
+        CHECK(status(b) == errc::corrupt);
+    }
+    SECTION("outcomes that apply() never records") {
+        struct bad_outcome {
+            unsigned kind;
+            std::uint64_t integer;
+            std::string_view text;
+        };
+        for (const bad_outcome& o :
+             {bad_outcome{0, 0, ""}, bad_outcome{6, 0, ""}, bad_outcome{1, 1, ""},
+              bad_outcome{3, 0, "text"}, bad_outcome{5, 0, ""}, bad_outcome{5, 1, "ERR x"}}) {
+            INFO("kind " << o.kind);
+            image_builder b{at.value()};
+            b.w.u64(0);
+            b.w.u64(1);
+            client(b.w, 1, 1, o.kind, o.integer, o.text);
+            CHECK(status(b) == errc::corrupt);
+        }
+    }
+    SECTION("counts beyond the bytes, and bytes beyond the counts") {
+        image_builder huge{at.value()};
+        huge.w.u64(UINT64_MAX);
+        CHECK(status(huge) == errc::corrupt);
+        image_builder extra{at.value()};
+        extra.w.u64(0);
+        extra.w.u64(0);
+        extra.w.u8(0);
+        CHECK(status(extra) == errc::corrupt);
+        image_builder oversized{at.value()};
+        oversized.w.u64(1);
+        oversized.w.u32(0xffffffffu);
+        CHECK(status(oversized) == errc::corrupt);
+    }
+}
+
+TEST_CASE("kv state machine: replicas fed the same commands agree", "[kv][state_machine]") {
+    testing::prng rng{0x7265706c};
+    const kv_options options{.max_clients = 5, .recent_outcomes_max = 16};
+    kv_state_machine a{options}, b{options}, late{options};
+    std::vector<std::pair<zxid, byte_vector>> txns;
+    for (std::uint32_t i = 1; i <= 3000; ++i) {
+        // Some transactions are garbage; most are commands over a few keys and clients.
+        byte_vector txn = rng.chance(0.02) ? byte_vector(rng.below(6), std::byte{1})
+                                           : encoded(random_command(rng));
+        txns.emplace_back(zxid{1 + i / 1000, i}, std::move(txn));
+    }
+    std::size_t duplicates = 0;
+    for (std::size_t i = 0; i < txns.size(); ++i) {
+        const auto& [z, txn] = txns[i];
+        a.apply(z, txn);
+        b.apply(z, txn);
+        CHECK(a.outcome_of(z) == b.outcome_of(z));
+        duplicates += a.outcome_of(z)->duplicate ? 1 : 0;
+        if (i == 1234) REQUIRE(late.restore(z, a.snapshot().view()));
+        if (i > 1234) late.apply(z, txn);
+    }
+    CHECK(duplicates > 50);
+    CHECK(a.state() == b.state());
+    CHECK(a.digest() == b.digest());
+    CHECK(a.snapshot() == b.snapshot());
+    CHECK(late.state() == a.state());
+    CHECK(late.digest() == a.digest());
+    // A different history gives a different digest.
+    b.apply(zxid{9, 1}, encoded({set_op{"extra", "x"}, {}}));
+    CHECK(a.digest() != b.digest());
+}
