@@ -112,8 +112,8 @@ public:
 
     /// Creates the peer (its option, configuration and recovery checks: see peer::create),
     /// binds the peer port and starts dialing, then starts the protocol and the clock.
-    /// Errors: those of `peer::create` and `tcp_transport::start`; `invalid_argument` when
-    /// started twice or after `stop()`, or when the transport's self is not a member.
+    /// Errors: those of `peer::create` (`invalid_options` for a self that is not a member)
+    /// and `tcp_transport::start`; `invalid_argument` when started twice or after `stop()`.
     result<void> start() {
         if (started_ || stopped_) return make_error_code(errc::invalid_argument);
         auto created = peer_type::create(options_.transport.self, options_.config, options_.peer,
