@@ -1,0 +1,577 @@
+// kv_server — one replica of the replicated key-value map per process, answering clients in
+// the Redis protocol (RESP2), so that redis-cli and redis-benchmark work against it.
+//
+// Usage:
+//   kv_server --id N --peers 1=127.0.0.1:7001,2=127.0.0.1:7002,3=127.0.0.1:7003
+//             --client-port P (--data DIR | --memory) [--client-host 127.0.0.1]
+//             [--tick-ms 50] [--cluster-id 27510] [--log-level warn]
+//
+// One io_context run by the main thread drives the zab node, its peer transport and every
+// client connection; a one-thread pool is the node's disk executor, so fsyncs never stall
+// the clients. Commands and their replies: kv_requests.hpp; per-connection ordering
+// (pipelining, read-your-writes, READMODE linearizable): resp_session.hpp.
+//
+// Writes are proposed on this replica (a follower forwards them to the leader); the reply is
+// the state machine's outcome for the write's zxid. SIGINT/SIGTERM stop the node gracefully
+// and exit 0. Exit status 2: bad command line; 1: cannot open the data or bind a port.
+#include <array>
+#include <chrono>
+#include <csignal>
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/thread_pool.hpp>
+#include <boost/asio/write.hpp>
+#include <fmt/format.h>
+
+#include "kv/kv_requests.hpp"
+#include "kv/kv_state_machine.hpp"
+#include "kv/resp_session.hpp"
+#include "zab/runtime/node.hpp"
+#include "zab/storage/file_log.hpp"
+#include "zab/storage/memory_log.hpp"
+
+namespace {
+
+using boost::asio::ip::tcp;
+using zab::peer_id;
+
+// --- limits ----------------------------------------------------------------------------------
+
+/// The largest encoded write. zab carries a transaction in one frame (codec_limits: 64 MiB
+/// payload) and file_log stores it in one record (max_record_bytes, raised below to hold
+/// it); a transaction above either would break replication, so it is refused up front with
+/// "value too large". 16 MiB leaves room for a 10 MB value and keeps a follower's send queue
+/// (64 MiB) able to hold a few of them.
+constexpr std::size_t max_txn_bytes = std::size_t{16} << 20;
+static_assert(max_txn_bytes + 4096 < zab::codec_limits{}.max_payload_bytes);
+
+/// What one client may send in one argument / one command: above the write limit (so that a
+/// too-large value gets the clear error rather than a protocol error) but far below Redis's
+/// 512 MiB, so that a few connections cannot take the memory of the process.
+constexpr std::size_t max_bulk_bytes = std::size_t{64} << 20;
+constexpr std::size_t max_command_bytes = std::size_t{128} << 20;
+
+/// Bytes of replies waiting for a slow client beyond which the connection stops reading.
+constexpr std::size_t max_output_backlog_bytes = std::size_t{8} << 20;
+
+constexpr std::size_t read_chunk_bytes = 64 << 10;
+
+// --- command line ----------------------------------------------------------------------------
+
+struct server_args {
+    peer_id id = 0;
+    std::map<peer_id, zab::asio::tcp_endpoint> peers;
+    std::string client_host = "127.0.0.1";
+    std::uint16_t client_port = 0;
+    std::string data;
+    bool memory = false;
+    std::uint32_t tick_ms = 50;
+    std::uint64_t cluster_id = 27510;
+    zab::log_level log_level = zab::log_level::warn;
+};
+
+constexpr std::string_view usage_text =
+    "usage: kv_server --id N --peers ID=HOST:PORT,... --client-port P (--data DIR | --memory)\n"
+    "                 [--client-host 127.0.0.1] [--tick-ms 50] [--cluster-id 27510]\n"
+    "                 [--log-level trace|debug|info|warn|error]\n"
+    "example: kv_server --id 1 --peers 1=127.0.0.1:7001,2=127.0.0.1:7002,3=127.0.0.1:7003 \\\n"
+    "                   --client-port 6381 --data build/cluster/replica-1/data\n";
+
+std::optional<std::uint64_t> parse_number(std::string_view text, std::uint64_t max) {
+    const auto value = zab::kv::detail::parse_uint64(text);
+    if (!value || *value > max) return std::nullopt;
+    return value;
+}
+
+/// "1=127.0.0.1:7001,2=..." → id → endpoint; an error text on failure.
+std::optional<std::string> parse_peers(std::string_view text,
+                                       std::map<peer_id, zab::asio::tcp_endpoint>& peers) {
+    while (!text.empty()) {
+        const std::size_t comma = text.find(',');
+        const std::string_view item = text.substr(0, comma);
+        text = comma == std::string_view::npos ? std::string_view{} : text.substr(comma + 1);
+        const std::size_t equals = item.find('=');
+        const std::size_t colon = item.rfind(':');
+        if (equals == std::string_view::npos || colon == std::string_view::npos || colon < equals)
+            return fmt::format("--peers: '{}' is not ID=HOST:PORT", item);
+        const auto id = parse_number(item.substr(0, equals), UINT32_MAX);
+        const auto port = parse_number(item.substr(colon + 1), 65535);
+        std::string host{item.substr(equals + 1, colon - equals - 1)};
+        if (host.size() > 2 && host.front() == '[' && host.back() == ']')
+            host = host.substr(1, host.size() - 2);  // [::1]:7001
+        if (!id || *id == 0 || !port || *port == 0 || host.empty())
+            return fmt::format("--peers: '{}' needs an id >= 1, a host and a port 1..65535",
+                               item);
+        if (!peers.emplace(*id, zab::asio::tcp_endpoint{host, static_cast<std::uint16_t>(*port)})
+                 .second)
+            return fmt::format("--peers: id {} appears twice", *id);
+    }
+    return std::nullopt;
+}
+
+std::optional<zab::log_level> parse_log_level(std::string_view text) {
+    if (text == "trace") return zab::log_level::trace;
+    if (text == "debug") return zab::log_level::debug;
+    if (text == "info") return zab::log_level::info;
+    if (text == "warn") return zab::log_level::warn;
+    if (text == "error") return zab::log_level::error;
+    return std::nullopt;
+}
+
+/// The parsed command line, or an error text (printed with the usage, exit status 2).
+std::variant<server_args, std::string> parse_args(int argc, char** argv) {
+    server_args a;
+    bool have_port = false;
+    for (int i = 1; i < argc; ++i) {
+        const std::string_view flag = argv[i];
+        if (flag == "--memory") {
+            a.memory = true;
+            continue;
+        }
+        if (flag == "-h" || flag == "--help") return std::string{};
+        if (i + 1 >= argc) return fmt::format("{} needs a value", flag);
+        const std::string_view value = argv[++i];
+        if (flag == "--id") {
+            const auto id = parse_number(value, UINT32_MAX);
+            if (!id || *id == 0) return fmt::format("--id: '{}' is not a replica id >= 1", value);
+            a.id = *id;
+        } else if (flag == "--peers") {
+            if (auto problem = parse_peers(value, a.peers)) return *problem;
+        } else if (flag == "--client-port") {
+            const auto port = parse_number(value, 65535);
+            if (!port) return fmt::format("--client-port: '{}' is not a port 0..65535", value);
+            a.client_port = static_cast<std::uint16_t>(*port);
+            have_port = true;
+        } else if (flag == "--client-host") {
+            a.client_host = value;
+        } else if (flag == "--data") {
+            a.data = value;
+        } else if (flag == "--tick-ms") {
+            const auto tick = parse_number(value, 60'000);
+            if (!tick || *tick == 0) return fmt::format("--tick-ms: '{}' is not 1..60000", value);
+            a.tick_ms = static_cast<std::uint32_t>(*tick);
+        } else if (flag == "--cluster-id") {
+            const auto id = parse_number(value, UINT64_MAX);
+            if (!id) return fmt::format("--cluster-id: '{}' is not a number", value);
+            a.cluster_id = *id;
+        } else if (flag == "--log-level") {
+            const auto level = parse_log_level(value);
+            if (!level) return fmt::format("--log-level: '{}' is not a level", value);
+            a.log_level = *level;
+        } else {
+            return fmt::format("unknown option '{}'", flag);
+        }
+    }
+    if (a.id == 0) return std::string{"--id is required"};
+    if (a.peers.empty()) return std::string{"--peers is required"};
+    if (!a.peers.contains(a.id)) return fmt::format("--peers must list this replica ({})", a.id);
+    if (!have_port) return std::string{"--client-port is required"};
+    if (a.data.empty() && !a.memory) return std::string{"--data DIR (or --memory) is required"};
+    if (!a.data.empty() && a.memory) return std::string{"--data and --memory exclude each other"};
+    return a;
+}
+
+// --- the server ------------------------------------------------------------------------------
+
+/// What INFO reports beside the node's status.
+struct server_counters {
+    std::uint64_t connections_accepted = 0;
+    std::uint64_t connected_clients = 0;
+    std::uint64_t writes_proposed = 0;
+    std::uint64_t writes_failed = 0;  ///< completed with an error (not a refused outcome)
+    std::uint64_t outcomes_unknown = 0;
+    std::uint64_t reads = 0;
+    std::uint64_t syncs = 0;
+    std::uint64_t syncs_failed = 0;
+};
+
+std::string address_of(const std::optional<zab::asio::tcp_endpoint>& endpoint) {
+    if (!endpoint) return {};
+    return fmt::format("{}:{}", endpoint->host, endpoint->port);
+}
+
+template <typename Node>
+class server;
+
+/// One client connection: a socket and a resp_session, whose Backend it is.
+template <typename Node>
+class connection : public std::enable_shared_from_this<connection<Node>> {
+public:
+    connection(server<Node>& owner, tcp::socket socket, std::uint64_t id)
+        : owner_{owner}, socket_{std::move(socket)}, id_{id}, session_{*this, options()} {}
+
+    void start() { pump(); }
+
+    /// Closes the socket; completions still in flight find the session and are dropped.
+    void close() {
+        if (!open_) return;
+        open_ = false;
+        boost::system::error_code ignored;
+        socket_.shutdown(tcp::socket::shutdown_both, ignored);
+        socket_.close(ignored);
+        owner_.forget(id_);
+    }
+
+    // --- resp_session's Backend ---------------------------------------------------------------
+
+    void propose(std::uint64_t ticket, std::vector<std::byte> txn) {
+        ++owner_.counters().writes_proposed;
+        owner_.node().async_propose(
+            zab::byte_view{txn.data(), txn.size()},
+            [self = this->shared_from_this(), ticket](boost::system::error_code error,
+                                                      zab::asio::reply r) {
+                self->session_.write_done(ticket, self->owner_.write_reply(error, r));
+                self->pump();
+            });
+    }
+
+    void sync(std::uint64_t ticket) {
+        ++owner_.counters().syncs;
+        owner_.node().async_sync([self = this->shared_from_this(), ticket](
+                                     boost::system::error_code error, zab::asio::reply r) {
+            std::optional<std::string> refused;
+            if (error) {
+                ++self->owner_.counters().syncs_failed;
+                refused = zab::kv::error_reply(error, r.leader, address_of(r.leader_address));
+            }
+            self->session_.sync_done(ticket, std::move(refused));
+            self->pump();
+        });
+    }
+
+    std::string read(const zab::kv::resp::command& args) {
+        ++owner_.counters().reads;
+        if (zab::kv::detail::upper(args[0]) == "INFO") {
+            std::string out;
+            zab::kv::resp::write_bulk_string(out, owner_.info());
+            return out;
+        }
+        return zab::kv::execute_read(owner_.node().machine(), args);
+    }
+
+private:
+    static zab::kv::session_options options() {
+        zab::kv::session_options o;
+        o.max_txn_bytes = max_txn_bytes;
+        o.parser_limits.max_bulk_bytes = max_bulk_bytes;
+        o.parser_limits.max_command_bytes = max_command_bytes;
+        return o;
+    }
+
+    /// After anything changed: write what is ready, close when finished, read when there is
+    /// room. The only place that decides what the socket does next.
+    void pump() {
+        if (!open_) return;
+        if (!writing_ && session_.has_output()) write();
+        // Closing (QUIT, protocol error) or the client's EOF: once every reply is out.
+        const bool finished = !writing_ && !session_.has_output() && session_.idle() &&
+                              (session_.closing() || eof_);
+        if (finished) return close();
+        const bool backlog = write_buffer_.size() > max_output_backlog_bytes;
+        if (!reading_ && !eof_ && !session_.closing() && session_.wants_input() && !backlog)
+            receive();
+    }
+
+    void receive() {
+        reading_ = true;
+        socket_.async_read_some(
+            boost::asio::buffer(read_buffer_.data(), read_buffer_.size()),
+            [self = this->shared_from_this()](boost::system::error_code error, std::size_t n) {
+                self->reading_ = false;
+                if (!self->open_) return;
+                if (error) {
+                    // EOF: the client sent everything (e.g. a pipe through nc); answer it all
+                    // before closing. Any other error: the client is gone.
+                    if (error != boost::asio::error::eof) return self->close();
+                    self->eof_ = true;
+                } else {
+                    self->session_.feed(std::string_view{self->read_buffer_.data(), n});
+                }
+                self->pump();
+            });
+    }
+
+    /// Every reply ready goes out in one write (a pipeline's replies gathered).
+    void write() {
+        write_buffer_ = session_.take_output();
+        writing_ = true;
+        boost::asio::async_write(
+            socket_, boost::asio::buffer(write_buffer_),
+            [self = this->shared_from_this()](boost::system::error_code error, std::size_t) {
+                self->writing_ = false;
+                self->write_buffer_.clear();
+                if (error) return self->close();
+                self->pump();
+            });
+    }
+
+    server<Node>& owner_;
+    tcp::socket socket_;
+    std::uint64_t id_;
+    zab::kv::resp_session<connection> session_;
+    std::array<char, read_chunk_bytes> read_buffer_{};
+    std::string write_buffer_;
+    bool open_ = true;
+    bool reading_ = false;
+    bool writing_ = false;
+    bool eof_ = false;
+};
+
+/// The listener, the node, and the connections.
+template <typename Node>
+class server {
+public:
+    server(boost::asio::io_context& io, Node& node, const server_args& args)
+        : io_{io}, node_{node}, args_{args}, acceptor_{io}, signals_{io, SIGINT, SIGTERM} {}
+
+    /// Binds the client port and starts accepting; an error text on failure.
+    std::optional<std::string> start() {
+        boost::system::error_code error;
+        const auto address = boost::asio::ip::make_address(args_.client_host, error);
+        if (error) return fmt::format("--client-host '{}': {}", args_.client_host, error.message());
+        const tcp::endpoint endpoint{address, args_.client_port};
+        acceptor_.open(endpoint.protocol(), error);
+        if (!error) acceptor_.set_option(tcp::acceptor::reuse_address(true), error);
+        if (!error) acceptor_.bind(endpoint, error);
+        if (!error) acceptor_.listen(tcp::socket::max_listen_connections, error);
+        if (error)
+            return fmt::format("cannot listen on {}:{}: {}", args_.client_host, args_.client_port,
+                               error.message());
+        signals_.async_wait([this](boost::system::error_code e, int) {
+            if (!e) shutdown();
+        });
+        accept();
+        return std::nullopt;
+    }
+
+    Node& node() { return node_; }
+    server_counters& counters() { return counters_; }
+    void forget(std::uint64_t id) {
+        if (connections_.erase(id) > 0) --counters_.connected_clients;
+    }
+
+    /// The reply to a completed write: its outcome, or the error.
+    std::string write_reply(boost::system::error_code error, const zab::asio::reply& r) {
+        if (error) {
+            ++counters_.writes_failed;
+            return zab::kv::error_reply(error, r.leader, address_of(r.leader_address));
+        }
+        if (auto outcome = node_.machine().outcome_of(r.id)) return zab::kv::outcome_reply(*outcome);
+        // Applied here through a snapshot, or older than the recent outcomes kept.
+        ++counters_.outcomes_unknown;
+        std::string out;
+        zab::kv::resp::write_error(out, zab::kv::error_outcome_unknown);
+        return out;
+    }
+
+    /// INFO: `key:value` lines, as Redis's INFO.
+    std::string info() const {
+        const zab::asio::node_status s = node_.status();
+        std::string out = "# Replication\r\n";
+        auto line = [&out](std::string_view key, const auto& value) {
+            out += fmt::format("{}:{}\r\n", key, value);
+        };
+        line("replica_id", args_.id);
+        line("role", zab::kv::detail::lower(fmt::format("{}", s.role)));
+        line("established", s.established ? 1 : 0);
+        line("epoch", s.epoch);
+        line("leader", s.leader);
+        const auto leader = args_.peers.find(s.leader);
+        line("leader_address", leader == args_.peers.end()
+                                   ? std::string{}
+                                   : fmt::format("{}:{}", leader->second.host, leader->second.port));
+        line("last_zxid", s.last_logged);
+        line("last_zxid_raw", s.last_logged.value());
+        line("last_committed", s.last_committed);
+        line("last_applied", s.last_applied);
+        line("last_applied_raw", s.last_applied.value());
+        line("storage", args_.memory ? "memory" : "file");
+        line("storage_failure", s.failure ? s.failure.message() : std::string{"none"});
+        line("followers", s.followers.size());
+        for (const auto& f : s.followers)
+            out += fmt::format("follower_{}:serving={},lag={},last_acked={}\r\n", f.id,
+                               f.serving ? 1 : 0, f.lag, f.last_acked);
+        out += "# Keyspace\r\n";
+        line("keys", node_.machine().size());
+        out += "# Stats\r\n";
+        line("connected_clients", counters_.connected_clients);
+        line("connections_accepted", counters_.connections_accepted);
+        line("writes_proposed", counters_.writes_proposed);
+        line("writes_failed", counters_.writes_failed);
+        line("outcomes_unknown", counters_.outcomes_unknown);
+        line("reads", counters_.reads);
+        line("syncs", counters_.syncs);
+        line("syncs_failed", counters_.syncs_failed);
+        if (const auto* peer = node_.protocol_peer()) {
+            const auto& c = peer->counters();
+            line("elections_started", c.elections_started);
+            line("transactions_applied", c.transactions_applied);
+            line("proposals", c.proposals);
+            line("commits", c.commits);
+            line("requests_forwarded", c.requests_forwarded);
+            line("syncs_diff", c.syncs_diff);
+            line("syncs_trunc", c.syncs_trunc);
+            line("syncs_snap", c.syncs_snap);
+        }
+        return out;
+    }
+
+private:
+    void accept() {
+        acceptor_.async_accept([this](boost::system::error_code error, tcp::socket socket) {
+            if (stopping_) return;
+            if (!error) {
+                boost::system::error_code ignored;
+                socket.set_option(tcp::no_delay(true), ignored);
+                const std::uint64_t id = ++last_connection_id_;
+                auto c = std::make_shared<connection<Node>>(*this, std::move(socket), id);
+                connections_.emplace(id, c);
+                ++counters_.connections_accepted;
+                ++counters_.connected_clients;
+                c->start();
+            } else if (error == boost::asio::error::operation_aborted) {
+                return;
+            }
+            // Other accept errors (EMFILE, a connection reset before accept) are transient.
+            accept();
+        });
+    }
+
+    /// SIGINT/SIGTERM: stop taking clients, stop the node (its in-flight operations
+    /// complete), close every connection. io_context::run then returns when all is done.
+    void shutdown() {
+        if (stopping_) return;
+        stopping_ = true;
+        zab::log(zab::log_level::warn, "kv_server {}: stopping", args_.id);
+        boost::system::error_code ignored;
+        acceptor_.close(ignored);
+        node_.stop();
+        auto open = connections_;  // close() erases from connections_
+        for (auto& [id, weak] : open)
+            if (auto c = weak.lock()) c->close();
+    }
+
+    boost::asio::io_context& io_;
+    Node& node_;
+    const server_args& args_;
+    tcp::acceptor acceptor_;
+    boost::asio::signal_set signals_;
+    std::map<std::uint64_t, std::weak_ptr<connection<Node>>> connections_;
+    std::uint64_t last_connection_id_ = 0;
+    server_counters counters_;
+    bool stopping_ = false;
+};
+
+zab::asio::node_options node_options_for(const server_args& args) {
+    zab::asio::node_options o;
+    std::vector<zab::member> members;
+    for (const auto& [id, endpoint] : args.peers) members.push_back({id, zab::learner_type::participant});
+    o.config = zab::configuration::make(std::move(members)).value();
+    o.peer.tick_ms = args.tick_ms;
+    o.peer.group_id = args.cluster_id;
+    o.transport.self = args.id;
+    o.transport.cluster_id = args.cluster_id;
+    o.transport.peers = args.peers;
+    // A restarted replica should rejoin quickly: cap the dial back-off at half a second.
+    o.transport.reconnect_max = std::chrono::milliseconds{500};
+    return o;
+}
+
+template <typename Log>
+int serve(const server_args& args, Log& log) {
+    using node_type = zab::asio::node<Log, zab::kv::kv_state_machine>;
+    boost::asio::io_context io;
+    boost::asio::thread_pool disk{1};
+    zab::kv::kv_options machine_options;
+    // Outcomes are looked up when a write's completion runs, which may be after many more
+    // applies under load: keep plenty (local memory only).
+    machine_options.recent_outcomes_max = 1u << 16;
+    zab::kv::kv_state_machine machine{machine_options};
+    int status = 0;
+    {
+        node_type node{io.get_executor(), node_options_for(args), log, machine,
+                       disk.get_executor()};
+        if (auto started = node.start(); !started) {
+            fmt::print(stderr, "kv_server: replica {} cannot start: {}\n", args.id,
+                       started.error().message());
+            return 1;
+        }
+        server<node_type> srv{io, node, args};
+        if (auto problem = srv.start()) {
+            fmt::print(stderr, "kv_server: {}\n", *problem);
+            node.stop();
+            return 1;
+        }
+        fmt::print("kv_server: replica {} serving RESP on {}:{} (peer port {}, {} log)\n",
+                   args.id, args.client_host, args.client_port, node.transport().local_port(),
+                   args.memory ? "memory" : "file");
+        std::fflush(stdout);
+        io.run();
+        node.stop();
+    }
+    disk.join();
+    fmt::print("kv_server: replica {} stopped\n", args.id);
+    return status;
+}
+
+int open_and_serve(const server_args& args) {
+    if (args.memory) {
+        zab::memory_log log;
+        return serve(args, log);
+    }
+    std::error_code ignored;
+    const std::filesystem::path directory{args.data};
+    if (directory.has_parent_path())
+        std::filesystem::create_directories(directory.parent_path(), ignored);
+    zab::file_log_options fo;
+    fo.directory = args.data;
+    fo.cluster_id = args.cluster_id;
+    fo.replica_id = args.id;
+    // One record must hold the largest write (max_txn_bytes), and a commit window must hold
+    // one record (file_log_options::problem).
+    fo.max_record_bytes = static_cast<std::uint32_t>(max_txn_bytes + 4096);
+    fo.group_commit_window_bytes = 2 * fo.max_record_bytes;
+    std::string why;
+    auto opened = zab::file_log::open(fo, &why);
+    if (!opened) {
+        fmt::print(stderr, "kv_server: cannot open the data directory {}: {}\n", args.data, why);
+        return 1;
+    }
+    zab::file_log log = std::move(opened).value();
+    return serve(args, log);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    auto parsed = parse_args(argc, argv);
+    if (auto* problem = std::get_if<std::string>(&parsed)) {
+        if (!problem->empty()) fmt::print(stderr, "kv_server: {}\n", *problem);
+        fmt::print(stderr, "{}", usage_text);
+        return problem->empty() ? 0 : 2;
+    }
+    const server_args& args = std::get<server_args>(parsed);
+    zab::set_log_level(args.log_level);
+    // A client that disconnects while we write must not kill the process.
+    std::signal(SIGPIPE, SIG_IGN);
+    try {
+        return open_and_serve(args);
+    } catch (const std::exception& e) {
+        // Nothing is meant to throw; if Boost.Asio does (e.g. out of descriptors), say so.
+        fmt::print(stderr, "kv_server: fatal: {}\n", e.what());
+        return 1;
+    }
+}

@@ -1,0 +1,265 @@
+// examples/kv/resp_session.hpp — one client connection of kv_server, without the socket: it
+// parses what the client sent, starts each command, and releases the replies in request
+// order, however the commands complete.
+//
+// Ordering, as a Redis client that pipelines expects it:
+// - replies go out in request order (a queue of slots, flushed from the front as far as the
+//   slots are complete);
+// - writes are started as soon as they are read, several in flight at once: a pipeline of
+//   SETs costs one round of consensus, not one per command (redis-benchmark -P 16);
+// - a read executes only once every earlier command on the connection completed
+//   (read-your-writes on a connection), and a write read after a waiting read is started
+//   only once that read executed (otherwise the read could see a later write);
+// - in READMODE linearizable a GET/MGET/EXISTS asks for a sync as soon as it is read, and
+//   executes once both its sync and every earlier command completed;
+// - at most `max_outstanding` commands are queued: beyond it the session takes no more
+//   commands from the parser and `wants_input()` turns false, so the server stops reading
+//   the socket until replies drain (TCP then pushes back on the client).
+//
+// The Backend does the work (kv_server: the zab node; tests: a fake). It must never complete
+// from inside a call — completions arrive later through `write_done` / `sync_done`:
+//
+//     void propose(std::uint64_t ticket, std::vector<std::byte> txn);  // then write_done
+//     void sync(std::uint64_t ticket);                                  // then sync_done
+//     std::string read(const resp::command& args);   // the reply of GET/MGET/EXISTS/INFO now
+//
+// A ticket names a slot for the connection's lifetime (tickets increase; the server may get
+// a completion for a slot of a session that closed meanwhile: it simply drops it).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "kv_requests.hpp"
+#include "resp_parser.hpp"
+#include "resp_writer.hpp"
+
+namespace zab::kv {
+
+struct session_options {
+    /// Commands queued on one connection (waiting, in flight, or complete but not flushed).
+    std::size_t max_outstanding = 10'000;
+    /// The largest encoded write (see kv_requests.hpp, make_write).
+    std::size_t max_txn_bytes = 16u << 20;
+    resp::limits parser_limits{};
+};
+
+template <typename Backend>
+class resp_session {
+public:
+    resp_session(Backend& backend, session_options options = {})
+        : backend_{backend}, options_{options}, parser_{options.parser_limits} {}
+
+    resp_session(const resp_session&) = delete;
+    resp_session& operator=(const resp_session&) = delete;
+
+    /// Bytes received from the client.
+    void feed(std::string_view bytes) {
+        if (closing_) return;
+        parser_.feed(bytes);
+        progress();
+    }
+
+    /// A write completed: `reply` is its RESP reply (outcome or error).
+    void write_done(std::uint64_t ticket, std::string reply) {
+        slot* s = find(ticket);
+        if (s == nullptr || s->done) return;
+        s->reply = std::move(reply);
+        s->done = true;
+        progress();
+    }
+
+    /// A sync completed: nullopt on success, else the RESP error to answer. For a SYNC
+    /// command the reply is +OK; for a linearizable read, the read may now execute.
+    void sync_done(std::uint64_t ticket, std::optional<std::string> error_reply) {
+        slot* s = find(ticket);
+        if (s == nullptr || s->done || !s->sync_pending) return;
+        s->sync_pending = false;
+        if (error_reply) {
+            s->reply = std::move(*error_reply);
+            s->done = true;
+        } else if (s->what == kind::sync) {
+            resp::write_simple_string(s->reply, "OK");
+            s->done = true;
+        }
+        progress();
+    }
+
+    /// Replies ready to be written, in request order (moved out: the caller writes them).
+    std::string take_output() { return std::exchange(output_, {}); }
+    bool has_output() const noexcept { return !output_.empty(); }
+
+    /// False while the queue is full (or after QUIT / a protocol error): stop reading.
+    bool wants_input() const noexcept {
+        return !closing_ && slots_.size() < options_.max_outstanding && parser_.ready() == 0;
+    }
+    /// True after QUIT or a protocol error: once `take_output()` is written, close.
+    bool closing() const noexcept { return closing_; }
+    /// True once every command taken has been answered (and its reply taken into output).
+    bool idle() const noexcept { return slots_.empty(); }
+    /// Commands queued (not yet flushed).
+    std::size_t outstanding() const noexcept { return slots_.size(); }
+    read_mode mode() const noexcept { return mode_; }
+
+private:
+    enum class kind : std::uint8_t { immediate, write, read, sync, close };
+
+    struct slot {
+        kind what = kind::immediate;
+        bool started = false;       ///< write proposed / read executed (or answered)
+        bool done = false;          ///< `reply` is final
+        bool sync_pending = false;  ///< a sync asked for it has not completed yet
+        std::string reply;
+        std::vector<std::byte> txn;  ///< write: until proposed
+        resp::command args;          ///< read
+    };
+
+    slot* find(std::uint64_t ticket) {
+        if (ticket < front_ticket_ || ticket - front_ticket_ >= slots_.size()) return nullptr;
+        return &slots_[static_cast<std::size_t>(ticket - front_ticket_)];
+    }
+    std::uint64_t ticket_of(std::size_t index) const { return front_ticket_ + index; }
+
+    /// Moves commands from the parser into slots while there is room; true if any moved.
+    bool pull() {
+        bool pulled = false;
+        while (!closing_ && slots_.size() < options_.max_outstanding) {
+            auto args = parser_.next();
+            if (!args) break;
+            push(classify(*args, options_.max_txn_bytes));
+            pulled = true;
+        }
+        // Commands parsed before a protocol error run first (as in Redis); then the error
+        // is answered and the connection closes.
+        if (!closing_ && parser_.failed() && parser_.ready() == 0) {
+            slot s;
+            s.what = kind::close;
+            s.done = true;
+            resp::write_error(s.reply, parser_.error());
+            slots_.push_back(std::move(s));
+            closing_ = true;
+            pulled = true;
+        }
+        return pulled;
+    }
+
+    void push(request_variant r) {
+        slot s;
+        std::visit([&](auto& request) { fill(s, request); }, r);
+        slots_.push_back(std::move(s));
+        slot& pushed = slots_.back();
+        if (pushed.sync_pending) backend_.sync(ticket_of(slots_.size() - 1));
+    }
+
+    void fill(slot& s, request::immediate& r) {
+        s.done = true;
+        s.reply = std::move(r.reply);
+    }
+    void fill(slot& s, request::write& r) {
+        s.what = kind::write;
+        s.txn = std::move(r.txn);
+    }
+    void fill(slot& s, request::read& r) {
+        s.what = kind::read;
+        s.args = std::move(r.args);
+        // The mode in force when the command was read applies (READMODE is ordered too).
+        s.sync_pending = r.syncable && mode_ == read_mode::linearizable;
+    }
+    void fill(slot& s, request::sync&) {
+        s.what = kind::sync;
+        s.sync_pending = true;
+    }
+    void fill(slot& s, request::set_read_mode& r) {
+        mode_ = r.mode;
+        s.done = true;
+        resp::write_simple_string(s.reply, "OK");
+    }
+    void fill(slot& s, request::quit&) {
+        s.what = kind::close;
+        s.done = true;
+        resp::write_simple_string(s.reply, "OK");
+        closing_ = true;
+    }
+
+    /// Starts what may start, flushes the complete prefix, and takes more commands while
+    /// either changes anything. Not re-entrant (a backend never calls back from inside a
+    /// call, but the guard makes that harmless too).
+    void progress() {
+        if (in_progress_) return;
+        in_progress_ = true;
+        bool changed = true;
+        while (changed) {
+            start_ready();
+            changed = flush_front();
+            changed = pull() || changed;
+        }
+        in_progress_ = false;
+    }
+
+    /// Walks from the first slot not yet started: proposes writes, executes the read at the
+    /// front; stops at a read that must wait (everything after it waits too).
+    void start_ready() {
+        while (scan_ < slots_.size()) {
+            slot& s = slots_[scan_];
+            if (s.what == kind::write && !s.started) {
+                s.started = true;
+                backend_.propose(ticket_of(scan_), std::move(s.txn));
+                s.txn = {};
+            } else if (s.what == kind::read && !s.started) {
+                if (s.done) {  // its sync failed: answered already
+                    s.started = true;
+                } else if (scan_ == 0 && !s.sync_pending) {
+                    // Every earlier command completed and was flushed: read-your-writes.
+                    s.started = true;
+                    s.reply = backend_.read(s.args);
+                    s.done = true;
+                } else {
+                    return;
+                }
+            }
+            ++scan_;
+        }
+    }
+
+    /// Moves the replies of the complete prefix into the output buffer; true if any moved.
+    bool flush_front() {
+        bool flushed = false;
+        while (!slots_.empty() && slots_.front().done) {
+            slot& s = slots_.front();
+            output_ += s.reply;
+            flushed = true;
+            const bool close = s.what == kind::close;
+            slots_.pop_front();
+            ++front_ticket_;
+            if (scan_ > 0) --scan_;
+            if (close) {
+                // Nothing after QUIT / a protocol error is answered.
+                front_ticket_ += slots_.size();
+                slots_.clear();
+                scan_ = 0;
+                return true;
+            }
+        }
+        return flushed;
+    }
+
+    Backend& backend_;
+    session_options options_;
+    resp::parser parser_;
+    std::deque<slot> slots_;
+    std::uint64_t front_ticket_ = 0;  ///< ticket of slots_.front()
+    std::size_t scan_ = 0;            ///< slots before it are started (or wait on nothing)
+    std::string output_;
+    read_mode mode_ = read_mode::local;
+    bool closing_ = false;
+    bool in_progress_ = false;
+};
+
+}  // namespace zab::kv

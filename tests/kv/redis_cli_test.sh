@@ -1,0 +1,213 @@
+#!/usr/bin/env bash
+# tests/kv/redis_cli_test.sh KV_SERVER — three kv_server processes on free loopback ports in a
+# temporary directory, driven with redis-cli: PING; a SET on a follower read on another
+# replica after ZSYNC; one leader in INFO; Redis-style errors; a 10 MB value and the
+# too-large error; binary keys; CAS and INCR; kill -9 of the leader, a new leader, writes
+# going on; the killed replica restarted from its data directory and caught up.
+#
+# Registered with ctest (label kv-cluster). Exit 0: passed; 1: failed (the message says
+# which check, and the replicas' logs are printed); 77: skipped (no redis-cli).
+# Environment: KV_TEST_KEEP=1 keeps the temporary directory.
+set -euo pipefail
+
+server="${1:?usage: redis_cli_test.sh PATH/TO/kv_server}"
+[[ -x "$server" ]] || { echo "error: $server is not executable" >&2; exit 1; }
+if ! command -v redis-cli >/dev/null 2>&1; then
+    echo "skipped: redis-cli is not installed (Debian: apt-get install redis-tools)"
+    exit 77
+fi
+
+work="$(mktemp -d "${TMPDIR:-/tmp}/zab-kv-test.XXXXXX")"
+declare -A pids=() client_port=() peer_port=()
+failed=0
+
+cleanup() {
+    local id
+    for id in "${!pids[@]}"; do
+        kill -9 "${pids[$id]}" 2>/dev/null || true
+        wait "${pids[$id]}" 2>/dev/null || true
+    done
+    if [[ "$failed" -ne 0 ]]; then
+        for id in 1 2 3; do
+            echo "--- replica $id log (last 20 lines) ---"
+            tail -n 20 "$work/replica-$id.log" 2>/dev/null || true
+        done
+    fi
+    if [[ "${KV_TEST_KEEP:-0}" == 1 ]]; then echo "kept: $work"; else rm -rf "$work"; fi
+}
+trap cleanup EXIT
+
+fail() {
+    failed=1
+    echo "FAILED: $*" >&2
+    exit 1
+}
+say() { printf '[%s] %s\n' "$(date +%T)" "$*"; }
+
+# A port nobody listens on (parallel ctest runs pick different random ones).
+free_port() {
+    local port
+    while :; do
+        port=$((20000 + RANDOM % 40000))
+        if ! (exec 9<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+            echo "$port"
+            return
+        fi
+    done
+}
+
+for id in 1 2 3; do
+    peer_port[$id]=$(free_port)
+    client_port[$id]=$(free_port)
+done
+peers="1=127.0.0.1:${peer_port[1]},2=127.0.0.1:${peer_port[2]},3=127.0.0.1:${peer_port[3]}"
+
+start() {
+    local id="$1"
+    "$server" --id "$id" --peers "$peers" --client-port "${client_port[$id]}" \
+        --data "$work/replica-$id" --tick-ms 20 >>"$work/replica-$id.log" 2>&1 &
+    pids[$id]=$!
+}
+
+cli() {
+    local id="$1"
+    shift
+    timeout 30 redis-cli -p "${client_port[$id]}" "$@"
+}
+
+info_field() { cli "$1" INFO 2>/dev/null | tr -d '\r' | sed -n "s/^$2://p"; }
+
+# The id of the one replica that leads while every live replica follows it, else nothing.
+leader_of() {
+    local id leader="" role
+    for id in "$@"; do
+        [[ "$(info_field "$id" established)" == 1 ]] || return 0
+        role=$(info_field "$id" role)
+        if [[ "$role" == leading ]]; then
+            [[ -z "$leader" ]] || return 0
+            leader="$id"
+        fi
+    done
+    echo "$leader"
+}
+
+# wait_leader ID... — waits (20 s) until the listed replicas agree on one leader.
+wait_leader() {
+    local deadline=$((SECONDS + 20)) leader
+    while ((SECONDS < deadline)); do
+        leader=$(leader_of "$@")
+        if [[ -n "$leader" ]]; then
+            echo "$leader"
+            return 0
+        fi
+        sleep 0.2
+    done
+    fail "no single established leader among replicas $* within 20 s"
+}
+
+expect() {  # expect WHAT EXPECTED ACTUAL
+    [[ "$3" == "$2" ]] || fail "$1: expected '$2', got '$3'"
+}
+
+say "starting 3 replicas in $work (client ports ${client_port[*]})"
+for id in 1 2 3; do start "$id"; done
+leader=$(wait_leader 1 2 3)
+say "leader: replica $leader"
+followers=()
+for id in 1 2 3; do [[ "$id" == "$leader" ]] || followers+=("$id"); done
+
+expect "PING" PONG "$(cli 1 PING)"
+expect "PING message" hello "$(cli 2 PING hello)"
+
+say "SET on follower ${followers[0]}, GET on follower ${followers[1]} after ZSYNC"
+expect "SET via follower" OK "$(cli "${followers[0]}" SET greeting hello-zab)"
+expect "GET after ZSYNC" $'OK\nhello-zab' "$(printf 'ZSYNC\nGET greeting\n' | cli "${followers[1]}")"
+
+leaders=0
+for id in 1 2 3; do [[ "$(info_field "$id" role)" == leading ]] && leaders=$((leaders + 1)); done
+expect "replicas reporting role:leading" 1 "$leaders"
+expect "INFO leader field on a follower" "$leader" "$(info_field "${followers[0]}" leader)"
+
+say "Redis-style errors"
+expect "unknown command" "ERR unknown command 'FOO', with args beginning with: 'a' 'b' " \
+    "$(cli 1 FOO a b)"
+expect "wrong arity" "ERR wrong number of arguments for 'get' command" "$(cli 1 GET)"
+expect "wrong arity (set)" "ERR wrong number of arguments for 'set' command" "$(cli 1 SET k)"
+
+say "a 10 MB value round-trips; 20 MB gets the too-large error"
+head -c 10000000 /dev/urandom >"$work/big"
+expect "SET 10 MB" OK "$(cli "${followers[0]}" -x SET big <"$work/big")"
+printf 'ZSYNC\nGET big\n' | cli "$leader" | tail -c +4 | head -c 10000000 >"$work/big.read"
+cmp -s "$work/big" "$work/big.read" || fail "the 10 MB value read back differs"
+too_large=$(head -c 20000000 /dev/zero | cli 1 -x SET huge)
+[[ "$too_large" == "ERR value too large (limit "*" bytes)" ]] ||
+    fail "20 MB value: expected the value-too-large error, got '${too_large:0:200}'"
+expect "connection still usable after too-large" PONG "$(cli 1 PING)"
+
+say "binary keys (CR, LF and NUL inside) over a raw RESP connection"
+raw() {  # raw ID: sends stdin on a fresh connection, prints every reply until the close
+    local id="$1"
+    exec 8<>"/dev/tcp/127.0.0.1/${client_port[$id]}"
+    cat >&8
+    timeout 10 cat <&8
+    exec 8<&-
+}
+# The key is a CR LF b NUL c \x01 (7 bytes), the value v NUL CR LF 1 (5 bytes): printf writes
+# them (bash strings cannot hold a NUL). The '$' are RESP length prefixes, not expansions.
+# shellcheck disable=SC2016
+printf '*3\r\n$3\r\nSET\r\n$7\r\na\r\nb\0c\x01\r\n$5\r\nv\0\r\n1\r\n*1\r\n$4\r\nQUIT\r\n' |
+    raw "${followers[0]}" >"$work/binary.set"
+printf '+OK\r\n+OK\r\n' | cmp -s - "$work/binary.set" || fail "binary SET: $(od -c "$work/binary.set")"
+# shellcheck disable=SC2016
+printf '*1\r\n$5\r\nZSYNC\r\n*2\r\n$3\r\nGET\r\n$7\r\na\r\nb\0c\x01\r\n*1\r\n$4\r\nQUIT\r\n' |
+    raw "${followers[1]}" >"$work/binary.get"
+# shellcheck disable=SC2016
+printf '+OK\r\n$5\r\nv\0\r\n1\r\n+OK\r\n' | cmp -s - "$work/binary.get" ||
+    fail "binary GET: $(od -c "$work/binary.get")"
+
+say "CAS and INCR"
+expect "CAS.ABSENT on a missing key" 1 "$(cli 1 CAS.ABSENT c v1)"
+expect "CAS.ABSENT on a present key" 0 "$(cli 2 CAS.ABSENT c v2)"
+expect "CAS matching" 1 "$(cli 3 CAS c v1 v3)"
+expect "CAS mismatching" 0 "$(cli 1 CAS c v1 v4)"
+expect "GET after CAS" $'OK\nv3' "$(printf 'ZSYNC\nGET c\n' | cli 2)"
+expect "INCR new" 1 "$(cli 1 INCR n)"
+expect "INCR again" 2 "$(cli 2 INCR n)"
+expect "INCR not integer" "ERR value is not an integer or out of range" "$(cli 3 INCR c)"
+expect "TAGGED first" 3 "$(cli 1 TAGGED 42 1 INCR n)"
+expect "TAGGED retry (applied once)" 3 "$(cli 2 TAGGED 42 1 INCR n)"
+expect "pipelined writes then read (read-your-writes)" $'OK\nOK\nOK\nthird' \
+    "$(printf 'SET p first\nSET p second\nSET p third\nGET p\n' | cli "${followers[0]}")"
+
+say "kill -9 the leader (replica $leader)"
+kill -9 "${pids[$leader]}"
+wait "${pids[$leader]}" 2>/dev/null || true
+unset "pids[$leader]"
+new_leader=$(wait_leader "${followers[@]}")
+say "new leader: replica $new_leader"
+[[ "$new_leader" != "$leader" ]] || fail "the killed replica is still reported leading"
+deadline=$((SECONDS + 20))
+until [[ "$(cli "${followers[0]}" SET after-kill survived 2>&1)" == OK ]]; do
+    ((SECONDS < deadline)) || fail "SET after the leader's kill did not succeed within 20 s"
+    sleep 0.2
+done
+
+say "restart replica $leader from its data directory"
+start "$leader"
+deadline=$((SECONDS + 30))
+until [[ "$(printf 'ZSYNC\nGET after-kill\n' | cli "$leader" 2>/dev/null)" == $'OK\nsurvived' ]]; do
+    ((SECONDS < deadline)) || fail "restarted replica $leader did not catch up within 30 s"
+    sleep 0.3
+done
+expect "restarted replica keeps old data" $'OK\nhello-zab' \
+    "$(printf 'ZSYNC\nGET greeting\n' | cli "$leader")"
+
+say "graceful stop (SIGTERM) exits 0"
+for id in 1 2 3; do
+    kill -TERM "${pids[$id]}"
+    status=0
+    wait "${pids[$id]}" || status=$?
+    unset "pids[$id]"
+    expect "exit status of replica $id after SIGTERM" 0 "$status"
+done
+say "PASSED"
