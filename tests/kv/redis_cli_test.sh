@@ -3,7 +3,9 @@
 # temporary directory, driven with redis-cli: PING; a SET on a follower read on another
 # replica after ZSYNC; one leader in INFO; Redis-style errors; a 10 MB value and the
 # too-large error; binary keys; CAS and INCR; kill -9 of the leader, a new leader, writes
-# going on; the killed replica restarted from its data directory and caught up.
+# going on; the killed replica restarted from its data directory and caught up; the leader
+# paused (SIGSTOP), a new leader, writes going on, the paused one resumed (SIGCONT) and
+# caught up.
 #
 # Registered with ctest (label kv-cluster). Exit 0: passed; 1: failed (the message says
 # which check, and the replicas' logs are printed); 77: skipped (no redis-cli).
@@ -201,6 +203,26 @@ until [[ "$(printf 'ZSYNC\nGET after-kill\n' | cli "$leader" 2>/dev/null)" == $'
 done
 expect "restarted replica keeps old data" $'OK\nhello-zab' \
     "$(printf 'ZSYNC\nGET greeting\n' | cli "$leader")"
+
+current=$(wait_leader 1 2 3)
+say "SIGSTOP the leader (replica $current): the other two elect a leader and go on"
+kill -STOP "${pids[$current]}"
+others=()
+for id in 1 2 3; do [[ "$id" == "$current" ]] || others+=("$id"); done
+next=$(wait_leader "${others[@]}")
+say "leader while $current is paused: replica $next"
+deadline=$((SECONDS + 20))
+until [[ "$(cli "${others[0]}" SET during-pause written 2>&1)" == OK ]]; do
+    ((SECONDS < deadline)) || fail "SET while replica $current is paused did not succeed within 20 s"
+    sleep 0.2
+done
+say "SIGCONT replica $current: it rejoins and catches up"
+kill -CONT "${pids[$current]}"
+deadline=$((SECONDS + 30))
+until [[ "$(printf 'ZSYNC\nGET during-pause\n' | cli "$current" 2>/dev/null)" == $'OK\nwritten' ]]; do
+    ((SECONDS < deadline)) || fail "resumed replica $current did not catch up within 30 s"
+    sleep 0.3
+done
 
 say "graceful stop (SIGTERM) exits 0"
 for id in 1 2 3; do
