@@ -5,9 +5,9 @@
 //   - an in-memory, no-delay transport: a frame sent is queued on one FIFO and the driver
 //     loop hands it to the receiver's `on_receive` later, never from inside `send`
 //     (DESIGN.md rule 2);
-//   - an in-memory log whose durability is instant: `sync(op)` and `write_epochs(op, e)`
-//     record a completion that the driver delivers (`on_log_durable` / `on_epochs_durable`)
-//     right after the step that asked for it returns;
+//   - zab::memory_log, whose durability is instant: the driver flushes it right after each
+//     step and delivers what became durable (`on_log_durable` / `on_epochs_durable`) as
+//     steps of their own;
 //   - a state machine that counts the transactions and bytes it applies.
 // Ticks are virtual: the peers are ticked only until a leader is established and every
 // follower serves; during the measurement nothing ticks (no heartbeats, no timeouts).
@@ -51,6 +51,7 @@
 #include "zab/core/config.hpp"
 #include "zab/core/options.hpp"
 #include "zab/core/peer.hpp"
+#include "zab/storage/memory_log.hpp"
 
 namespace {
 
@@ -193,77 +194,6 @@ private:
 };
 static_assert(zab::transport<loop_transport>);
 
-// --- the instant log -------------------------------------------------------------------------
-
-/// Keeps everything in memory; a sync or an epoch write is durable as soon as the driver
-/// delivers its completion, right after the step that issued it.
-class memory_log {
-public:
-    explicit memory_log(std::size_t expected_records) { records_.reserve(expected_records); }
-
-    void append(zab::storage_op, std::span<const zab::log_record> records) {
-        records_.insert(records_.end(), records.begin(), records.end());
-    }
-    void truncate_after(zab::storage_op, zab::zxid z) {
-        std::erase_if(records_, [z](const zab::log_record& r) { return r.id > z; });
-    }
-    void install_snapshot(zab::storage_op, zab::zxid z, const zab::shared_bytes& state,
-                          std::span<const zab::log_record> following) {
-        snapshot_ = zab::log_snapshot{z, state};
-        records_.assign(following.begin(), following.end());
-    }
-    void sync(zab::storage_op op) { sync_due_ = std::max(sync_due_.value_or(0), op); }
-    void write_epochs(zab::storage_op op, zab::epochs e) {
-        epochs_ = e;
-        epochs_due_ = std::max(epochs_due_.value_or(0), op);
-    }
-    zab::zxid last_zxid() const {
-        if (!records_.empty()) return records_.back().id;
-        return snapshot_ ? snapshot_->last_included : zab::zxid{};
-    }
-    zab::epochs stored_epochs() const { return epochs_; }
-    std::optional<zab::log_snapshot> snapshot() const { return snapshot_; }
-    zab::result<std::vector<zab::log_record>> read(zab::zxid after, std::size_t max) const {
-        if (snapshot_ && after < snapshot_->last_included)
-            return make_error_code(zab::errc::compacted);
-        const std::size_t first = position_after(after);
-        const std::size_t count = std::min(max, records_.size() - first);
-        read_end_ = first + count;
-        const auto begin = records_.begin() + static_cast<std::ptrdiff_t>(first);
-        return std::vector<zab::log_record>(begin, begin + static_cast<std::ptrdiff_t>(count));
-    }
-
-    /// The completions the driver owes the peer (each at most once).
-    std::optional<zab::storage_op> take_sync() { return std::exchange(sync_due_, std::nullopt); }
-    std::optional<zab::storage_op> take_epochs() {
-        return std::exchange(epochs_due_, std::nullopt);
-    }
-    std::size_t record_count() const noexcept { return records_.size(); }
-
-private:
-    /// Index of the first record with zxid > `after`. Reads mostly continue where the last
-    /// one ended (a learner applying what it logged), as a file log's read cursor would: that
-    /// guess is checked first, then a binary search.
-    std::size_t position_after(zab::zxid after) const {
-        const std::size_t hint = read_end_;
-        if (hint <= records_.size() && (hint == 0 ? records_.empty() || after < records_[0].id
-                                                  : records_[hint - 1].id == after))
-            if (hint == records_.size() || after < records_[hint].id) return hint;
-        const auto it = std::upper_bound(
-            records_.begin(), records_.end(), after,
-            [](zab::zxid z, const zab::log_record& r) { return z < r.id; });
-        return static_cast<std::size_t>(it - records_.begin());
-    }
-
-    std::vector<zab::log_record> records_;
-    mutable std::size_t read_end_ = 0;  ///< where the last read ended: the next one's guess
-    std::optional<zab::log_snapshot> snapshot_;
-    zab::epochs epochs_;
-    std::optional<zab::storage_op> sync_due_;
-    std::optional<zab::storage_op> epochs_due_;
-};
-static_assert(zab::log_store<memory_log>);
-
 // --- the counting state machine --------------------------------------------------------------
 
 class counting_machine {
@@ -299,13 +229,12 @@ static_assert(zab::state_machine<counting_machine>);
 
 // --- the cluster and its driver loop ---------------------------------------------------------
 
-using peer_type = zab::peer<loop_transport, memory_log, counting_machine>;
+using peer_type = zab::peer<loop_transport, zab::memory_log, counting_machine>;
 
 struct node {
-    node(loop_network& network, zab::peer_id id, std::size_t expected_records)
-        : transport{network, id}, log{expected_records} {}
+    node(loop_network& network, zab::peer_id id) : transport{network, id} {}
     loop_transport transport;
-    memory_log log;
+    zab::memory_log log;
     counting_machine machine;
     std::unique_ptr<peer_type> peer;
 };
@@ -318,12 +247,12 @@ struct taken_completion {
 
 class cluster {
 public:
-    cluster(std::size_t voters, const zab::options& options, std::size_t expected_records)
+    cluster(std::size_t voters, const zab::options& options)
         : network_{voters} {
         auto config = zab::configuration::numbered(voters);
         if (!config) fail("bad configuration");
         for (zab::peer_id id = 1; id <= voters; ++id) {
-            nodes_.push_back(std::make_unique<node>(network_, id, expected_records));
+            nodes_.push_back(std::make_unique<node>(network_, id));
             node& n = *nodes_.back();
             auto created = peer_type::create(id, config.value(), options, n.transport, n.log,
                                              n.machine);
@@ -395,14 +324,12 @@ private:
     /// After a step: the storage completions it asked for, each a step of its own, until
     /// none is owed; then the client completions.
     void settle(node& n) {
-        for (;;) {
-            if (const auto op = n.log.take_sync()) {
-                n.peer->on_log_durable(*op);
-            } else if (const auto op = n.log.take_epochs()) {
-                n.peer->on_epochs_durable(*op);
-            } else {
-                break;
-            }
+        while (n.log.has_pending_work()) {
+            auto job = n.log.begin_flush();
+            job.run();
+            const zab::flush_result r = n.log.finish_flush(std::move(job));
+            if (r.log_durable) n.peer->on_log_durable(*r.log_durable);
+            if (r.epochs_durable) n.peer->on_epochs_durable(*r.epochs_durable);
         }
         if (n.peer->has_completions())
             for (auto& c : n.peer->take_completions())
@@ -479,9 +406,9 @@ void verify(cluster& c, zab::peer_id leader, std::uint64_t commits, std::uint64_
         if (p.last_committed() != committed || p.last_applied() != committed)
             problem(fmt::format("last committed {} / applied {}, the leader's last committed {}",
                                 p.last_committed(), p.last_applied(), committed));
-        if (n->log.last_zxid() != committed || n->log.record_count() < commits)
+        if (n->log.last_zxid() != committed || n->log.contents().records.size() < commits)
             problem(fmt::format("log ends at {} with {} records", n->log.last_zxid(),
-                                n->log.record_count()));
+                                n->log.contents().records.size()));
     }
     if (c.network().closes() != closes_before) fail("a connection closed during the run");
     if (c.network().frames_dropped() != dropped_before) fail("frames were dropped during the run");
@@ -489,7 +416,7 @@ void verify(cluster& c, zab::peer_id leader, std::uint64_t commits, std::uint64_
 
 run_result run_once(const configuration_case& k, std::uint64_t commits) {
     const zab::options options = options_for(k.window);
-    cluster c{k.voters, options, static_cast<std::size_t>(commits) + 1024};
+    cluster c{k.voters, options};
     const zab::peer_id leader = c.establish();
     const zab::peer_id origin = k.at_follower ? (leader == 1 ? 2 : 1) : leader;
     c.clear_completions();
