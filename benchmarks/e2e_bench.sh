@@ -15,18 +15,9 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${1:-$root/build/release}"
 requests="${2:-50000}"
-server="$build/examples/kv_server"
-[[ -x "$server" ]] || { echo "error: $server not built (cmake --build --preset release --target kv_server)" >&2; exit 2; }
-command -v redis-benchmark >/dev/null || { echo "error: redis-benchmark missing (apt-get install redis-tools)" >&2; exit 2; }
-
-work="$(mktemp -d /tmp/zab-e2e-bench-XXXXXX)"
-pids=()
-stop_all() {
-    for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
-    for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
-    pids=()
-}
-trap 'stop_all; rm -rf "$work"' EXIT
+# shellcheck source=benchmarks/kv_cluster.sh
+source "$root/benchmarks/kv_cluster.sh"
+kv_setup e2e-bench python3
 
 # --- the bounds: fsync latency (three loops at once) and the loopback round trip -----------
 python3 - "$work" <<'EOF'
@@ -67,47 +58,14 @@ rtts.sort()
 print(f"loopback round trip (Python echo, an upper bound): p50 {statistics.median(rtts)*1e6:.0f} us")
 EOF
 
-base=$((20000 + RANDOM % 20000))
-peers="1=127.0.0.1:$((base + 1)),2=127.0.0.1:$((base + 2)),3=127.0.0.1:$((base + 3))"
-
-# start_cluster MODE (file|memory): three replicas; sets $leader_port.
-start_cluster() {
-    local mode="$1" id storage=()
-    for id in 1 2 3; do
-        if [[ "$mode" == memory ]]; then
-            storage=(--memory)
-        else
-            mkdir -p "$work/$mode-$id"
-            storage=(--data "$work/$mode-$id")
-        fi
-        "$server" --id "$id" --peers "$peers" --client-port $((base + 10 + id)) \
-            "${storage[@]}" >"$work/$mode-$id.log" 2>&1 &
-        pids+=($!)
-    done
-    leader_port=""
-    for _ in $(seq 1 100); do
-        for id in 1 2 3; do
-            if redis-cli -p $((base + 10 + id)) INFO 2>/dev/null | grep -q '^role:leading'; then
-                leader_port=$((base + 10 + id))
-            fi
-        done
-        [[ -n "$leader_port" ]] && return 0
-        sleep 0.1
-    done
-    echo "error: no leader elected ($mode); logs in $work" >&2
-    exit 1
-}
-
 printf '\n%-7s %11s %12s %9s %9s\n' log outstanding "writes/s" "p50 ms" "p99 ms"
 for mode in file memory; do
-    start_cluster "$mode"
+    kv_start_cluster "$mode"
     for shape in "1 1" "16 1" "16 16" "64 64"; do
         read -r clients pipeline <<<"$shape"
-        redis-benchmark -p "$leader_port" -t set -d 100 -c "$clients" -P "$pipeline" \
-            -n "$requests" -r 100000 --csv -q 2>/dev/null |
-            awk -F'","' -v mode="$mode" -v out=$((clients * pipeline)) 'NR == 2 {
-                gsub(/"/, "", $2); gsub(/"/, "", $5); gsub(/"/, "", $7);
-                printf "%-7s %11d %12s %9s %9s\n", mode, out, $2, $5, $7 }'
+        read -r rps p50 p99 <<<"$(kv_benchmark "$leader_port" -t set -c "$clients" \
+            -P "$pipeline" -n "$requests")"
+        printf '%-7s %11d %12s %9s %9s\n' "$mode" $((clients * pipeline)) "$rps" "$p50" "$p99"
     done
-    stop_all
+    kv_stop_all
 done

@@ -14,52 +14,20 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${1:-$root/build/release}"
 requests="${2:-100000}"
-server="$build/examples/kv_server"
-[[ -x "$server" ]] || { echo "error: $server not built (cmake --build --preset release --target kv_server)" >&2; exit 2; }
-command -v redis-benchmark >/dev/null || { echo "error: redis-benchmark missing (apt-get install redis-tools)" >&2; exit 2; }
-command -v redis-server >/dev/null || { echo "error: redis-server missing (apt-get install redis-server)" >&2; exit 2; }
+# shellcheck source=benchmarks/kv_cluster.sh
+source "$root/benchmarks/kv_cluster.sh"
+kv_setup kv-bench redis-server
 
-work="$(mktemp -d /tmp/zab-kv-bench-XXXXXX)"
-pids=()
-cleanup() {
-    for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
-    wait 2>/dev/null || true
-    rm -rf "$work"
-}
-trap cleanup EXIT
-
-base=$((20000 + RANDOM % 20000))
-peers="1=127.0.0.1:$((base + 1)),2=127.0.0.1:$((base + 2)),3=127.0.0.1:$((base + 3))"
-for id in 1 2 3; do
-    mkdir -p "$work/replica-$id"
-    "$server" --id "$id" --peers "$peers" --client-port $((base + 10 + id)) \
-        --data "$work/replica-$id" >"$work/replica-$id.log" 2>&1 &
-    pids+=($!)
-done
+kv_start_cluster file
 redis_port=$((base + 20))
 redis-server --port "$redis_port" --dir "$work" --appendonly yes --appendfsync always \
     --save '' --daemonize no >"$work/redis.log" 2>&1 &
 pids+=($!)
-
-# Wait for a leader: INFO on each replica until one says role:leading.
-leader_port=""
-for _ in $(seq 1 100); do
-    for id in 1 2 3; do
-        if redis-cli -p $((base + 10 + id)) INFO 2>/dev/null | grep -q '^role:leading'; then
-            leader_port=$((base + 10 + id))
-        fi
-    done
-    [[ -n "$leader_port" ]] && break
-    sleep 0.1
-done
-[[ -n "$leader_port" ]] || { echo "error: no leader elected; logs in $work" >&2; exit 1; }
 until redis-cli -p "$redis_port" PING >/dev/null 2>&1; do sleep 0.1; done
 
-# run PORT TEST PIPELINE -> "requests/s p50_ms" (redis-benchmark 7's CSV: test, rps,
-# avg, min, p50, p95, p99, max)
+# run PORT TEST PIPELINE -> "requests/s p50_ms"
 run() {
-    redis-benchmark -p "$1" -t "$2" -d 100 -c 50 -P "$3" -n "$requests" -r 100000 --csv -q 2>/dev/null |
-        awk -F'","' 'NR == 2 { gsub(/"/, "", $2); gsub(/"/, "", $5); print $2, $5 }'
+    kv_benchmark "$1" -t "$2" -c 50 -P "$3" -n "$requests" | cut -d' ' -f1,2
 }
 
 printf 'redis-benchmark -d 100 -c 50 -n %s; kv_server: 3 processes, file logs (fsync), leader on port %s\n' \
