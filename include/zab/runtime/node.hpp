@@ -39,6 +39,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/system/error_code.hpp>
 
+#include "zab/core/assert.hpp"
 #include "zab/core/bytes.hpp"
 #include "zab/core/config.hpp"
 #include "zab/core/error.hpp"
@@ -143,8 +144,8 @@ public:
             peer_->shutdown();
             deliver_completions();
         }
-        for (auto& [id, handler] : pending_) complete(std::move(handler), errc::shutting_down, {});
-        pending_.clear();
+        // peer::shutdown completed every request in flight (client_table::abandon).
+        ZAB_ASSERT(pending_.empty(), "node::stop: a client request outlived the peer's shutdown");
         timer_.cancel();
         transport_.stop();
         if (started_ && !flushing_ && log_.has_pending_work()) {
@@ -293,13 +294,6 @@ private:
             const std::error_code error = c.outcome ? std::error_code{} : c.outcome.error();
             complete(std::move(handler), executor_, error, std::move(r));
         }
-    }
-
-    void complete(handler_type handler, std::error_code error, reply r) {
-        complete(std::move(handler), executor_, error, std::move(r));
-    }
-    void complete(handler_type handler, errc error, reply r) {
-        complete(std::move(handler), executor_, make_error_code(error), std::move(r));
     }
 
     /// Completes `handler` on its associated executor, never from inside the call: first a
