@@ -1,0 +1,81 @@
+// zab::memory_log: the log_store members, and the flush interface the runtime drives
+// (completions only for what was asked, once each).
+#include <string>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "zab/storage/memory_log.hpp"
+
+using zab::zxid;
+
+namespace {
+
+zab::log_record record(zxid z, const std::string& bytes) {
+    return {z, zab::shared_bytes::copy_of(zab::as_bytes(bytes))};
+}
+
+std::vector<zxid> ids(const zab::result<std::vector<zab::log_record>>& read) {
+    REQUIRE(read.has_value());
+    std::vector<zxid> out;
+    for (const auto& r : read.value()) out.push_back(r.id);
+    return out;
+}
+
+zab::flush_result flush(zab::memory_log& log) {
+    auto job = log.begin_flush();
+    job.run();
+    return log.finish_flush(std::move(job));
+}
+
+}  // namespace
+
+TEST_CASE("memory_log: append, read, truncate, snapshot install") {
+    zab::memory_log log;
+    CHECK(log.last_zxid() == zxid{});
+    const std::vector<zab::log_record> batch{record({1, 1}, "a"), record({1, 2}, "b"),
+                                             record({1, 3}, "c")};
+    log.append(1, batch);
+    CHECK(log.last_zxid() == zxid(1, 3));
+    CHECK(ids(log.read(zxid{1, 1}, 10)) == std::vector<zxid>{{1, 2}, {1, 3}});
+    CHECK(ids(log.read(zxid{}, 2)) == std::vector<zxid>{{1, 1}, {1, 2}});
+    log.truncate_after(2, zxid{1, 1});
+    CHECK(log.last_zxid() == zxid(1, 1));
+
+    const std::vector<zab::log_record> after{record({2, 1}, "d")};
+    log.install_snapshot(3, zxid{1, 9}, zab::shared_bytes::copy_of(zab::as_bytes("state")), after);
+    REQUIRE(log.snapshot().has_value());
+    CHECK(log.snapshot()->last_included == zxid(1, 9));
+    CHECK(log.last_zxid() == zxid(2, 1));
+    CHECK(ids(log.read(zxid{1, 9}, 10)) == std::vector<zxid>{{2, 1}});
+    // Below the snapshot the history is gone.
+    CHECK(log.read(zxid{1, 1}, 10).error() == zab::make_error_code(zab::errc::compacted));
+}
+
+TEST_CASE("memory_log: a flush reports what was asked, once") {
+    zab::memory_log log;
+    CHECK(!log.has_pending_work());
+    log.append(1, std::vector<zab::log_record>{record({1, 1}, "a")});
+    CHECK(!log.has_pending_work());  // an append alone asks for nothing
+    log.sync(1);
+    log.write_epochs(2, zab::epochs{1, 1});
+    CHECK(log.stored_epochs() == zab::epochs{1, 1});  // visible at once
+    REQUIRE(log.has_pending_work());
+    const auto first = flush(log);
+    CHECK(!first.failed());
+    CHECK(first.log_durable == zab::storage_op{1});
+    CHECK(first.epochs_durable == zab::storage_op{2});
+    CHECK(!log.has_pending_work());
+    const auto second = flush(log);
+    CHECK(!second.log_durable.has_value());
+    CHECK(!second.epochs_durable.has_value());
+}
+
+TEST_CASE("memory_log: starts from a given image and epochs") {
+    zab::log_image image;
+    image.append(std::vector<zab::log_record>{record({3, 1}, "x")});
+    zab::memory_log log{image, zab::epochs{3, 3}};
+    CHECK(log.last_zxid() == zxid(3, 1));
+    CHECK(log.stored_epochs() == zab::epochs{3, 3});
+    CHECK(log.contents().records.size() == 1);
+}
