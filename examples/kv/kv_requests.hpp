@@ -8,7 +8,8 @@
 //   CAS k expected new      :1 when k held `expected` and now holds `new`, :0 otherwise
 //   CAS.ABSENT k new        the same, where "expected" is "k is absent" (create-if-absent)
 //   TAGGED client-id seq <SET|DEL|INCR|CAS|CAS.ABSENT ...>   exactly-once retry (kv_command.hpp)
-//   INFO [section]  SYNC  ZSYNC  READMODE local|linearizable  COMMAND ...  CONFIG GET p  QUIT
+//   INFO [section]  (INFO DIGEST: the state's digest and zxid, to compare replicas)
+//   SYNC  ZSYNC  READMODE local|linearizable  COMMAND ...  CONFIG GET p  QUIT
 //
 // ZSYNC is SYNC under another name: redis-cli intercepts a command named SYNC (it starts a
 // Redis replication stream instead of sending it as a command), so from redis-cli use ZSYNC.
