@@ -1,0 +1,921 @@
+// kv_nemesis — the key-value server under a nemesis, its history checked for linearizability.
+//
+// Starts N kv_server processes with file logs (fsync on) in a work directory; every peer
+// connection passes through an in-process proxy (nemesis/peer_proxy.hpp) that can cut a
+// replica off. Client threads issue GET, SET and CAS on a few keys through every replica for
+// --seconds, half of them on linearizable connections (READMODE linearizable), half on local
+// reads; every write is TAGGED (exactly-once), and a write whose outcome is unknown is
+// retried with its tag on another replica until it gets an answer or its time runs out.
+// Meanwhile the nemesis, one fault at a time, kill -9s and restarts a random minority (the
+// leader in half the cases), pauses a replica with SIGSTOP/SIGCONT, or cuts one off.
+//
+// Then every fault is healed, a last write goes through, and the test checks:
+//   1. the replicas converge: equal state digests at the same zxid (INFO DIGEST);
+//   2. every replica exits 0 on SIGTERM, and their committed logs agree record by record;
+//   3. the log, replayed, gives the replicas' digest; every acknowledged write is in it
+//      with the outcome its client was told, no refused write is, none is applied twice;
+//   4. the history of writes, CAS and linearizable reads (final reads on every replica
+//      included) is linearizable (zab::testing::check_linearizability, per key);
+//   5. local reads keep the per-connection guarantee (nemesis/history_check.hpp).
+//
+// --negative-control shows the check is not blind: every client reads locally but its reads
+// are checked as linearizable, and the nemesis only cuts followers off, so reads served by a
+// cut-off follower are stale; the run passes only if the checker reports a violation.
+//
+// Usage: kv_nemesis --server PATH/kv_server [--replicas 3] [--seconds 20] [--clients 6]
+//                   [--keys 3] [--seed 1] [--tick-ms 20] [--work DIR] [--keep]
+//                   [--negative-control]
+// Exit 0: every check passed; 1: a check failed (the report says which, with the replicas'
+// log tails); 2: bad command line or the cluster could not be set up.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <random>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <fmt/format.h>
+
+#include "nemesis/history_check.hpp"
+#include "nemesis/peer_proxy.hpp"
+#include "nemesis/resp_client.hpp"
+#include "zab/storage/file_log.hpp"
+#include "zab/testing/linearizability.hpp"
+#include "zab/testing/linearizability_models.hpp"
+
+namespace {
+
+namespace nm = zab::kv::nemesis;
+using model = zab::testing::kv_model;
+using history_op = zab::testing::operation<model>;
+using namespace std::chrono_literals;
+using clock_type = std::chrono::steady_clock;
+
+// --- command line ----------------------------------------------------------------------------
+
+struct options {
+    std::string server;
+    std::uint32_t replicas = 3;
+    double seconds = 20;
+    std::uint32_t clients = 6;
+    std::uint32_t keys = 3;
+    std::uint64_t seed = 1;
+    std::uint32_t tick_ms = 20;
+    std::string work;
+    bool keep = false;
+    /// Every client reads locally but its reads are checked as linearizable, and the nemesis
+    /// only cuts followers off: stale reads must be caught (exit 0 iff the check fails).
+    bool negative_control = false;
+};
+
+constexpr std::string_view usage =
+    "usage: kv_nemesis --server PATH/kv_server [--replicas 3] [--seconds 20] [--clients 6]\n"
+    "                  [--keys 3] [--seed 1] [--tick-ms 20] [--work DIR] [--keep]\n"
+    "                  [--negative-control]\n";
+
+std::optional<options> parse_args(int argc, char** argv) {
+    options o;
+    for (int i = 1; i < argc; ++i) {
+        const std::string_view flag = argv[i];
+        if (flag == "--keep" || flag == "--negative-control") {
+            (flag == "--keep" ? o.keep : o.negative_control) = true;
+            continue;
+        }
+        if (i + 1 >= argc) return std::nullopt;
+        const std::string value = argv[++i];
+        char* end = nullptr;
+        const double number = std::strtod(value.c_str(), &end);
+        const bool numeric = end != value.c_str() && *end == '\0' && number >= 0;
+        if (flag == "--server") o.server = value;
+        else if (flag == "--work") o.work = value;
+        else if (!numeric) return std::nullopt;
+        else if (flag == "--replicas") o.replicas = static_cast<std::uint32_t>(number);
+        else if (flag == "--seconds") o.seconds = number;
+        else if (flag == "--clients") o.clients = static_cast<std::uint32_t>(number);
+        else if (flag == "--keys") o.keys = static_cast<std::uint32_t>(number);
+        else if (flag == "--seed") o.seed = static_cast<std::uint64_t>(number);
+        else if (flag == "--tick-ms") o.tick_ms = static_cast<std::uint32_t>(number);
+        else return std::nullopt;
+    }
+    if (o.server.empty() || o.replicas < 1 || o.replicas > 9 || o.clients < 1 || o.keys < 1 ||
+        o.tick_ms < 1)
+        return std::nullopt;
+    return o;
+}
+
+// --- time and the timeline -------------------------------------------------------------------
+
+const clock_type::time_point start_time = clock_type::now();
+
+zab::testing::history_time now_us() {
+    return std::chrono::duration_cast<std::chrono::microseconds>(clock_type::now() - start_time)
+        .count();
+}
+
+std::mutex say_mutex;
+
+template <typename... Args>
+void say(fmt::format_string<Args...> format, Args&&... args) {
+    const std::string text = fmt::format(format, std::forward<Args>(args)...);
+    std::lock_guard lock{say_mutex};
+    fmt::print("[{:8.3f} s] {}\n", static_cast<double>(now_us()) / 1e6, text);
+    std::fflush(stdout);
+}
+
+/// Sleeps `d`, waking early when `stop` is set.
+void nap(std::chrono::milliseconds d, const std::atomic<bool>& stop) {
+    const auto until = clock_type::now() + d;
+    while (!stop && clock_type::now() < until) std::this_thread::sleep_for(10ms);
+}
+
+// --- the replicas ----------------------------------------------------------------------------
+
+/// A port nobody listens on now (the kernel's choice for port 0).
+std::uint16_t free_port() {
+    boost::asio::io_context io;
+    boost::asio::ip::tcp::acceptor a{
+        io, boost::asio::ip::tcp::endpoint{boost::asio::ip::address_v4::loopback(), 0}};
+    return a.local_endpoint().port();
+}
+
+struct replica {
+    std::uint32_t id = 0;
+    std::uint16_t peer_port = 0;
+    std::uint16_t client_port = 0;
+    std::string peers;  // its --peers: itself at peer_port, the others through the proxy
+    std::string data;
+    std::string log_path;
+    pid_t pid = -1;
+    bool paused = false;
+    std::uint32_t starts = 0;
+};
+
+class cluster {
+public:
+    cluster(const options& o, nm::peer_proxy& proxy) : options_{o} {
+        for (std::uint32_t id = 1; id <= o.replicas; ++id) {
+            replica r;
+            r.id = id;
+            r.peer_port = free_port();
+            r.client_port = free_port();
+            r.data = fmt::format("{}/replica-{}/data", o.work, id);
+            r.log_path = fmt::format("{}/replica-{}.log", o.work, id);
+            replicas_.push_back(r);
+        }
+        for (auto& from : replicas_) {
+            from.peers = fmt::format("{}=127.0.0.1:{}", from.id, from.peer_port);
+            for (const auto& to : replicas_) {
+                if (to.id == from.id) continue;
+                from.peers += fmt::format(",{}=127.0.0.1:{}", to.id,
+                                          proxy.add_route(from.id, to.id, to.peer_port));
+            }
+        }
+    }
+
+    std::vector<replica>& replicas() { return replicas_; }
+    replica& at(std::uint32_t id) { return replicas_.at(id - 1); }
+
+    void start(std::uint32_t id) {
+        replica& r = at(id);
+        std::filesystem::create_directories(std::filesystem::path{r.data}.parent_path());
+        const std::vector<std::string> args = {
+            options_.server,  "--id",          std::to_string(id),
+            "--peers",        r.peers,         "--client-port",
+            std::to_string(r.client_port),     "--data",
+            r.data,           "--tick-ms",     std::to_string(options_.tick_ms),
+            "--log-level",    "warn"};
+        std::vector<char*> argv;
+        for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+        argv.push_back(nullptr);
+        const int log = ::open(r.log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+        const pid_t pid = ::fork();
+        if (pid == 0) {
+            // Only async-signal-safe calls here. The child must not keep the proxy's
+            // sockets: a cut closes them, and a copy in a child would keep them open.
+            ::dup2(log, 1);
+            ::dup2(log, 2);
+            ::syscall(SYS_close_range, 3U, ~0U, 0U);
+            ::execv(argv[0], argv.data());
+            ::_exit(127);
+        }
+        ::close(log);
+        r.pid = pid;
+        r.paused = false;
+        ++r.starts;
+    }
+
+    void kill(std::uint32_t id) {
+        replica& r = at(id);
+        if (r.pid < 0) return;
+        ::kill(r.pid, SIGKILL);
+        ::waitpid(r.pid, nullptr, 0);
+        r.pid = -1;
+        r.paused = false;
+    }
+
+    void pause(std::uint32_t id) {
+        ::kill(at(id).pid, SIGSTOP);
+        at(id).paused = true;
+    }
+    void resume(std::uint32_t id) {
+        ::kill(at(id).pid, SIGCONT);
+        at(id).paused = false;
+    }
+
+    /// SIGTERM and wait (10 s at most, then SIGKILL): the exit status, -1 if it was killed.
+    int terminate(std::uint32_t id) {
+        replica& r = at(id);
+        if (r.pid < 0) return -1;
+        ::kill(r.pid, SIGCONT);
+        ::kill(r.pid, SIGTERM);
+        int status = 0;
+        const auto deadline = clock_type::now() + 10s;
+        while (::waitpid(r.pid, &status, WNOHANG) == 0) {
+            if (clock_type::now() > deadline) {
+                ::kill(r.pid, SIGKILL);
+                ::waitpid(r.pid, &status, 0);
+                r.pid = -1;
+                return -1;
+            }
+            std::this_thread::sleep_for(10ms);
+        }
+        r.pid = -1;
+        return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    }
+
+    void kill_all() {
+        for (auto& r : replicas_) kill(r.id);
+    }
+
+private:
+    const options& options_;
+    std::vector<replica> replicas_;
+};
+
+/// INFO (or INFO DIGEST) of a replica as key → value; empty when it does not answer.
+std::map<std::string, std::string> info(std::uint16_t port, const char* section = nullptr) {
+    std::map<std::string, std::string> out;
+    nm::resp_client c;
+    if (!c.connect(port, 300ms)) return out;
+    std::vector<std::string> args{"INFO"};
+    if (section != nullptr) args.emplace_back(section);
+    const auto r = c.call(args, 500ms);
+    if (!r || r->kind != nm::reply::type::bulk) return out;
+    std::string_view text = r->text;
+    while (!text.empty()) {
+        const std::size_t eol = text.find("\r\n");
+        const std::string_view line = text.substr(0, eol);
+        text = eol == std::string_view::npos ? std::string_view{} : text.substr(eol + 2);
+        const std::size_t colon = line.find(':');
+        if (colon != std::string_view::npos && line.front() != '#')
+            out.emplace(line.substr(0, colon), line.substr(colon + 1));
+    }
+    return out;
+}
+
+/// The replica that says it leads an established epoch, or 0.
+std::uint32_t find_leader(cluster& c) {
+    for (auto& r : c.replicas()) {
+        if (r.pid < 0 || r.paused) continue;
+        auto i = info(r.client_port);
+        if (i["role"] == "leading" && i["established"] == "1") return r.id;
+    }
+    return 0;
+}
+
+// --- clients ---------------------------------------------------------------------------------
+
+/// What the clients share with the test: the ports (fixed) and the stop flag.
+struct client_context {
+    std::vector<std::uint16_t> ports;
+    std::atomic<bool> stop{false};
+};
+
+struct client_counters {
+    std::uint64_t reads = 0, reads_failed = 0;
+    std::uint64_t writes_acknowledged = 0, writes_refused = 0, writes_unknown = 0;
+    std::uint64_t retries = 0, connections = 0;
+};
+
+/// One client: a thread with one connection at a time, to a random replica.
+class client {
+public:
+    /// `linearizable`: the connection's read mode. `checked_linearizable`: whether its reads
+    /// go into the linearizability history (differs only in the negative control).
+    client(std::uint64_t client_id, bool linearizable, bool checked_linearizable,
+           std::uint64_t seed, const std::vector<std::string>& keys, client_context& context)
+        : id_{client_id}, linearizable_{linearizable}, checked_{checked_linearizable},
+          rng_{seed}, keys_{keys}, context_{context} {
+        for (const auto& k : keys_) last_seen_[k] = "init-" + k;
+    }
+
+    void run() {
+        while (!context_.stop) {
+            if (!connection_.connected() && !connect()) {
+                std::this_thread::sleep_for(20ms);
+                continue;
+            }
+            const std::string& key = keys_[rng_() % keys_.size()];
+            const auto roll = rng_() % 100;
+            if (roll < 45) read(key);
+            else write(key, roll >= 80);
+            std::this_thread::sleep_for(std::chrono::microseconds(rng_() % 4000));
+        }
+    }
+
+    /// One write, retried with its tag until it has an answer (10 s at most): the fate and
+    /// the history operation. Also used for the initial values.
+    void write(const std::string& key, bool cas) {
+        nm::write_record w;
+        w.tag = {id_, ++sequence_};
+        w.key = key;
+        w.value = fmt::format("c{}-{}", id_, sequence_);
+        std::vector<std::string> args{"TAGGED", std::to_string(w.tag.client_id),
+                                      std::to_string(w.tag.sequence)};
+        if (cas) {
+            w.expected = last_seen_[key];
+            args.insert(args.end(), {"CAS", key, *w.expected, w.value});
+        } else {
+            args.insert(args.end(), {"SET", key, w.value});
+        }
+        history_op op;
+        op.client = id_;
+        op.call_time = now_us();
+        op.input = cas ? model::cas(key, *w.expected, w.value) : model::put(key, w.value);
+        bool uncertain = false;  // an earlier attempt may have been applied
+        const auto give_up = clock_type::now() + 10s;
+        for (bool first = true;; first = false) {
+            if (!first) ++counters_.retries;
+            if (clock_type::now() > give_up) break;
+            if (!connection_.connected() && !connect()) {
+                std::this_thread::sleep_for(50ms);
+                continue;
+            }
+            const auto r = connection_.call(args, 2s);
+            if (!r) {
+                uncertain = true;  // timed out or the connection broke: reconnect, retry
+                continue;
+            }
+            if (r->is_error()) {
+                if (r->error_is("UNKNOWN")) {
+                    uncertain = true;
+                    connection_.close();  // another replica, maybe
+                } else if (!uncertain) {
+                    w.result = nm::write_record::fate::refused;
+                    w.refusal = r->text;
+                    break;
+                }
+                std::this_thread::sleep_for(50ms);
+                continue;
+            }
+            const bool ok = cas ? r->kind == nm::reply::type::integer &&
+                                      (r->integer == 0 || r->integer == 1)
+                                : r->kind == nm::reply::type::simple && r->text == "OK";
+            if (!ok) {
+                problems_.push_back(fmt::format("write {}/{}: unexpected reply '{}'", id_,
+                                                w.tag.sequence, r->text));
+                uncertain = true;
+                break;
+            }
+            w.result = nm::write_record::fate::acknowledged;
+            w.cas_matched = cas && r->integer == 1;
+            op.return_time = now_us();
+            op.output = cas ? model::cas_returned(w.cas_matched) : model::put_returned();
+            break;
+        }
+        switch (w.result) {
+            case nm::write_record::fate::acknowledged:
+                ++counters_.writes_acknowledged;
+                if (!cas || w.cas_matched) last_seen_[key] = w.value;
+                events_.push_back({session_, false, {}, {}, w.tag});
+                history_.push_back(std::move(op));
+                break;
+            case nm::write_record::fate::refused: ++counters_.writes_refused; break;
+            case nm::write_record::fate::unknown:
+                ++counters_.writes_unknown;
+                history_.push_back(std::move(op));  // open to the end of the history
+                break;
+        }
+        writes_.push_back(std::move(w));
+    }
+
+    /// One GET; a failed one is dropped (a read has no effect). On a linearizable connection
+    /// it goes into the linearizability history; every read goes into the session check.
+    void read(const std::string& key) {
+        history_op op;
+        op.client = id_;
+        op.call_time = now_us();
+        const auto r = connection_.call({"GET", key}, 1500ms);
+        if (!r || (r->kind != nm::reply::type::bulk && r->kind != nm::reply::type::nil)) {
+            ++counters_.reads_failed;
+            return;
+        }
+        ++counters_.reads;
+        std::optional<std::string> value;
+        if (r->kind == nm::reply::type::bulk) value = r->text;
+        if (value) last_seen_[key] = *value;
+        events_.push_back({session_, true, key, value, {}});
+        if (checked_) {
+            op.return_time = now_us();
+            op.input = model::get(key);
+            op.output = model::get_returned(std::move(value));
+            history_.push_back(std::move(op));
+        }
+    }
+
+    /// Connects to the replica `port` (any replica when 0) in this client's read mode.
+    bool connect(std::uint16_t port = 0) {
+        const auto& ports = context_.ports;
+        for (std::size_t attempt = 0; attempt < ports.size(); ++attempt) {
+            const std::uint16_t p = port != 0 ? port : ports[rng_() % ports.size()];
+            if (!connection_.connect(p, 500ms)) continue;
+            const auto r = connection_.call(
+                {"READMODE", linearizable_ ? "linearizable" : "local"}, 1s);
+            if (!r || r->kind != nm::reply::type::simple) {
+                connection_.close();
+                continue;
+            }
+            ++session_;
+            ++counters_.connections;
+            return true;
+        }
+        return false;
+    }
+
+    std::vector<history_op>& history() { return history_; }
+    std::vector<nm::write_record>& writes() { return writes_; }
+    std::vector<nm::session_event>& events() { return events_; }
+    std::vector<std::string>& problems() { return problems_; }
+    const client_counters& counters() const { return counters_; }
+
+private:
+    std::uint64_t id_;
+    bool linearizable_;
+    bool checked_;
+    std::mt19937_64 rng_;
+    const std::vector<std::string>& keys_;
+    client_context& context_;
+    nm::resp_client connection_;
+    std::uint64_t session_ = 0;
+    std::uint64_t sequence_ = 0;
+    std::map<std::string, std::string> last_seen_;
+    std::vector<history_op> history_;
+    std::vector<nm::write_record> writes_;
+    std::vector<nm::session_event> events_;
+    std::vector<std::string> problems_;
+    client_counters counters_;
+};
+
+// --- the nemesis -----------------------------------------------------------------------------
+
+struct nemesis_counters {
+    std::uint64_t kills = 0, leader_kills = 0, pauses = 0, cuts = 0;
+};
+
+/// One fault at a time until `until`: kill -9 and restart a minority, pause one, cut one.
+/// With `followers_cut_only` (the negative control) every fault is a cut of a follower.
+nemesis_counters run_nemesis(cluster& c, nm::peer_proxy& proxy, std::uint64_t seed,
+                             clock_type::time_point until, bool followers_cut_only,
+                             const std::atomic<bool>& stop) {
+    nemesis_counters n;
+    std::mt19937_64 rng{seed};
+    const auto ms = [&rng](int lo, int hi) {
+        return std::chrono::milliseconds(lo + static_cast<int>(rng() % (hi - lo + 1)));
+    };
+    const std::uint32_t size = static_cast<std::uint32_t>(c.replicas().size());
+    const std::uint32_t minority = (size - 1) / 2;
+    if (minority == 0) return n;
+    /// A victim: the leader half of the time (when there is one), else any replica.
+    const auto pick = [&](const std::vector<std::uint32_t>& taken) {
+        std::uint32_t v = 0;
+        if (rng() % 2 == 0) v = find_leader(c);
+        while (v == 0 || std::find(taken.begin(), taken.end(), v) != taken.end())
+            v = 1 + static_cast<std::uint32_t>(rng() % size);
+        return v;
+    };
+    while (!stop && clock_type::now() < until) {
+        nap(ms(300, 1200), stop);
+        const std::uint32_t leader = find_leader(c);
+        /// A fault on `v` that lasts a while and is then undone.
+        const auto transient = [&](std::uint32_t v, std::string_view fault, std::string_view undo,
+                                   auto&& inflict, auto&& repair) {
+            inflict(v);
+            say("nemesis: {} replica {}{}", fault, v, v == leader ? " (the leader)" : "");
+            nap(ms(500, 3000), stop);
+            repair(v);
+            say("nemesis: {} replica {}", undo, v);
+        };
+        const auto cut = [&](std::uint32_t v) {
+            ++n.cuts;
+            transient(v, "cut off", "heal", [&](std::uint32_t x) { proxy.cut(x); },
+                      [&](std::uint32_t x) { proxy.heal(x); });
+        };
+        if (followers_cut_only) {
+            std::uint32_t v = 1 + static_cast<std::uint32_t>(rng() % size);
+            if (v == leader) v = 1 + v % size;
+            cut(v);
+            continue;
+        }
+        switch (rng() % 3) {
+            case 0: {
+                std::vector<std::uint32_t> victims;
+                const std::uint32_t count = 1 + static_cast<std::uint32_t>(rng() % minority);
+                while (victims.size() < count) victims.push_back(pick(victims));
+                for (const std::uint32_t v : victims) {
+                    c.kill(v);
+                    ++n.kills;
+                    if (v == leader) ++n.leader_kills;
+                    say("nemesis: kill -9 replica {}{}", v, v == leader ? " (the leader)" : "");
+                }
+                nap(ms(300, 2500), stop);
+                for (const std::uint32_t v : victims) {
+                    c.start(v);
+                    say("nemesis: restart replica {} from its data directory", v);
+                }
+                break;
+            }
+            case 1:
+                ++n.pauses;
+                transient(pick({}), "SIGSTOP", "SIGCONT", [&](std::uint32_t x) { c.pause(x); },
+                          [&](std::uint32_t x) { c.resume(x); });
+                break;
+            default: cut(pick({})); break;
+        }
+    }
+    return n;
+}
+
+// --- after the run ---------------------------------------------------------------------------
+
+/// Waits until every replica reports the same digest at the same zxid; that zxid, or
+/// nullopt after `limit`.
+std::optional<std::map<std::string, std::string>> converge(cluster& c,
+                                                           std::chrono::seconds limit) {
+    const auto deadline = clock_type::now() + limit;
+    while (clock_type::now() < deadline) {
+        std::optional<std::map<std::string, std::string>> first;
+        bool equal = true;
+        for (auto& r : c.replicas()) {
+            auto d = info(r.client_port, "DIGEST");
+            if (d.empty()) {
+                equal = false;
+                break;
+            }
+            if (!first) first = d;
+            else if (d["digest"] != (*first)["digest"] ||
+                     d["digest_applied_raw"] != (*first)["digest_applied_raw"])
+                equal = false;
+        }
+        if (equal && first) return first;
+        std::this_thread::sleep_for(100ms);
+    }
+    return std::nullopt;
+}
+
+/// Every record of replica `r`'s log; nullopt (with `why`) if it does not open or read.
+struct log_contents {
+    std::vector<zab::log_record> records;
+    bool has_snapshot = false;
+};
+
+std::optional<log_contents> read_log(const replica& r, std::uint64_t cluster_id,
+                                     std::string& why) {
+    zab::file_log_options fo;
+    fo.directory = r.data;
+    fo.cluster_id = cluster_id;
+    fo.replica_id = r.id;
+    fo.create_if_missing = false;
+    // As kv_server opens it: one record holds its largest write.
+    fo.max_record_bytes = static_cast<std::uint32_t>((std::size_t{16} << 20) + 4096);
+    fo.group_commit_window_bytes = 2 * fo.max_record_bytes;
+    auto opened = zab::file_log::open(fo, &why);
+    if (!opened) return std::nullopt;
+    log_contents out;
+    zab::zxid after{};
+    if (auto s = opened.value().snapshot()) {
+        out.has_snapshot = true;
+        after = s->last_included;
+    }
+    for (;;) {
+        auto batch = opened.value().read(after, 4096);
+        if (!batch) {
+            why = batch.error().message();
+            return std::nullopt;
+        }
+        if (batch.value().empty()) break;
+        after = batch.value().back().id;
+        for (auto& record : batch.value()) out.records.push_back(std::move(record));
+    }
+    return out;
+}
+
+/// Sends the tagged SET `args` to the replicas in turn until one answers +OK (a retry of a
+/// tagged write is applied once); false after 30 s.
+bool write_until_ok(const std::vector<std::uint16_t>& ports, const std::vector<std::string>& args) {
+    nm::resp_client conn;
+    const auto deadline = clock_type::now() + 30s;
+    for (std::size_t attempt = 0; clock_type::now() < deadline; ++attempt) {
+        if (!conn.connected() && !conn.connect(ports[attempt % ports.size()], 500ms)) continue;
+        const auto r = conn.call(args, 2s);
+        if (r && r->kind == nm::reply::type::simple) return true;
+        conn.close();  // the next replica
+        std::this_thread::sleep_for(50ms);
+    }
+    return false;
+}
+
+std::string last_lines(const std::string& text, std::size_t n) {
+    std::size_t at = text.size();
+    if (at > 0 && text.back() == '\n') --at;
+    for (std::size_t found = 0; at > 0 && found < n; --at)
+        if (text[at - 1] == '\n' && ++found == n) break;
+    return text.substr(at);
+}
+
+void print_log_tails(cluster& c) {
+    for (const auto& r : c.replicas()) {
+        std::ifstream in{r.log_path};
+        std::vector<std::string> lines;
+        for (std::string line; std::getline(in, line);) lines.push_back(line);
+        fmt::print("--- replica {} log (last 15 of {} lines) ---\n", r.id, lines.size());
+        for (std::size_t i = lines.size() > 15 ? lines.size() - 15 : 0; i < lines.size(); ++i)
+            fmt::print("{}\n", lines[i]);
+    }
+}
+
+int run(options o) {
+    constexpr std::uint64_t cluster_id = 27510;  // kv_server's default
+    bool made_work = false;
+    if (o.work.empty()) {
+        std::string pattern = (std::filesystem::temp_directory_path() / "zab-nemesis.XXXXXX");
+        if (::mkdtemp(pattern.data()) == nullptr) {
+            fmt::print(stderr, "kv_nemesis: cannot create a temporary directory\n");
+            return 2;
+        }
+        o.work = pattern;
+        made_work = true;
+    }
+    say("work directory {}; {} replicas, {} clients, {} keys, {} s, seed {}", o.work, o.replicas,
+        o.clients, o.keys, o.seconds, o.seed);
+
+    boost::asio::io_context io;
+    nm::peer_proxy proxy{io};
+    cluster c{o, proxy};
+    std::thread proxy_thread{[&io] { io.run(); }};
+    auto work_guard = boost::asio::make_work_guard(io);
+    for (auto& r : c.replicas()) c.start(r.id);
+
+    std::vector<std::string> problems;
+    const auto finish = [&](int status) {
+        c.kill_all();
+        work_guard.reset();
+        io.stop();
+        proxy_thread.join();
+        if (status != 0) print_log_tails(c);
+        if (made_work && !o.keep && status == 0) std::filesystem::remove_all(o.work);
+        else say("kept {}", o.work);
+        return status;
+    };
+
+    client_context context;
+    for (const auto& r : c.replicas()) context.ports.push_back(r.client_port);
+    std::vector<std::string> keys;
+    for (std::uint32_t k = 0; k < o.keys; ++k) keys.push_back(fmt::format("k{}", k));
+
+    // Operations outside the clients: the initial values and the final reads.
+    std::vector<history_op> history;
+
+    // Initial values, so that every CAS has an expected value to name.
+    const auto setup_deadline = clock_type::now() + 30s;
+    while (find_leader(c) == 0) {
+        if (clock_type::now() > setup_deadline) {
+            fmt::print("FAILED: no leader within 30 s of the start\n");
+            return finish(1);
+        }
+        std::this_thread::sleep_for(50ms);
+    }
+    say("replica {} leads", find_leader(c));
+    for (std::size_t i = 0; i < keys.size(); ++i) {
+        // "init-<key>" by a dedicated client: CAS expects it before anything else was seen.
+        const std::string& k = keys[i];
+        history_op op;
+        op.client = 900;
+        op.call_time = now_us();
+        op.input = model::put(k, "init-" + k);
+        if (!write_until_ok(context.ports, {"TAGGED", "900", std::to_string(i + 1), "SET", k,
+                                            "init-" + k})) {
+            fmt::print("FAILED: could not write the initial value of {}\n", k);
+            return finish(1);
+        }
+        op.return_time = now_us();
+        op.output = model::put_returned();
+        history.push_back(std::move(op));
+    }
+
+    // The run.
+    std::vector<std::unique_ptr<client>> clients;
+    for (std::uint32_t i = 0; i < o.clients; ++i)
+        clients.push_back(std::make_unique<client>(1000 + i, !o.negative_control && i % 2 == 0,
+                                                   o.negative_control || i % 2 == 0,
+                                                   o.seed * 7919 + i, keys, context));
+    std::vector<std::thread> threads;
+    for (auto& cl : clients) threads.emplace_back([&cl] { cl->run(); });
+    const auto until = clock_type::now() +
+                       std::chrono::milliseconds(static_cast<std::int64_t>(o.seconds * 1000));
+    std::atomic<bool> nemesis_stop{false};
+    const nemesis_counters faults =
+        run_nemesis(c, proxy, o.seed, until, o.negative_control, nemesis_stop);
+    context.stop = true;
+    for (auto& t : threads) t.join();
+    say("clients stopped; every fault healed");
+
+    // Convergence: one more write, then equal digests everywhere.
+    if (!write_until_ok(context.ports, {"TAGGED", "901", "1", "SET", "fence", "done"}))
+        problems.push_back("the final write never succeeded after healing");
+    const auto digest = converge(c, 60s);
+    if (!digest) {
+        problems.push_back("the replicas did not converge to one digest within 60 s of healing");
+    } else {
+        say("replicas converged: digest {} at {}, {} keys", digest->at("digest"),
+            digest->at("digest_applied"), digest->at("keys"));
+    }
+
+    // Final linearizable reads of every key on every replica.
+    for (auto& r : c.replicas()) {
+        nm::resp_client conn;
+        if (!conn.connect(r.client_port, 1s) ||
+            !conn.call({"READMODE", "linearizable"}, 2s)) {
+            problems.push_back(fmt::format("replica {} does not answer after healing", r.id));
+            continue;
+        }
+        for (const auto& k : keys) {
+            history_op op;
+            op.client = 950 + r.id;
+            op.call_time = now_us();
+            const auto reply = conn.call({"GET", k}, 5s);
+            if (!reply || (reply->kind != nm::reply::type::bulk &&
+                           reply->kind != nm::reply::type::nil)) {
+                problems.push_back(fmt::format("replica {}: the final read of {} failed{}", r.id,
+                                               k, reply ? ": " + reply->text : ""));
+                continue;
+            }
+            op.return_time = now_us();
+            op.input = model::get(k);
+            op.output = model::get_returned(
+                reply->kind == nm::reply::type::bulk ? std::optional{reply->text} : std::nullopt);
+            history.push_back(std::move(op));
+        }
+    }
+
+    // Graceful stop, then the logs.
+    for (auto& r : c.replicas()) {
+        const int status = c.terminate(r.id);
+        if (status != 0)
+            problems.push_back(fmt::format("replica {} exited with {} on SIGTERM", r.id, status));
+    }
+    std::map<std::uint32_t, log_contents> logs;
+    for (auto& r : c.replicas()) {
+        std::string why;
+        auto l = read_log(r, cluster_id, why);
+        if (!l) problems.push_back(fmt::format("replica {}: cannot read its log: {}", r.id, why));
+        else logs.emplace(r.id, std::move(*l));
+    }
+    const log_contents* reference = nullptr;
+    std::uint32_t reference_id = 0;
+    for (const auto& [id, l] : logs) {
+        if (l.has_snapshot) continue;
+        if (!reference || l.records.size() > reference->records.size()) {
+            reference = &l;
+            reference_id = id;
+        }
+    }
+    nm::replay replayed;
+    if (!reference) {
+        problems.push_back("no replica holds its whole log (every one installed a snapshot)");
+    } else {
+        std::map<zab::zxid, const zab::log_record*> by_zxid;
+        for (const auto& rec : reference->records) by_zxid.emplace(rec.id, &rec);
+        for (const auto& [id, l] : logs) {
+            for (const auto& rec : l.records) {
+                const auto it = by_zxid.find(rec.id);
+                if (it == by_zxid.end() ||
+                    zab::as_string_view(it->second->txn.view()) !=
+                        zab::as_string_view(rec.txn.view())) {
+                    problems.push_back(fmt::format(
+                        "replica {}'s log holds {} {} replica {}'s", id, rec.id,
+                        it == by_zxid.end() ? "which is not in" : "with other bytes than in",
+                        reference_id));
+                    break;
+                }
+            }
+        }
+        replayed = nm::replay_log(reference->records);
+        for (auto& p : replayed.problems) problems.push_back(p);
+        say("replica {}'s log: {} transactions up to {}, {} duplicate retries absorbed",
+            reference_id, replayed.transactions, replayed.last, replayed.duplicates);
+        if (digest && (fmt::format("{:08x}", replayed.digest) != digest->at("digest") ||
+                       std::to_string(replayed.last.value()) != digest->at("digest_applied_raw")))
+            problems.push_back(fmt::format(
+                "the log replayed gives digest {:08x} at {}, the replicas {} at {}",
+                replayed.digest, replayed.last, digest->at("digest"),
+                digest->at("digest_applied")));
+    }
+
+    // The histories.
+    std::vector<nm::write_record> writes;
+    std::vector<std::vector<nm::session_event>> sessions;
+    client_counters total;
+    for (auto& cl : clients) {
+        for (auto& op : cl->history()) history.push_back(std::move(op));
+        for (auto& w : cl->writes()) writes.push_back(std::move(w));
+        sessions.push_back(std::move(cl->events()));
+        for (auto& p : cl->problems()) problems.push_back(p);
+        const auto& k = cl->counters();
+        total.reads += k.reads;
+        total.reads_failed += k.reads_failed;
+        total.writes_acknowledged += k.writes_acknowledged;
+        total.writes_refused += k.writes_refused;
+        total.writes_unknown += k.writes_unknown;
+        total.retries += k.retries;
+        total.connections += k.connections;
+    }
+    say("faults: {} kills ({} of the leader), {} pauses, {} cuts; proxy: {} peer connections "
+        "forwarded, {} refused while cut",
+        faults.kills, faults.leader_kills, faults.pauses, faults.cuts, proxy.forwarded(),
+        proxy.refused());
+    say("clients: {} reads ({} failed), writes: {} acknowledged, {} refused, {} unknown; {} "
+        "retries, {} connections",
+        total.reads, total.reads_failed, total.writes_acknowledged, total.writes_refused,
+        total.writes_unknown, total.retries, total.connections);
+    if (reference) {
+        nm::check_writes(writes, replayed, problems);
+        nm::check_sessions(sessions, replayed, problems);
+    }
+    zab::testing::linearizability_options lo;
+    lo.max_steps = 500'000'000;
+    const auto started = clock_type::now();
+    auto report = zab::testing::check_linearizability(history, lo);
+    const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(clock_type::now() -
+                                                                            started);
+    if (!report) {
+        problems.push_back("the history is malformed: " + report.error().message());
+    } else {
+        say("linearizability: {} ({} ms)", report.value().summary(), took.count());
+        if (o.negative_control) {
+            if (report.value().verdict != zab::testing::linearizability_verdict::not_linearizable)
+                problems.push_back("negative control: local reads from cut-off followers were "
+                                   "checked as linearizable and no violation was found");
+            else  // the explanation's last lines name the stale read
+                say("negative control: the stale local reads were caught:\n{}",
+                    last_lines(report.value().explanation, 3));
+        } else if (!report.value().ok()) {
+            problems.push_back(report.value().explanation);
+        }
+    }
+
+    if (!problems.empty()) {
+        fmt::print("FAILED: {} problems\n", problems.size());
+        for (std::size_t i = 0; i < problems.size() && i < 20; ++i)
+            fmt::print("  {}\n", problems[i]);
+        return finish(1);
+    }
+    say("PASSED: converged, logs agree, acknowledged writes present with their outcomes, no "
+        "refused write applied, {}, local reads per-connection consistent",
+        o.negative_control ? "stale reads caught" : "linearizable");
+    return finish(0);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    const auto parsed = parse_args(argc, argv);
+    if (!parsed) {
+        fmt::print(stderr, "{}", usage);
+        return 2;
+    }
+    std::signal(SIGPIPE, SIG_IGN);
+    try {
+        return run(*parsed);
+    } catch (const std::exception& e) {
+        fmt::print(stderr, "kv_nemesis: fatal: {}\n", e.what());
+        return 2;
+    }
+}

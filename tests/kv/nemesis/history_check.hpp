@@ -1,0 +1,202 @@
+// tests/kv/nemesis/history_check.hpp — what the nemesis test checks once the run is over,
+// against the committed log of a replica (the total order of every write that took effect):
+//
+//   - Writes. Every acknowledged write was applied exactly once, with the outcome its client
+//     was told (a CAS answered :1 matched); a write refused with a definite error (-NOQUORUM,
+//     -BUSY, ...) was never applied; one whose outcome stayed unknown was applied at most once.
+//   - Sessions (the guarantee of local reads, README "What a client gets"): on one
+//     connection a client sees its own acknowledged writes and never goes back in time. A
+//     read answered from a replica's state after its first q committed transactions must
+//     find its value there; the check picks, read by read, the earliest q consistent with
+//     everything the connection saw before (at least the position of each write it was
+//     acknowledged, at least the q of each earlier read). Choosing the earliest never rejects
+//     a history the real positions explain, so a failure is a real violation.
+//   - Linearizability of writes, CAS and linearizable reads is checked separately with
+//     zab::testing::check_linearizability (kv_nemesis.cpp builds that history).
+//
+// Values are unique per write (the client id and sequence number are in them), so a value
+// read names the one write that stored it.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "kv/kv_command.hpp"
+#include "kv/kv_state_machine.hpp"
+#include "zab/core/concepts.hpp"
+
+namespace zab::kv::nemesis {
+
+/// A write a client issued, with what it learned.
+struct write_record {
+    enum class fate { acknowledged, refused, unknown };
+    request_tag tag;
+    std::string key;
+    std::string value;
+    std::optional<std::string> expected;  ///< CAS: the value it expected; nullopt for SET
+    fate result = fate::unknown;
+    bool cas_matched = false;  ///< acknowledged CAS: the answer (:1)
+    std::string refusal;       ///< refused: the error text
+};
+
+/// What one client saw on its connections, in its own order.
+struct session_event {
+    std::uint64_t session = 0;  ///< changes with every new connection
+    bool is_read = true;
+    std::string key;                   ///< read
+    std::optional<std::string> value;  ///< read: what it returned (nullopt: nil)
+    request_tag tag;                   ///< an acknowledged write
+};
+
+/// The committed log replayed through the key-value state machine.
+struct replay {
+    /// For each tag applied (not as a duplicate): the position (transactions applied, this
+    /// one included) and the outcome.
+    std::map<std::pair<std::uint64_t, std::uint64_t>, std::pair<std::uint64_t, outcome>> applied;
+    std::uint64_t duplicates = 0;
+    /// For each key, its values in order with the position each became current; the first
+    /// entry is (0, nullopt): absent before any write.
+    std::map<std::string, std::vector<std::pair<std::uint64_t, std::optional<std::string>>>>
+        values;
+    std::uint64_t transactions = 0;
+    std::uint32_t digest = 0;
+    zxid last{};
+    std::vector<std::string> problems;
+};
+
+inline std::pair<std::uint64_t, std::uint64_t> tag_key(const request_tag& t) {
+    return {t.client_id, t.sequence};
+}
+
+/// Replays `records` (a whole log, from the first transaction) through a fresh machine.
+inline replay replay_log(const std::vector<log_record>& records) {
+    replay r;
+    kv_state_machine machine;
+    outcome last_outcome;
+    machine.on_applied([&](zxid, const outcome& o) { last_outcome = o; });
+    for (const log_record& record : records) {
+        // Applied whatever it holds, as every replica did: the digests must still agree.
+        machine.apply(record.id, record.txn.view());
+        const std::uint64_t position = ++r.transactions;
+        auto command = decode(record.txn.view());
+        if (!command) {
+            r.problems.push_back(fmt::format("the log's transaction {} does not decode: {}",
+                                             record.id, command.error().message()));
+            continue;
+        }
+        const std::string key = key_of(command.value());
+        if (command.value().tag) {
+            if (last_outcome.duplicate) {
+                ++r.duplicates;
+            } else if (!r.applied.emplace(tag_key(*command.value().tag),
+                                          std::pair{position, last_outcome})
+                            .second) {
+                r.problems.push_back(fmt::format("tag {}/{} applied twice (the second at {})",
+                                                 command.value().tag->client_id,
+                                                 command.value().tag->sequence, record.id));
+            }
+        }
+        auto& history = r.values[key];
+        if (history.empty()) history.emplace_back(0, std::nullopt);
+        auto now = machine.get(key);
+        if (history.back().second != now) history.emplace_back(position, std::move(now));
+    }
+    r.digest = machine.digest();
+    r.last = machine.last_applied();
+    return r;
+}
+
+/// The writes' fates against the log (see the file comment). Problems appended to `out`.
+inline void check_writes(const std::vector<write_record>& writes, const replay& r,
+                         std::vector<std::string>& out) {
+    for (const write_record& w : writes) {
+        const auto it = r.applied.find(tag_key(w.tag));
+        const std::string name = fmt::format("write {}/{} ({} {})", w.tag.client_id,
+                                             w.tag.sequence, w.expected ? "CAS" : "SET", w.key);
+        switch (w.result) {
+            case write_record::fate::acknowledged: {
+                if (it == r.applied.end()) {
+                    out.push_back(name + " was acknowledged but is not in the committed log");
+                    break;
+                }
+                const outcome& o = it->second.second;
+                const outcome_kind expected_kind =
+                    !w.expected ? outcome_kind::ok
+                                : (w.cas_matched ? outcome_kind::cas_matched
+                                                 : outcome_kind::cas_mismatched);
+                if (o.kind != expected_kind)
+                    out.push_back(fmt::format("{}: the client was answered {} but the log "
+                                              "applies it as outcome {}",
+                                              name, static_cast<int>(expected_kind),
+                                              static_cast<int>(o.kind)));
+                break;
+            }
+            case write_record::fate::refused:
+                if (it != r.applied.end())
+                    out.push_back(fmt::format("{} was refused ({}) but the log applies it at "
+                                              "position {}",
+                                              name, w.refusal, it->second.first));
+                break;
+            case write_record::fate::unknown: break;
+        }
+    }
+}
+
+/// Per-connection guarantees of every client's reads (see the file comment).
+inline void check_sessions(const std::vector<std::vector<session_event>>& clients,
+                           const replay& r, std::vector<std::string>& out) {
+    constexpr std::uint64_t infinity = std::numeric_limits<std::uint64_t>::max();
+    for (std::size_t c = 0; c < clients.size(); ++c) {
+        std::uint64_t session = 0;
+        std::uint64_t floor = 0;  // the earliest state the connection may still be in
+        std::string why_floor = "the start";
+        for (const session_event& e : clients[c]) {
+            if (e.session != session) {
+                session = e.session;
+                floor = 0;
+                why_floor = "the start";
+            }
+            if (!e.is_read) {
+                const auto it = r.applied.find(tag_key(e.tag));
+                if (it == r.applied.end()) continue;  // check_writes reports it
+                if (it->second.first > floor) {
+                    floor = it->second.first;
+                    why_floor = fmt::format("its write {}/{}", e.tag.client_id, e.tag.sequence);
+                }
+                continue;
+            }
+            const auto history = r.values.find(e.key);
+            std::optional<std::pair<std::uint64_t, std::uint64_t>> interval;
+            if (history == r.values.end()) {
+                if (!e.value) interval.emplace(0, infinity);
+            } else {
+                const auto& h = history->second;
+                for (std::size_t i = 0; i < h.size(); ++i)
+                    if (h[i].second == e.value)
+                        interval.emplace(h[i].first, i + 1 < h.size() ? h[i + 1].first : infinity);
+            }
+            const std::string shown = e.value ? fmt::format("\"{}\"", *e.value) : "nil";
+            if (!interval) {
+                out.push_back(fmt::format("client {} read {} = {}: no committed write stored it",
+                                          c, e.key, shown));
+            } else if (interval->second <= floor) {
+                out.push_back(fmt::format(
+                    "client {} read {} = {} on session {}: that value was replaced at "
+                    "position {}, but the connection had already reached position {} ({})",
+                    c, e.key, shown, session, interval->second, floor, why_floor));
+            } else if (interval->first > floor) {
+                floor = interval->first;
+                why_floor = fmt::format("its read of {} = {}", e.key, shown);
+            }
+        }
+    }
+}
+
+}  // namespace zab::kv::nemesis
