@@ -285,28 +285,36 @@ TEST_CASE("three and five replicas over loopback: election, writes from every re
     }
 }
 
-TEST_CASE("file logs: the leader killed, a new leader, writes go on, the old leader restarts "
-          "from its files and catches up",
+TEST_CASE("file logs: the leader (and with five replicas one more) killed, a new leader, "
+          "writes go on, the killed replicas restart from their files and catch up",
           "[runtime]") {
-    cluster<zab::file_log> c{3};
-    c.start_all();
-    REQUIRE(c.run_until([&] { return c.all_serving(); }));
-    CHECK(c.write_through_all("before", 100) == 100);
-    const peer_id old_leader = c.leader();
-    const zab::epoch_t old_epoch = c.node(old_leader)->status().epoch;
-    c.kill(old_leader);
-    REQUIRE(c.run_until([&] { return c.all_serving(); }));
-    CHECK(c.leader() != old_leader);
-    CHECK(c.node(c.leader())->status().epoch > old_epoch);
-    CHECK(c.write_through_all("during", 100) == 100);
-    c.start(old_leader);
-    REQUIRE(c.converged());
-    CHECK(c.write_through_all("after", 50) == 50);
-    REQUIRE(c.converged());
-    c.check_histories();
-    // The restarted replica re-applied its own history from its files, then caught up.
-    const auto& applied = c.replicas.at(old_leader).machine->applied();
-    CHECK(applied.size() == 250);
+    for (const std::size_t n : {std::size_t{3}, std::size_t{5}}) {
+        INFO(n << " replicas");
+        cluster<zab::file_log> c{n};
+        c.start_all();
+        REQUIRE(c.run_until([&] { return c.all_serving(); }));
+        CHECK(c.write_through_all("before", 100) == 100);
+        const peer_id old_leader = c.leader();
+        const zab::epoch_t old_epoch = c.node(old_leader)->status().epoch;
+        // A minority: the leader, and with five replicas the follower after it.
+        std::vector<peer_id> killed{old_leader};
+        if (n == 5) killed.push_back(static_cast<peer_id>(old_leader % n + 1));
+        for (const peer_id id : killed) c.kill(id);
+        REQUIRE(c.run_until([&] { return c.all_serving(); }));
+        CHECK(c.leader() != old_leader);
+        CHECK(c.node(c.leader())->status().epoch > old_epoch);
+        CHECK(c.write_through_all("during", 100) == 100);
+        for (const peer_id id : killed) c.start(id);
+        REQUIRE(c.converged());
+        CHECK(c.write_through_all("after", 50) == 50);
+        REQUIRE(c.converged());
+        c.check_histories();
+        // The restarted replicas re-applied their own history from their files, then caught up.
+        for (const peer_id id : killed) {
+            INFO("replica " << id);
+            CHECK(c.replicas.at(id).machine->applied().size() == 250);
+        }
+    }
 }
 
 TEST_CASE("completion tokens: callback, use_future from another thread, use_awaitable, deferred",
