@@ -528,3 +528,137 @@ TEST_CASE("file_log snapshot install while a flush job is outstanding") {
     require_records(read_all(log), want);
     REQUIRE(log.read(zxid{1, 40}, 1).error() == errc::compacted);
 }
+
+TEST_CASE("file_log compact: a checkpoint stands in for the records up to it; the segments it "
+          "covers go; records after it stay; reopen") {
+    temporary_directory dir;
+    const auto options = small_options(dir.data());
+    const auto state = shared_bytes::copy_of(zab::as_bytes("the state at <1, 50>"));
+    std::size_t segments_before = 0;
+    {
+        file_log log = open_new(options);
+        log.append(1, records(1, 1, 80));
+        log.sync(1);
+        flush_ok(log);
+        segments_before = segment_files(dir.data()).size();
+        REQUIRE(segments_before >= 3);
+
+        REQUIRE_FALSE(log.compact(zxid{1, 81}, state));  // not in the log
+        REQUIRE(log.compact(zxid{1, 50}, state));
+        REQUIRE_FALSE(log.compact(zxid{1, 50}, state));  // not above the snapshot in effect
+        REQUIRE_FALSE(log.compact(zxid{1, 20}, state));
+        REQUIRE(log.snapshot()->last_included == zxid{1, 50});
+        REQUIRE(log.snapshot()->state == state);
+        REQUIRE(log.last_zxid() == zxid{1, 80});
+        REQUIRE(log.read(zxid{1, 49}, 10).error() == errc::compacted);
+        require_records(log.read(zxid{1, 50}, 100).value(), ids(1, 51, 80));
+        // Not a log operation: the flush reports nothing for it, and appends go on.
+        log.append(2, records(1, 81, 85));
+        log.sync(2);
+        REQUIRE(flush_ok(log).log_durable == 2);
+        REQUIRE(files_with_prefix(dir.data(), "snapshot.").size() == 1);
+        REQUIRE(segment_files(dir.data()).size() < segments_before);
+        REQUIRE(log.stats().snapshots_written == 1);
+        require_records(read_all(log), ids(1, 51, 85));
+    }
+    {
+        file_log log = open_log(options);
+        REQUIRE(log.snapshot()->last_included == zxid{1, 50});
+        REQUIRE(log.snapshot()->state == state);
+        REQUIRE(log.last_zxid() == zxid{1, 85});
+        REQUIRE(log.read(zxid{1, 10}, 10).error() == errc::compacted);
+        require_records(read_all(log), ids(1, 51, 85));
+        // A TRUNC below the checkpoint keeps it and every record it covers.
+        log.truncate_after(3, zxid{1, 40});
+        REQUIRE(log.last_zxid() == zxid{1, 50});
+        log.sync(3);
+        flush_ok(log);
+        log.append(4, records(2, 1, 30));
+        log.sync(4);
+        flush_ok(log);
+        // A second checkpoint, in a segment made after the first one.
+        REQUIRE(log.compact(zxid{2, 25}, shared_bytes::copy_of(zab::as_bytes("at <2, 25>"))));
+        flush_ok(log);
+    }
+    file_log log = open_log(options);
+    REQUIRE(log.snapshot()->last_included == zxid{2, 25});
+    REQUIRE(log.last_zxid() == zxid{2, 30});
+    require_records(read_all(log), ids(2, 26, 30));
+    REQUIRE(files_with_prefix(dir.data(), "snapshot.").size() == options.snapshots_kept);
+}
+
+TEST_CASE("file_log compact at a crash: before the checkpoint lands the whole log is found; "
+          "segments it covers but a crash left are removed at open; a gap below it is "
+          "corruption") {
+    temporary_directory dir;
+    const auto options = small_options(dir.data());
+    const auto state = shared_bytes::copy_of(zab::as_bytes("state"));
+    {
+        file_log log = open_new(options);
+        log.append(1, records(1, 1, 80));
+        log.sync(1);
+        flush_ok(log);
+        REQUIRE(log.compact(zxid{1, 60}, state));
+    }  // a crash: the checkpoint never reached the disk
+    {
+        file_log log = open_log(options);
+        REQUIRE_FALSE(log.snapshot().has_value());
+        require_records(read_all(log), ids(1, 1, 80));
+    }
+    // Keep copies of the segments, checkpoint, then put the unlinked ones back: what a crash
+    // between the checkpoint's rename and its unlinks leaves.
+    const std::string saved = dir.path() + "/saved";
+    fs::create_directory(saved);
+    for (const auto& name : segment_files(dir.data()))
+        fs::copy_file(dir.data() + "/" + name, saved + "/" + name);
+    {
+        file_log log = open_log(options);
+        REQUIRE(log.compact(zxid{1, 60}, state));
+        flush_ok(log);
+    }
+    std::vector<std::string> unlinked;
+    for (const auto& name : segment_files(saved))
+        if (!fs::exists(dir.data() + "/" + name)) unlinked.push_back(name);
+    REQUIRE_FALSE(unlinked.empty());
+    for (const auto& name : unlinked) fs::copy_file(saved + "/" + name, dir.data() + "/" + name);
+    {
+        file_log log = open_log(options);
+        REQUIRE(log.snapshot()->last_included == zxid{1, 60});
+        require_records(read_all(log), ids(1, 61, 80));
+    }
+    for (const auto& name : unlinked) REQUIRE_FALSE(fs::exists(dir.data() + "/" + name));
+
+    // The segment holding the checkpoint's zxid lost: the records it covers are missing.
+    const auto live = segment_files(dir.data());
+    REQUIRE(live.size() >= 2);
+    fs::remove(dir.data() + "/" + live.front());
+    const auto failure = open_must_fail(options);
+    CHECK(failure.error == errc::corrupt);
+    CHECK_THAT(failure.why, Catch::Contains("a segment is missing") ||
+                                Catch::Contains("does not hold <1, 60>"));
+}
+
+TEST_CASE("file_log compact and install_snapshot: an install replaces a pending checkpoint; a "
+          "checkpoint waits while an install is pending") {
+    temporary_directory dir;
+    const auto options = small_options(dir.data());
+    const auto after_install = shared_bytes::copy_of(zab::as_bytes("after install"));
+    {
+        file_log log = open_new(options);
+        log.append(1, records(1, 1, 40));
+        flush_ok(log);
+        REQUIRE(log.compact(zxid{1, 30}, shared_bytes::copy_of(zab::as_bytes("checkpoint"))));
+        const auto installed = shared_bytes::copy_of(zab::as_bytes("installed"));
+        log.install_snapshot(2, zxid{1, 35}, installed, records(1, 36, 38));
+        REQUIRE(log.snapshot()->state == installed);
+        REQUIRE_FALSE(log.compact(zxid{1, 37}, after_install));  // the install is not flushed
+        log.sync(2);
+        flush_ok(log);
+        REQUIRE(log.compact(zxid{1, 37}, after_install));
+        flush_ok(log);
+    }
+    file_log log = open_log(options);
+    REQUIRE(log.snapshot()->last_included == zxid{1, 37});
+    REQUIRE(log.snapshot()->state == after_install);
+    require_records(read_all(log), ids(1, 38, 38));
+}

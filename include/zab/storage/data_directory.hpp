@@ -188,10 +188,16 @@ inline result<epochs> read_epochs(const directory_handle& dir, std::string& why)
     return value;
 }
 
+/// A snapshot file as read: the snapshot, and the log generation that follows it.
+struct snapshot_file {
+    log_snapshot snapshot;
+    std::uint64_t live_generation = 0;
+};
+
 /// Loads and checks snapshot file `generation` (its size bounded by `max_state_bytes`).
-inline result<log_snapshot> read_snapshot(const directory_handle& dir, std::uint64_t generation,
-                                          const storage_format::identity& owner,
-                                          std::uint64_t max_state_bytes, std::string& why) {
+inline result<snapshot_file> read_snapshot(const directory_handle& dir, std::uint64_t generation,
+                                           const storage_format::identity& owner,
+                                           std::uint64_t max_state_bytes, std::string& why) {
     using namespace storage_format;
     const std::string name = snapshot_file_name(generation);
     const std::string path = fmt::format("{}/{}", dir.path, name);
@@ -230,7 +236,13 @@ inline result<log_snapshot> read_snapshot(const directory_handle& dir, std::uint
                           owner.replica_id, generation);
         return make_error_code(errc::corrupt);
     }
-    return log_snapshot{h.last_included, whole.slice(state)};
+    if (h.checkpoint && h.continued_generation >= generation) {
+        why = fmt::format("{}: checkpoint {:016x} continues generation {:016x}, which is not "
+                          "older than itself",
+                          path, generation, h.continued_generation);
+        return make_error_code(errc::corrupt);
+    }
+    return snapshot_file{log_snapshot{h.last_included, whole.slice(state)}, h.live_generation()};
 }
 
 }  // namespace zab::detail

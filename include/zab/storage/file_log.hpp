@@ -143,7 +143,7 @@ public:
         note_log_op(op);
         generation_ = next_segment_number_++;
         pending_install_ = detail::pending_install{generation_, last_included, state, owner_,
-                                                   options_.snapshots_kept};
+                                                   options_.snapshots_kept, false, 0, {}};
         pending_writes_.clear();
         pending_truncation_.reset();
         segments_.clear();
@@ -157,6 +157,27 @@ public:
     /// The same with no records after the snapshot.
     void install_snapshot(storage_op op, zxid last_included, const shared_bytes& state) {
         install_snapshot(op, last_included, state, {});
+    }
+
+    /// Compaction: `state` is the state machine's snapshot as of `last_included`, a record
+    /// of this log above the snapshot in effect. It becomes the snapshot in effect at once
+    /// (`read` below it answers `compacted`); the next flush writes it as a checkpoint file
+    /// (temp + fsync + rename + directory fsync), after that job's appends are durable, and
+    /// then unlinks the segments whose records are all at or below `last_included` (the last
+    /// segment always stays). Not a log operation: nothing the peer waits for, and a crash
+    /// before the checkpoint lands leaves the full log. Records after `last_included` stay
+    /// where they are. Returns false, changing nothing, when `last_included` is not such a
+    /// record, while a snapshot install waits for its flush, or once the log has failed.
+    bool compact(zxid last_included, const shared_bytes& state) {
+        if (failed() || (pending_install_ && !pending_install_->checkpoint)) return false;
+        if (snapshot_ && last_included <= snapshot_->last_included) return false;
+        if (!holds(last_included)) return false;
+        // A newer checkpoint replaces a pending one.
+        pending_install_ = detail::pending_install{next_segment_number_++, last_included, state,
+                                                   owner_, options_.snapshots_kept, true,
+                                                   generation_, {}};
+        snapshot_ = log_snapshot{last_included, state};
+        return true;
     }
 
     /// The next flush reports `log_durable` ≥ op (every log operation issued so far).
@@ -222,8 +243,14 @@ public:
         }
         job.install_ = std::exchange(pending_install_, std::nullopt);
         job.truncation_ = std::exchange(pending_truncation_, std::nullopt);
-        ZAB_ASSERT(!job.install_ || !job.truncation_,
+        ZAB_ASSERT(!job.install_ || job.install_->checkpoint || !job.truncation_,
                    "an install leaves nothing on disk of its generation to truncate");
+        if (job.install_ && job.install_->checkpoint) {
+            // Segments wholly covered: the next one starts at or below the checkpoint.
+            for (std::size_t i = 0; i + 1 < segments_.size(); ++i)
+                if (segments_[i + 1].base <= job.install_->last_included)
+                    job.install_->retired.push_back(segments_[i].file->number);
+        }
         std::size_t records = 0;
         for (const detail::pending_write& write : pending_writes_) {
             segment_state& segment = segment_of(write.file->number);
@@ -261,6 +288,8 @@ public:
         const std::size_t written = std::min(in_flight_records_, unwritten_.size());
         unwritten_.erase(unwritten_.begin(), unwritten_.begin() + static_cast<std::ptrdiff_t>(written));
         in_flight_records_ = 0;
+        if (finished.install_ && finished.install_->checkpoint)
+            forget_segments(finished.install_->retired);
         result.log_durable = finished.sync_op_;
         if (finished.epochs_) result.epochs_durable = finished.epochs_->first;
         return result;
@@ -336,6 +365,7 @@ private:
         std::vector<std::string> torn_segments;  ///< the newest segment, if its header was torn
         std::vector<std::string> unfinished;     ///< segments of an install that never landed
         std::optional<detail::pending_truncation> torn_tail;  ///< cut the newest segment here
+        std::vector<std::uint64_t> covered;  ///< segments wholly at or below a checkpoint
     };
 
     result<void> recover_segments(const detail::directory_contents& contents,
@@ -373,6 +403,23 @@ private:
                                    });
         ZAB_ASSERT(it != segments_.end() && it->file->number == number, "unknown segment");
         return *it;
+    }
+
+    /// Whether the index has a record `z`.
+    bool holds(zxid z) const {
+        const auto at = std::lower_bound(index_.begin(), index_.end(), z,
+                                         [](const index_entry& e, zxid x) { return e.id < x; });
+        return at != index_.end() && at->id == z;
+    }
+
+    /// Drops segments `numbers` (unlinked by a checkpoint's job, or found covered by the
+    /// checkpoint at open) and their records, which all lie at or below the snapshot.
+    void forget_segments(const std::vector<std::uint64_t>& numbers) {
+        const auto gone = [&](std::uint64_t n) {
+            return std::find(numbers.begin(), numbers.end(), n) != numbers.end();
+        };
+        std::erase_if(index_, [&](const index_entry& e) { return gone(e.segment); });
+        std::erase_if(segments_, [&](const segment_state& seg) { return gone(seg.file->number); });
     }
 
     /// Appends `records` to memory and to the pending writes. A payload larger than
@@ -590,14 +637,16 @@ inline result<file_log> file_log::recover(const file_log_options& options, std::
         recovered.fresh_ = true;
     }
 
-    // The snapshot in effect names the log generation; older segments are its past.
+    // The snapshot in effect names the live log generation (its own, or the one a
+    // checkpoint continues); older segments are the past of that generation.
     std::uint64_t generation = 0;
     if (!contents.snapshots.empty()) {
-        generation = contents.snapshots.back();
-        auto snapshot = detail::read_snapshot(*directory.value(), generation, owner,
-                                              options.max_snapshot_bytes, why);
+        auto snapshot = detail::read_snapshot(*directory.value(), contents.snapshots.back(),
+                                              owner, options.max_snapshot_bytes, why);
         if (!snapshot) return snapshot.error();
-        recovered.snapshot_ = std::move(snapshot).value();
+        generation = snapshot.value().live_generation;
+        recovered.snapshot_ = std::move(snapshot).value().snapshot;
+        recovered.next_segment_number_ = contents.snapshots.back() + 1;
     }
     recovery_repairs found;
     if (auto scanned = recovered.recover_segments(contents, generation, found, why); !scanned)
@@ -633,6 +682,9 @@ inline result<file_log> file_log::recover(const file_log_options& options, std::
             "not complete", repairs.path_of(name));
         removed = repairs.remove(name) || removed;
     }
+    for (std::uint64_t number : found.covered)  // a checkpoint's unlinks a crash cut short
+        removed = repairs.remove(segment_file_name(number)) || removed;
+    recovered.forget_segments(found.covered);
     if (found.torn_tail && repairs.truncate(found.torn_tail->file->fd.get(), found.torn_tail->size,
                                             found.torn_tail->file->name))
         repairs.sync_data(found.torn_tail->file->fd.get(), found.torn_tail->file->name);
@@ -704,10 +756,16 @@ inline result<void> file_log::recover_segments(const detail::directory_contents&
     }
 
     // Pass 2: the records of the current generation, each segment continuing the last.
-    zxid expected_base = snapshot_ ? snapshot_->last_included : zxid{};
+    // After an installed snapshot the first segment starts at its zxid; after a checkpoint
+    // it may start earlier (its records up to the checkpoint are kept but never read).
+    const zxid snapshot_zxid = snapshot_ ? snapshot_->last_included : zxid{};
+    const bool checkpoint = snapshot_ && generation_ != contents.snapshots.back();  // not its own
+    zxid expected_base = snapshot_zxid;
     for (std::size_t i = 0; i < live.size(); ++i) {
         auto& [file, head] = live[i];
         const std::string path = fmt::format("{}/{}", options_.directory, file->name);
+        if (i == 0 && checkpoint && head.header.base <= snapshot_zxid)
+            expected_base = head.header.base;
         if (head.header.base != expected_base) {
             why = fmt::format("{}: the segment starts after {}, but the log before it ends at "
                               "{}: a segment is missing",
@@ -729,6 +787,20 @@ inline result<void> file_log::recover_segments(const detail::directory_contents&
                                  head.header.window_bytes == options_.group_commit_window_bytes;
         segments_.push_back(
             {std::move(file), head.header.base, scan.valid_end, scan.valid_end, same_format});
+    }
+    if (checkpoint && !segments_.empty()) {
+        // The log must reach the checkpoint: its zxid is a record (written durably before the
+        // checkpoint was), or where the generation began.
+        if (segments_.front().base != snapshot_zxid && !holds(snapshot_zxid)) {
+            why = fmt::format("{}: the log of generation {:016x} does not hold {}, the zxid of "
+                              "checkpoint {}: records it covers are missing",
+                              options_.directory, generation_, snapshot_zxid,
+                              snapshot_file_name(contents.snapshots.back()));
+            return make_error_code(errc::corrupt);
+        }
+        for (std::size_t i = 0; i + 1 < segments_.size(); ++i)
+            if (segments_[i + 1].base <= snapshot_zxid)
+                repairs.covered.push_back(segments_[i].file->number);
     }
     return success();
 }

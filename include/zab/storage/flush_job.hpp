@@ -17,6 +17,8 @@
 //      generation): the new generation's segments as in 2, then the snapshot file (temp +
 //      fsync + rename + directory fsync) — the instant the install happens — then the old
 //      generation's segments and surplus snapshots are unlinked (§11.5);
+//      or a checkpoint (after 1 and 2): the snapshot file the same way, then the segments
+//      whose records it covers wholly, and surplus snapshots, are unlinked;
 //   4. the epoch file, atomically (temp + fsync + rename + directory fsync, §2, §11.2).
 // The first failed step ends the job; nothing is retried (DESIGN.md rule 6).
 #pragma once
@@ -77,13 +79,18 @@ struct pending_truncation {
     std::uint64_t size = 0;
 };
 
-/// Write snapshot file `generation` and retire the log generations before it.
+/// Write snapshot file `generation`, then retire what it replaces: the log generations
+/// before it (an install), or the segments `retired` (a checkpoint, which continues
+/// generation `continued_generation`).
 struct pending_install {
     std::uint64_t generation = 0;
     zxid last_included;
     shared_bytes state;
     storage_format::identity owner;
     std::uint32_t snapshots_kept = 1;
+    bool checkpoint = false;
+    std::uint64_t continued_generation = 0;
+    std::vector<std::uint64_t> retired;  ///< checkpoint: segment numbers, filled at begin_flush
 };
 
 }  // namespace detail
@@ -143,19 +150,26 @@ private:
         using namespace storage_format;
         const detail::pending_install& in = *install_;
         const snapshot_header header{in.owner.cluster_id, in.owner.replica_id, in.generation,
-                                     in.last_included, in.state.size()};
+                                     in.last_included, in.state.size(), in.checkpoint,
+                                     in.checkpoint ? in.continued_generation : 0};
         const auto header_bytes = encode(header, in.state.view());
         const std::array<byte_view, 2> parts{byte_view{header_bytes}, in.state.view()};
         if (!io_.write_file_atomically(snapshot_file_name(in.generation), parts)) return;
         ++io_.counters().snapshots_written;
 
-        // The snapshot is durable: from here on recovery ignores the older generation, so
-        // removal order does not matter and one directory fsync covers it.
+        // The snapshot is durable: from here on recovery ignores the older generation (or,
+        // after a checkpoint, the segments it covers), so removal order does not matter and
+        // one directory fsync covers it.
         std::vector<std::string> names;
         if (!io_.list(names)) return;
         const detail::directory_contents contents = detail::classify(names);
-        for (std::uint64_t number : contents.segments)
-            if (number < in.generation && !io_.remove(segment_file_name(number))) return;
+        if (in.checkpoint) {
+            for (std::uint64_t number : in.retired)
+                if (!io_.remove(segment_file_name(number))) return;
+        } else {
+            for (std::uint64_t number : contents.segments)
+                if (number < in.generation && !io_.remove(segment_file_name(number))) return;
+        }
         const std::size_t kept = std::min<std::size_t>(in.snapshots_kept, contents.snapshots.size());
         for (std::size_t i = 0; i + kept < contents.snapshots.size(); ++i)
             if (!io_.remove(snapshot_file_name(contents.snapshots[i]))) return;

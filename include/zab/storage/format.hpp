@@ -4,9 +4,13 @@
 //   identity              who owns the directory: cluster id, replica id, "initialized" flag
 //   epochs                acceptedEpoch and currentEpoch (PROTOCOL.md §2), one small file
 //   log.<16 hex digits>   log segments, numbered in creation order, never reused
-//   snapshot.<16 hex>     snapshots; the number is the log generation: segments with a
-//                         smaller number belong to the log the snapshot replaced (§11.5),
-//                         and each segment's header names the generation it continues
+//   snapshot.<16 hex>     snapshots, numbered like segments. An installed snapshot (a SNAP
+//                         sync) starts a log generation, its number: segments with a smaller
+//                         number belong to the log it replaced (§11.5), and each segment's
+//                         header names the generation it continues. A checkpoint (compaction
+//                         of this replica's own log) starts none: it names the generation
+//                         whose segments go on after it, and the records up to its zxid in
+//                         them are no longer needed
 //   <name>.tmp            a file being written atomically; ignored and removed at open
 //
 // Every integer is little-endian and fixed-width. Every file starts with a magic and a format
@@ -227,14 +231,27 @@ inline bool record_checksum_matches(byte_view whole) noexcept {
 // --- Snapshot file (64 bytes + state) ------------------------------------------------------
 //   0 u32 magic   4 u32 version   8 u64 cluster_id   16 u64 replica_id
 //  24 u64 generation (equals the number in the file name)   32 u64 last_included zxid
-//  40 u64 state length   48..60 zero   60 u32 CRC32C of bytes [0, 60) and then the state
+//  40 u64 state length   48 u32 flags (bit 0: checkpoint; others zero)
+//  52 u64 continued generation (checkpoint only; zero otherwise)
+//  60 u32 CRC32C of bytes [0, 60) and then the state
+
+inline constexpr std::uint32_t snapshot_flag_checkpoint = 1;
 
 struct snapshot_header {
     std::uint64_t cluster_id = 0;
     std::uint64_t replica_id = 0;
-    std::uint64_t generation = 0;
+    std::uint64_t generation = 0;  ///< the number in the file name
     zxid last_included;
     std::uint64_t state_length = 0;
+    /// A checkpoint: the log generation `continued_generation` goes on after it. Otherwise
+    /// an installed snapshot, which starts generation `generation`.
+    bool checkpoint = false;
+    std::uint64_t continued_generation = 0;
+
+    /// The generation whose segments hold the records after `last_included`.
+    std::uint64_t live_generation() const noexcept {
+        return checkpoint ? continued_generation : generation;
+    }
 };
 
 /// The header of a snapshot of `state`; its CRC covers the state too.
@@ -248,6 +265,10 @@ inline std::array<std::byte, snapshot_header_size> encode(const snapshot_header&
     put_u64(&out[24], h.generation);
     put_u64(&out[32], h.last_included.value());
     put_u64(&out[40], h.state_length);
+    if (h.checkpoint) {
+        put_u32(&out[48], snapshot_flag_checkpoint);
+        put_u64(&out[52], h.continued_generation);
+    }
     put_u32(&out[60], crc32c(state, crc32c(byte_view{out.data(), 60})));
     return out;
 }
@@ -269,11 +290,15 @@ inline result<snapshot_header> decode_snapshot_header(byte_view in, std::string&
                               format_version);
         return make_error_code(errc::unsupported_version);
     }
-    if (!all_zero(in.subspan(48, 12))) {
+    const std::uint32_t flags = get_u32(&in[48]);
+    if ((flags & ~snapshot_flag_checkpoint) != 0 ||
+        (flags == 0 && !all_zero(in.subspan(52, 8)))) {
         problem = "reserved header bytes are not zero";
         return make_error_code(errc::malformed);
     }
     snapshot_header h;
+    h.checkpoint = flags == snapshot_flag_checkpoint;
+    h.continued_generation = get_u64(&in[52]);
     h.cluster_id = get_u64(&in[8]);
     h.replica_id = get_u64(&in[16]);
     h.generation = get_u64(&in[24]);
