@@ -221,6 +221,42 @@ TEST_CASE("sim_log snapshot: an install is visible at once, durable after the sy
     CHECK(d.log.durable_last_zxid() == zxid{1, 3});
 }
 
+TEST_CASE("sim_log compact: visible at once, durable with the next sync, lost whole at a crash "
+          "before it (the records stay)",
+          "[sim][sim_log][snapshot]") {
+    for (const bool synced : {false, true}) {
+        INFO("synced " << synced);
+        disk_options lose_all;
+        lose_all.crash_keep = 0;  // whatever is not synced is lost at the crash
+        disk d{31, lose_all};
+        d.log.append(1, records(1, 1, 5));
+        d.log.sync(1);
+        d.run();
+        CHECK_FALSE(d.log.compact(zxid{1, 6}, state_at(zxid{1, 6})));  // not a record
+        REQUIRE(d.log.compact(zxid{1, 3}, state_at(zxid{1, 3})));
+        CHECK_FALSE(d.log.compact(zxid{1, 2}, state_at(zxid{1, 2})));  // below the snapshot
+        CHECK(d.log.snapshot()->last_included == zxid{1, 3});
+        CHECK(ids(d.log.records()) == std::vector<zxid>{{1, 4}, {1, 5}});
+        CHECK(d.log.read(zxid{1, 2}, 10).error() == zab::errc::compacted);
+        CHECK(d.log.stats().compactions == 1);
+        CHECK_FALSE(d.log.durable_snapshot());
+        CHECK(d.log.durable_records().size() == 5);
+        if (synced) {
+            d.log.sync(1);  // a sync of the last log op covers the compaction issued after it
+            d.run();
+            REQUIRE(d.log.durable_snapshot());
+            CHECK(d.log.durable_snapshot()->last_included == zxid{1, 3});
+        }
+        d.log.crash();
+        if (synced) {
+            CHECK(recovered(d.log) == recovered_log{zxid{1, 3}, {{1, 4}, {1, 5}}});
+        } else {
+            CHECK(recovered(d.log) == recovered_log{std::nullopt, ids(records(1, 1, 5))});
+            CHECK(d.log.stats().crash_reports.back().compactions_lost == 1);
+        }
+    }
+}
+
 TEST_CASE("sim_log snapshot: appends continue after the snapshot's zxid",
           "[sim][sim_log][snapshot]") {
     disk d{22};

@@ -79,3 +79,21 @@ TEST_CASE("memory_log: starts from a given image and epochs") {
     CHECK(log.stored_epochs() == zab::epochs{3, 3});
     CHECK(log.contents().records.size() == 1);
 }
+
+TEST_CASE("memory_log: compact replaces the records up to a record above the snapshot") {
+    zab::memory_log log;
+    log.append(1, {{record({1, 1}, "a"), record({1, 2}, "b"), record({1, 3}, "c")}});
+    const auto state = zab::shared_bytes::copy_of(zab::as_bytes("a,b"));
+    CHECK_FALSE(log.compact(zxid{1, 4}, state));  // not a record
+    REQUIRE(log.compact(zxid{1, 2}, state));
+    CHECK_FALSE(log.compact(zxid{1, 2}, state));  // not above the snapshot
+    REQUIRE(log.snapshot());
+    CHECK(log.snapshot()->last_included == zxid{1, 2});
+    CHECK(log.snapshot()->state == state);
+    CHECK(log.last_zxid() == zxid{1, 3});
+    CHECK(log.read(zxid{1, 1}, 10).error() == zab::errc::compacted);
+    CHECK(ids(log.read(zxid{1, 2}, 10)) == std::vector<zxid>{{1, 3}});
+    REQUIRE(log.compact(zxid{1, 3}, state));  // the last record: none left after it
+    CHECK(log.last_zxid() == zxid{1, 3});
+    CHECK(ids(log.read(zxid{1, 3}, 10)).empty());
+}

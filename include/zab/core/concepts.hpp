@@ -131,6 +131,23 @@ concept log_store = requires(L& log, const L& const_log, storage_op op,
     { const_log.read(z, max) } -> std::same_as<result<std::vector<log_record>>>;
 };
 
+/// Optional: a log store that can compact itself, so that a long-lived replica's log stays
+/// bounded (peer option `snapshot_every`).
+///
+///   log.compact(z, state)   `state` is the state machine's snapshot as of `z`, a record of
+///                           this log above its snapshot. From now on it is the snapshot in
+///                           effect (`read` below `z` answers `errc::compacted`) and the
+///                           records up to `z` may go. Not a log operation: no completion;
+///                           a crash before it is durable must leave the log as it was
+///                           (records up to `z` included), never the snapshot without the
+///                           records it stands for. Returns false, changing nothing, when it
+///                           cannot compact at `z`.
+template <typename L>
+concept compactable_log =
+    log_store<L> && requires(L& log, zxid z, const shared_bytes& state) {
+        { log.compact(z, state) } -> std::same_as<bool>;
+    };
+
 // --- State machine -------------------------------------------------------------------------
 
 /// State machine: the application's replicated state.

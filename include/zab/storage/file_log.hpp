@@ -577,7 +577,7 @@ private:
     file_log_stats stats_;
 };
 
-static_assert(log_store<file_log>);
+static_assert(compactable_log<file_log>);
 
 // --- recovery (out of line: the class above is the API) -----------------------------------
 

@@ -57,6 +57,17 @@ struct log_image {
         return log_image{log_snapshot{last_included, state}, {following.begin(), following.end()}};
     }
 
+    /// Compaction: `state` stands in for every record up to `last_included`, which must be
+    /// a record above the snapshot; those records go. False (nothing changed) otherwise.
+    bool compact(zxid last_included, const shared_bytes& state) {
+        const auto at = std::lower_bound(records.begin(), records.end(), last_included,
+                                         [](const log_record& r, zxid z) { return r.id < z; });
+        if (at == records.end() || at->id != last_included) return false;
+        records.erase(records.begin(), at + 1);
+        snapshot = log_snapshot{last_included, state};
+        return true;
+    }
+
     /// Up to `max` records after `after`, ascending; `errc::compacted` below the snapshot.
     result<std::vector<log_record>> read(zxid after, std::size_t max) const {
         if (snapshot && after < snapshot->last_included) return make_error_code(errc::compacted);

@@ -54,6 +54,12 @@ public:
                           std::span<const log_record> following) {
         image_ = log_image::installed(last_included, state, following);
     }
+    /// Compaction (zab::compactable_log): the records up to `last_included` are replaced by
+    /// `state`, so memory stays bounded on a long run. False when `last_included` is not a
+    /// record above the snapshot.
+    bool compact(zxid last_included, const shared_bytes& state) {
+        return image_.compact(last_included, state);
+    }
     /// The next flush reports every log operation ≤ op durable.
     void sync(storage_op op) { requested_sync_ = op; }
     /// Visible at once; the next flush reports `op` durable.
@@ -101,6 +107,6 @@ private:
     bool job_outstanding_ = false;
 };
 
-static_assert(log_store<memory_log>);
+static_assert(compactable_log<memory_log>);
 
 }  // namespace zab

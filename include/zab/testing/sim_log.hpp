@@ -10,9 +10,10 @@
 // prefix is what resurrects transactions that were never acknowledged, the situation behind
 // most of ZooKeeper's data-loss bugs (§2).
 //
-// Truncations and snapshot installs are whole-file operations (a rename, a new segment):
-// at a crash each un-synced one is applied as a whole or lost, and once one is lost nothing
-// written after it survives. So a snapshot install is atomic (§11.5): recovery finds the
+// Truncations, snapshot installs and compactions are whole-file operations (a rename, a new
+// segment): at a crash each un-synced one is applied as a whole or lost, and once one is lost
+// nothing written after it survives. A lost compaction leaves the whole log (as file_log's
+// checkpoint, which lands after the records it covers). So a snapshot install is atomic (§11.5): recovery finds the
 // old log or the snapshot with the records that followed it, never a mix, and never an old
 // record after the snapshot's zxid (ZOOKEEPER-2832/2872).
 //
@@ -97,6 +98,8 @@ struct crash_report {
     std::uint64_t truncates_lost = 0;
     std::uint64_t snapshot_installs_applied = 0;
     std::uint64_t snapshot_installs_lost = 0;  ///< nothing written after it survives either
+    std::uint64_t compactions_applied = 0;
+    std::uint64_t compactions_lost = 0;
     std::uint64_t epoch_writes_kept = 0;
     std::uint64_t epoch_writes_dropped = 0;
     std::uint64_t completions_discarded = 0;  ///< syncs and epoch writes that never complete
@@ -107,6 +110,7 @@ struct disk_stats {
     std::uint64_t records_appended = 0;
     std::uint64_t truncates = 0;
     std::uint64_t snapshot_installs = 0;
+    std::uint64_t compactions = 0;
     std::uint64_t syncs = 0;
     std::uint64_t syncs_completed = 0;
     std::uint64_t syncs_failed = 0;
@@ -175,6 +179,18 @@ public:
         unsynced_.push_back({op, operation_kind::install_snapshot, zxid{}, visible_.records,
                              visible_.snapshot});
         ++stats_.snapshot_installs;
+    }
+
+    /// Compaction (zab::compactable_log): `state` replaces the records up to `last_included`,
+    /// a record above the snapshot (else false, nothing changed). Visible at once; durable
+    /// with the next sync that covers the log operations issued before it; lost as a whole at
+    /// a crash before that (the records it covers are then still there).
+    bool compact(zxid last_included, const shared_bytes& state) {
+        if (!visible_.compact(last_included, state)) return false;
+        unsynced_.push_back({last_log_op_.value_or(0), operation_kind::compact, zxid{}, {},
+                             log_snapshot{last_included, state}});
+        ++stats_.compactions;
+        return true;
     }
 
     /// Completes (`log_durable`, op) after a disk latency, never before an earlier sync.
@@ -273,14 +289,14 @@ public:
     std::size_t pending_epoch_writes() const { return pending_epoch_writes_.size(); }
 
 private:
-    enum class operation_kind { append, truncate, install_snapshot };
+    enum class operation_kind { append, truncate, install_snapshot, compact };
 
     struct pending_operation {
         storage_op op;
         operation_kind kind;
         zxid last_kept;                        // truncate only
         std::vector<log_record> records;       // append; install_snapshot: those after it
-        std::optional<log_snapshot> snapshot;  // install_snapshot only
+        std::optional<log_snapshot> snapshot;  // install_snapshot, compact
     };
 
     // The log as one state of the disk holds it: the snapshot in effect (if any) and the
@@ -326,6 +342,10 @@ private:
                 break;
             case operation_kind::install_snapshot:
                 image = log_image{operation.snapshot, operation.records};
+                break;
+            case operation_kind::compact:
+                // The records it covers were applied before it (operations replay in order).
+                image.compact(operation.snapshot->last_included, operation.snapshot->state);
                 break;
         }
     }
@@ -425,6 +445,8 @@ private:
                 if (!applied) cut = true;
                 if (truncation)
                     ++(applied ? report.truncates_applied : report.truncates_lost);
+                else if (operation.kind == operation_kind::compact)
+                    ++(applied ? report.compactions_applied : report.compactions_lost);
                 else
                     ++(applied ? report.snapshot_installs_applied : report.snapshot_installs_lost);
                 continue;
@@ -490,6 +512,6 @@ private:
     disk_stats stats_;
 };
 
-static_assert(zab::log_store<sim_log>);
+static_assert(zab::compactable_log<sim_log>);
 
 }  // namespace zab::testing
