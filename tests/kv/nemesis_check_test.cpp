@@ -157,6 +157,18 @@ TEST_CASE("nemesis sessions: read-your-writes and no going back in time, per con
         REQUIRE(problems.size() == 1);
         CHECK_THAT(problems[0], Catch::Contains("its write 1/2"));
     }
+    SECTION("absent again after a DEL") {
+        const auto with_del = nemesis::replay_log(make_log(
+            {set(1, 1, "a", "a1"), {del_op{"a"}, request_tag{1, 2}}, set(1, 3, "a", "a3")}));
+        nemesis::check_sessions({{read(1, "a", "a1"), read(1, "a", std::nullopt),
+                                  read(1, "a", "a3")}},
+                                with_del, problems);
+        CHECK(problems.empty());
+        nemesis::check_sessions({{read(1, "a", "a3"), read(1, "a", std::nullopt)}}, with_del,
+                                problems);
+        REQUIRE(problems.size() == 1);
+        CHECK_THAT(problems[0], Catch::Contains("replaced at position 3"));
+    }
     SECTION("a value no committed write stored") {
         nemesis::check_sessions({{read(1, "a", "ghost")}}, r, problems);
         REQUIRE(problems.size() == 1);

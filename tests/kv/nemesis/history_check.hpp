@@ -23,6 +23,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -65,6 +66,8 @@ struct replay {
     /// entry is (0, nullopt): absent before any write.
     std::map<std::string, std::vector<std::pair<std::uint64_t, std::optional<std::string>>>>
         values;
+    /// For each key, where each value stands in `values` (the last time it was stored).
+    std::map<std::string, std::unordered_map<std::string, std::size_t>> value_positions;
     std::uint64_t transactions = 0;
     std::uint32_t digest = 0;
     zxid last{};
@@ -106,7 +109,10 @@ inline replay replay_log(const std::vector<log_record>& records) {
         auto& history = r.values[key];
         if (history.empty()) history.emplace_back(0, std::nullopt);
         auto now = machine.get(key);
-        if (history.back().second != now) history.emplace_back(position, std::move(now));
+        if (history.back().second != now) {
+            if (now) r.value_positions[key][*now] = history.size();
+            history.emplace_back(position, std::move(now));
+        }
     }
     r.digest = machine.digest();
     r.last = machine.last_applied();
@@ -178,9 +184,20 @@ inline void check_sessions(const std::vector<std::vector<session_event>>& client
                 if (!e.value) interval.emplace(0, infinity);
             } else {
                 const auto& h = history->second;
-                for (std::size_t i = 0; i < h.size(); ++i)
-                    if (h[i].second == e.value)
-                        interval.emplace(h[i].first, i + 1 < h.size() ? h[i + 1].first : infinity);
+                std::optional<std::size_t> i;
+                if (!e.value) {
+                    // Absent (maybe more than once, after a DEL): the earliest such stretch
+                    // still open at the floor, or the last one (then reported below).
+                    for (std::size_t j = 0; j < h.size(); ++j) {
+                        if (h[j].second) continue;
+                        i = j;
+                        if (j + 1 == h.size() || h[j + 1].first > floor) break;
+                    }
+                } else if (const auto& positions = r.value_positions.at(e.key);
+                           positions.contains(*e.value)) {
+                    i = positions.at(*e.value);
+                }
+                if (i) interval.emplace(h[*i].first, *i + 1 < h.size() ? h[*i + 1].first : infinity);
             }
             const std::string shown = e.value ? fmt::format("\"{}\"", *e.value) : "nil";
             if (!interval) {
