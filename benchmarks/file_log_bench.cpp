@@ -1,12 +1,21 @@
-// zab::file_log benchmark: appends of 100-byte and 4 KiB records in batches of 1, 16 and
-// 256 records per flush (append + sync + flush on one thread: the group commit a driver
-// gets when it flushes once per peer step), on a real directory with real fdatasyncs.
+// zab::file_log benchmark, on a real directory with real fdatasyncs (`--dir <parent>`,
+// default /tmp), each figure the median of 5 runs in a fresh directory removed afterwards:
 //
-// Each line is the median of 5 runs; a run appends batches for about 300 ms (wall time:
-// the cost is the disk, not the CPU) in a fresh directory under /tmp (or `--dir <parent>`),
-// removed afterwards. Reported: records/s, MB/s of payload, and fdatasyncs/s (one per
-// flush while a batch fits in one segment and one group-commit window).
-// `--smoke` runs each case for a few flushes only: the numbers mean nothing, it proves the
+//   - the raw device, the baselines the log is quoted against: a loop writing 4 KiB at the
+//     end of a new file + fdatasync (what an append costs: the file's size changes, so the
+//     journal commits), and a loop overwriting a preallocated, zero-filled file 4 KiB at a
+//     time + fdatasync (data only);
+//   - appends of 100-byte and 4 KiB records in batches of 1, 10, 100 and 1000 per flush
+//     (append + sync + flush on one thread: the group commit a driver gets when it flushes
+//     once per peer step): records/s, MB/s of payload, fdatasyncs/s, and the ratio of the
+//     flushes/s to the append baseline;
+//   - recovery: `open` of a log of 100-byte records (CRC-checked scan of every record), in
+//     seconds per GB;
+//   - snapshots: a checkpoint (`compact`) of a 64 MiB state written and made durable, and
+//     loaded again by `open`, in MB/s.
+//
+// A run appends for about 300 ms (wall time: the cost is the disk, not the CPU).
+// `--smoke` runs each case briefly and small: the numbers mean nothing, it proves the
 // benchmark still builds and runs.
 #include <algorithm>
 #include <chrono>
@@ -14,8 +23,10 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <fcntl.h>
 #include <filesystem>
 #include <string>
+#include <unistd.h>
 #include <vector>
 
 #include "zab/storage/file_log.hpp"
@@ -29,6 +40,7 @@ struct run_result {
     double records_per_second = 0;
     double megabytes_per_second = 0;
     double fsyncs_per_second = 0;
+    double flushes_per_second = 0;
 };
 
 std::vector<zab::log_record> make_batch(std::uint32_t& counter, std::size_t count,
@@ -39,22 +51,78 @@ std::vector<zab::log_record> make_batch(std::uint32_t& counter, std::size_t coun
     return batch;
 }
 
-/// One run in a fresh directory; exits the program on any storage error.
-run_result run_once(std::size_t record_bytes, std::size_t batch_records) {
-    std::string pattern = parent_directory + "/zab_file_log_bench_XXXXXX";
-    if (::mkdtemp(pattern.data()) == nullptr) {
-        std::perror("mkdtemp");
-        std::exit(1);
+using bench_clock = std::chrono::steady_clock;
+
+double seconds_since(bench_clock::time_point start) {
+    return std::chrono::duration<double>(bench_clock::now() - start).count();
+}
+
+[[noreturn]] void die(const char* what) {
+    std::perror(what);
+    std::exit(1);
+}
+
+/// A fresh directory under the parent, removed when this goes out of scope.
+struct scratch_directory {
+    std::string path;
+    scratch_directory() : path{parent_directory + "/zab_file_log_bench_XXXXXX"} {
+        if (::mkdtemp(path.data()) == nullptr) die("mkdtemp");
     }
+    ~scratch_directory() {
+        std::error_code ignored;
+        std::filesystem::remove_all(path, ignored);
+    }
+    scratch_directory(const scratch_directory&) = delete;
+    scratch_directory& operator=(const scratch_directory&) = delete;
+};
+
+zab::file_log open_log(const std::string& directory) {
     zab::file_log_options options;
-    options.directory = pattern + "/data";
+    options.directory = directory;
     std::string why;
     auto opened = zab::file_log::open(options, &why);
     if (!opened) {
         std::fprintf(stderr, "open failed: %s\n", why.c_str());
         std::exit(1);
     }
-    zab::file_log log = std::move(opened).value();
+    return std::move(opened).value();
+}
+
+/// The raw device: 4 KiB writes + fdatasync per second, appending to a new file or
+/// overwriting a preallocated, zero-filled one.
+double raw_syncs_per_second(bool preallocated) {
+    scratch_directory dir;
+    const std::string path = dir.path + "/raw";
+    const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) die("open");
+    const std::size_t block = 4096;
+    const std::size_t max_blocks = 16384;  // 64 MiB
+    std::vector<char> bytes(block, 'z');
+    if (preallocated) {
+        std::vector<char> zeros(1 << 20, 0);
+        for (std::size_t i = 0; i < max_blocks * block / zeros.size(); ++i)
+            if (::write(fd, zeros.data(), zeros.size()) != static_cast<ssize_t>(zeros.size()))
+                die("write");
+        if (::fsync(fd) != 0) die("fsync");
+    }
+    std::size_t n = 0;
+    const auto start = bench_clock::now();
+    while (n < max_blocks && (n < (smoke ? 3u : 10u) || seconds_since(start) < (smoke ? 0 : 0.3))) {
+        if (::pwrite(fd, bytes.data(), block, static_cast<off_t>(n * block)) !=
+            static_cast<ssize_t>(block))
+            die("pwrite");
+        if (::fdatasync(fd) != 0) die("fdatasync");
+        ++n;
+    }
+    const double rate = static_cast<double>(n) / seconds_since(start);
+    ::close(fd);
+    return rate;
+}
+
+/// One run in a fresh directory; exits the program on any storage error.
+run_result run_once(std::size_t record_bytes, std::size_t batch_records) {
+    scratch_directory dir;
+    zab::file_log log = open_log(dir.path + "/data");
     log.write_epochs(0, {1, 1});
     if (log.flush().failed()) std::exit(1);
 
@@ -89,11 +157,55 @@ run_result run_once(std::size_t record_bytes, std::size_t batch_records) {
         std::fprintf(stderr, "read back failed\n");
         std::exit(1);
     }
-    { zab::file_log closed = std::move(log); }
-    std::error_code ignored;
-    std::filesystem::remove_all(pattern, ignored);
     return {records / seconds, records * static_cast<double>(record_bytes) / seconds / 1e6,
-            syncs / seconds};
+            syncs / seconds, static_cast<double>(flushes) / seconds};
+}
+
+/// Seconds per GB to open (recover) a log of 100-byte records `megabytes` large.
+double recovery_seconds_per_gb(std::size_t megabytes) {
+    scratch_directory dir;
+    std::uint64_t bytes = 0;
+    {
+        zab::file_log log = open_log(dir.path + "/data");
+        log.write_epochs(0, {1, 1});
+        const zab::shared_bytes payload{std::vector<std::byte>(100, std::byte{0x5a})};
+        std::uint32_t counter = 0;
+        zab::storage_op op = 0;
+        while (bytes < megabytes * 1000'000) {
+            log.append(++op, make_batch(counter, 10'000, payload));
+            bytes += 10'000 * (100 + zab::storage_format::record_header_size);
+        }
+        log.sync(op);
+        if (log.flush().failed()) std::exit(1);
+    }
+    const auto start = bench_clock::now();
+    zab::file_log reopened = open_log(dir.path + "/data");
+    const double seconds = seconds_since(start);
+    if (reopened.last_zxid() == zab::zxid{}) std::exit(1);
+    return seconds / (static_cast<double>(bytes) / 1e9);
+}
+
+/// MB/s of a checkpoint of a `megabytes` state: written and made durable, then loaded.
+std::pair<double, double> snapshot_megabytes_per_second(std::size_t megabytes) {
+    scratch_directory dir;
+    const zab::shared_bytes state{std::vector<std::byte>(megabytes << 20, std::byte{0x33})};
+    const double size = static_cast<double>(state.size()) / 1e6;
+    double write_seconds = 0;
+    {
+        zab::file_log log = open_log(dir.path + "/data");
+        log.write_epochs(0, {1, 1});
+        log.append(1, std::vector<zab::log_record>{{zab::zxid{1, 1}, state.slice(state.view().first(10))}});
+        log.sync(1);
+        if (log.flush().failed()) std::exit(1);
+        const auto start = bench_clock::now();
+        if (!log.compact(zab::zxid{1, 1}, state) || log.flush().failed()) std::exit(1);
+        write_seconds = seconds_since(start);
+    }
+    const auto start = bench_clock::now();
+    zab::file_log reopened = open_log(dir.path + "/data");
+    const double read_seconds = seconds_since(start);
+    if (!reopened.snapshot() || reopened.snapshot()->state.size() != state.size()) std::exit(1);
+    return {size / write_seconds, size / read_seconds};
 }
 
 double median(std::vector<double> values) {
@@ -116,22 +228,47 @@ int main(int argc, char** argv) {
         }
     }
     const int runs = smoke ? 1 : 5;
-    std::printf("file_log appends on %s (median of %d runs; append + sync + flush per batch)\n",
-                parent_directory.c_str(), runs);
-    std::printf("%-8s %-7s %14s %10s %12s\n", "record", "batch", "records/s", "MB/s", "fsyncs/s");
+    const auto median_of = [runs](auto&& measure) {
+        std::vector<double> values;
+        for (int run = 0; run < runs; ++run) values.push_back(measure());
+        return median(values);
+    };
+    std::printf("file_log on %s (median of %d runs)\n\n", parent_directory.c_str(), runs);
+    const double append_baseline = median_of([] { return raw_syncs_per_second(false); });
+    const double overwrite_baseline = median_of([] { return raw_syncs_per_second(true); });
+    std::printf("raw device, 4 KiB write + fdatasync: appending %.0f/s, overwriting a "
+                "preallocated file %.0f/s\n\n",
+                append_baseline, overwrite_baseline);
+    std::printf("%-8s %-7s %14s %10s %12s %12s\n", "record", "batch", "records/s", "MB/s",
+                "fsyncs/s", "flushes/raw");
     for (const std::size_t record_bytes : {std::size_t{100}, std::size_t{4096}}) {
-        for (const std::size_t batch : {std::size_t{1}, std::size_t{16}, std::size_t{256}}) {
-            std::vector<double> records, megabytes, fsyncs;
+        for (const std::size_t batch :
+             {std::size_t{1}, std::size_t{10}, std::size_t{100}, std::size_t{1000}}) {
+            std::vector<double> records, megabytes, fsyncs, flushes;
             for (int run = 0; run < runs; ++run) {
                 const run_result r = run_once(record_bytes, batch);
                 records.push_back(r.records_per_second);
                 megabytes.push_back(r.megabytes_per_second);
                 fsyncs.push_back(r.fsyncs_per_second);
+                flushes.push_back(r.flushes_per_second);
             }
-            std::printf("%-8s %-7zu %14.0f %10.2f %12.0f\n",
+            std::printf("%-8s %-7zu %14.0f %10.2f %12.0f %12.2f\n",
                         record_bytes == 100 ? "100 B" : "4 KiB", batch, median(records),
-                        median(megabytes), median(fsyncs));
+                        median(megabytes), median(fsyncs), median(flushes) / append_baseline);
         }
     }
+    const std::size_t log_megabytes = smoke ? 4 : 256;
+    std::printf("\nrecovery (open) of a %zu MB log of 100-byte records: %.2f s per GB\n",
+                log_megabytes, median_of([&] { return recovery_seconds_per_gb(log_megabytes); }));
+    const std::size_t state_megabytes = smoke ? 1 : 64;
+    std::vector<double> writes, reads;
+    for (int run = 0; run < runs; ++run) {
+        const auto [w, r] = snapshot_megabytes_per_second(state_megabytes);
+        writes.push_back(w);
+        reads.push_back(r);
+    }
+    std::printf("checkpoint of a %zu MiB state: written durably at %.0f MB/s, loaded by open at "
+                "%.0f MB/s\n",
+                state_megabytes, median(writes), median(reads));
     return 0;
 }
