@@ -1,7 +1,10 @@
 // zab_protocol_sweep — seeded fault sweep of the whole protocol: election, discovery,
 // synchronization and broadcast, with proposals at the leader throughout.
 //
-//   zab_protocol_sweep [--seeds N] [--first S] [--trace] [--verbose]
+//   zab_protocol_sweep [--seeds N] [--first S] [--trace] [--verbose] [--snapshot-every N]
+//
+// --snapshot-every N runs every peer with options::snapshot_every = N: logs compacted while
+// the faults go on, so restarts recover from snapshots and learners behind one get SNAP.
 //
 // Each seed draws a cluster (3 or 5 voters, sometimes an observer), a network, a disk and a
 // fault mix (sweep_faults.hpp), plus crashes aimed at each of the four points of a
@@ -20,9 +23,12 @@ int main(int argc, char** argv) {
     if (!args) return 2;
     const std::uint64_t first = args->first, seeds = args->seeds;
     zab::test::protocol_totals t;
+    zab::test::sweep_variant variant;
+    variant.snapshot_every = args->snapshot_every;
     const std::uint64_t combined = zab::test::run_sweep(
-        *args, argv[0], t, [](std::uint64_t seed, zab::test::protocol_totals& totals, bool trace) {
-            auto r = zab::test::run_protocol_seed(seed, totals, trace);
+        *args, argv[0], t,
+        [&variant](std::uint64_t seed, zab::test::protocol_totals& totals, bool trace) {
+            auto r = zab::test::run_protocol_seed(seed, totals, trace, variant);
             if (!r.ok) fmt::print(stderr, "seed {}:\n{}", seed, r.report);
             return zab::test::seed_result{r.ok, r.hash};
         });
@@ -32,13 +38,15 @@ int main(int argc, char** argv) {
         "protocol sweep: seeds {}..{} ({} runs), {} events; faults: {} connection breaks, {} "
         "partitions, {} one-way blocks, {} heals, {} crashes ({} inside NEWLEADER handling: {} "
         "history appended, {} history durable, {} ACK sent, {} ACK counted), {} restarts, {} "
-        "pauses; {} elections; syncs: {} DIFF, {} TRUNC, {} SNAP; {} proposals, {} commits; "
+        "pauses; {} elections; syncs: {} DIFF, {} TRUNC, {} SNAP; {} compactions; {} proposals, "
+        "{} commits; "
         "clients: {} writes ({} done, {} refused, {} unknown), {} syncs ({} done); {} "
         "invariant checks; recovery: worst {} us, bound {} us; {} determinism re-runs; trace "
         "hash {:016x}; {} failures\n",
         first, first + seeds - 1, t.runs, t.events, f.breaks, f.partitions, f.one_way, f.heals,
         f.crashes + t.newleader_crash_total(), t.newleader_crash_total(), at[0], at[1], at[2],
-        at[3], f.restarts, f.pauses, t.elections, t.diffs, t.truncs, t.snaps, t.proposals,
+        at[3], f.restarts, f.pauses, t.elections, t.diffs, t.truncs, t.snaps, t.compactions,
+        t.proposals,
         t.commits, t.client_writes, t.writes_ok, t.writes_refused, t.writes_unknown,
         t.client_syncs, t.syncs_ok, t.invariant_checks, t.worst_recovery, t.bound, t.determinism_checks, combined,
         t.failures);
@@ -46,7 +54,8 @@ int main(int argc, char** argv) {
                    f.crashes == 0 || f.restarts == 0 || f.pauses == 0 || t.elections == 0 ||
                    t.diffs == 0 || t.truncs == 0 || t.snaps == 0 || t.proposals == 0 ||
                    t.commits == 0 || t.writes_ok == 0 || t.writes_refused == 0 ||
-                   t.writes_unknown == 0 || t.syncs_ok == 0;
+                   t.writes_unknown == 0 || t.syncs_ok == 0 ||
+                   (args->snapshot_every > 0 && t.compactions == 0);
     for (auto c : at) trivial = trivial || c == 0;
     // A handful of seeds may legitimately miss a rare event; a real sweep may not.
     trivial = trivial && seeds >= 50;

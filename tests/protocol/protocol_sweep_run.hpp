@@ -37,6 +37,7 @@ namespace zab::test {
 struct protocol_totals {
     fault_counts faults;
     std::uint64_t runs = 0, events = 0, elections = 0, diffs = 0, truncs = 0, snaps = 0,
+                  compactions = 0,
                   proposals = 0, commits = 0, determinism_checks = 0, failures = 0,
                   invariant_checks = 0;
     // The client path: writes submitted on any replica and their outcomes, syncs.
@@ -63,6 +64,8 @@ struct sweep_variant {
     std::optional<testing::newleader_point> crash_point;
     /// options::initial_counter: every epoch starts this close to counter exhaustion (§1).
     std::uint32_t initial_counter = 0;
+    /// options::snapshot_every: logs compacted as replicas apply.
+    std::uint64_t snapshot_every = 0;
 };
 
 /// One seed's outcome: the sweep's verdict plus which §10 properties fired.
@@ -124,6 +127,7 @@ protocol_seed_result run_protocol_seed(std::uint64_t seed, protocol_totals& t, b
     if (draw.chance(0.25)) o.disk.stall_probability = 0.05;  // completions delivered late
     o.disk.lie_probability = variant.disk_lie_probability;
     o.peer.initial_counter = variant.initial_counter;
+    o.peer.snapshot_every = variant.snapshot_every;
     sim_type sim{o};
     invariant_checker invariants{invariant_checker_options{variant.initial_counter + 1}};
     protocol_observer<sim_type> observer{sim, invariants};
@@ -160,6 +164,7 @@ protocol_seed_result run_protocol_seed(std::uint64_t seed, protocol_totals& t, b
             t.diffs += c.syncs_diff - last_counters[n.id].syncs_diff;
             t.truncs += c.syncs_trunc - last_counters[n.id].syncs_trunc;
             t.snaps += c.syncs_snap - last_counters[n.id].syncs_snap;
+            t.compactions += c.compactions - last_counters[n.id].compactions;
             t.commits += c.commits - last_counters[n.id].commits;
             last_counters[n.id] = c;
         }

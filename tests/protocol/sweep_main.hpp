@@ -14,12 +14,15 @@
 
 namespace zab::test {
 
-/// `[--seeds N] [--first S] [--trace] [--verbose]`
+/// `[--seeds N] [--first S] [--trace] [--verbose] [--snapshot-every N]`
 struct sweep_args {
     std::uint64_t seeds = 0;
     std::uint64_t first = 1;
     bool trace = false;
     bool verbose = false;
+    /// options::snapshot_every for every peer (0: the default, no compaction); the protocol
+    /// sweep only.
+    std::uint64_t snapshot_every = 0;
 };
 
 /// Parses the command line; prints the usage and returns nothing on a bad argument.
@@ -33,8 +36,12 @@ inline std::optional<sweep_args> parse_sweep_args(int argc, char** argv,
         else if (arg == "--first" && i + 1 < argc) a.first = std::strtoull(argv[++i], nullptr, 10);
         else if (arg == "--trace") a.trace = true;
         else if (arg == "--verbose") a.verbose = true;
+        else if (arg == "--snapshot-every" && i + 1 < argc)
+            a.snapshot_every = std::strtoull(argv[++i], nullptr, 10);
         else {
-            fmt::print(stderr, "usage: {} [--seeds N] [--first S] [--trace] [--verbose]\n",
+            fmt::print(stderr,
+                       "usage: {} [--seeds N] [--first S] [--trace] [--verbose] "
+                       "[--snapshot-every N]\n",
                        argv[0]);
             return std::nullopt;
         }
@@ -73,7 +80,10 @@ std::uint64_t run_sweep(const sweep_args& a, const char* program, Totals& totals
         combined.add(r.hash);
         if (!r.ok) {
             ++totals.failures;
-            fmt::print(stderr, "replay: {} --first {} --seeds 1 --trace\n", program, seed);
+            fmt::print(stderr, "replay: {} --first {} --seeds 1 --trace{}\n", program, seed,
+                       a.snapshot_every == 0
+                           ? std::string{}
+                           : fmt::format(" --snapshot-every {}", a.snapshot_every));
         }
     }
     return combined.value();

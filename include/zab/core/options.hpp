@@ -38,6 +38,14 @@ struct options {
     /// Group this peer belongs to: frames of another group are refused.
     std::uint64_t group_id = 0;
 
+    /// Log compaction: after this many transactions applied since the last snapshot, the
+    /// state machine's snapshot replaces the log's records up to the last applied one, so a
+    /// long-lived replica's log and restart time stay bounded (the log must model
+    /// zab::compactable_log; others are never asked). A learner further behind is then
+    /// brought up by SNAP. 0: never. The snapshot is taken on the peer's thread, in time
+    /// proportional to the state.
+    std::uint64_t snapshot_every = 0;
+
     // --- bounds (each hit is a clear error, never unbounded memory) ---------------------
 
     /// Client requests (writes and syncs) in flight on this peer; beyond it `submit` and

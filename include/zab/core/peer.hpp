@@ -351,6 +351,12 @@ private:
             return log.read(after, max);
         }
         std::optional<log_snapshot> snapshot() const override { return log.snapshot(); }
+        bool compact(zxid z, const shared_bytes& state) override {
+            if constexpr (compactable_log<Log>)
+                return log.compact(z, state);
+            else
+                return false;
+        }
         Log& log;
     };
 
@@ -658,6 +664,7 @@ private:
             leave_role();
             enter_looking();
         }
+        if (!failed()) ctx_.maybe_compact();
         ctx_.flush_storage();
         maybe_start_election();
         drop_learners_over_backlog();

@@ -71,6 +71,7 @@ struct peer_counters {
     std::uint64_t requests_refused = 0;     ///< leader: forwarded writes refused (a REPLY error)
     std::uint64_t syncs_answered = 0;       ///< leader: syncs confirmed by a quorum round (§7)
     std::uint64_t learners_over_backlog = 0;///< leader: learners dropped for their backlog
+    std::uint64_t compactions = 0;          ///< log compactions (options::snapshot_every)
 };
 
 /// The log, as the policies see it: the peer adapts the user's `log_store` to this, so the
@@ -86,6 +87,8 @@ public:
     virtual void write_epochs(storage_op op, epochs e) = 0;
     virtual result<std::vector<log_record>> read(zxid after, std::size_t max) const = 0;
     virtual std::optional<log_snapshot> snapshot() const = 0;
+    /// zab::compactable_log's `compact`; false for a log that cannot compact.
+    virtual bool compact(zxid z, const shared_bytes& state) = 0;
 };
 
 /// The state machine, as the policies see it.
@@ -262,6 +265,7 @@ public:
         last_applied = record.id;
         last_committed = std::max(last_committed, record.id);
         ++counters.transactions_applied;
+        ++applied_since_compaction_;
         clients.applied(record.id);
     }
     /// Applies every logged record after `last_applied` up to `upto` (committed by the
@@ -307,11 +311,27 @@ public:
     result<void> restore_machine(zxid z, byte_view state) {
         auto restored = machine_->restore(z, state);
         if (restored) {
+            applied_since_compaction_ = 0;
             last_applied = z;
             last_committed = std::max(last_committed, z);
             clients.applied_through(z);
         }
         return restored;
+    }
+
+    /// Compaction (options::snapshot_every): once that many transactions were applied since
+    /// the last one, the state machine's snapshot at `last_applied` replaces the log's records
+    /// up to it. Applied means committed, so the snapshot holds only committed transactions
+    /// (§2: a snapshot is of committed state). The snapshot is taken here, on the peer's
+    /// thread: O(state). A log that refuses (it cannot compact, or `last_applied` is not one
+    /// of its records) is asked again after another `snapshot_every`.
+    void maybe_compact() {
+        const std::uint64_t every = opts().snapshot_every;
+        if (every == 0 || applied_since_compaction_ < every) return;
+        applied_since_compaction_ = 0;
+        const auto in_effect = storage_->snapshot();
+        if (in_effect && in_effect->last_included >= last_applied) return;
+        if (storage_->compact(last_applied, machine_->snapshot())) ++counters.compactions;
     }
 
     // --- elections --------------------------------------------------------------------------
@@ -396,6 +416,7 @@ private:
     quorum_system quorums_;
     options options_;
     storage_port* storage_ = nullptr;
+    std::uint64_t applied_since_compaction_ = 0;
     machine_port* machine_ = nullptr;
 
     std::vector<queued_frame> outbox_;

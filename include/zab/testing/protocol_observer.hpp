@@ -11,11 +11,13 @@
 #pragma once
 
 #include <optional>
+#include <type_traits>
 #include <vector>
 
 #include "zab/core/codec.hpp"
 #include "zab/core/roles.hpp"
 #include "zab/testing/invariant_checker.hpp"
+#include "zab/testing/recording_state_machine.hpp"
 #include "zab/testing/sim_log.hpp"
 #include "zab/testing/sim_network.hpp"
 #include "zab/testing/trace_hash.hpp"
@@ -83,6 +85,29 @@ private:
         return s ? s->last_included : zxid{};
     }
 
+    /// The leader's initial history as its log holds it. A log compacted in the very step
+    /// the NEWLEADER quorum formed (options::snapshot_every) holds part of that history only
+    /// in its snapshot: with the recording state machine the snapshot names its txns, so
+    /// they are reported (and committed, §5.5) too rather than left as an opaque prefix.
+    template <typename Node>
+    void report_established(const Node& n, epoch_t epoch) {
+        const auto snapshot = n.log->snapshot();
+        std::vector<txn_id> history;
+        zxid base = snapshot_base(snapshot);
+        if constexpr (std::is_same_v<std::remove_cvref_t<decltype(*n.machine)>,
+                                     recording_state_machine>) {
+            if (snapshot) {
+                if (auto held = recording_state_machine::decode_snapshot(snapshot->state.view())) {
+                    for (const auto& a : held.value())
+                        history.push_back({a.id, digest(a.txn.view())});
+                    base = zxid{};
+                }
+            }
+        }
+        for (const auto& t : ids(n.log->records())) history.push_back(t);
+        checker_.established(n.id, epoch, history, base);
+    }
+
     /// What changed on each replica since the last event.
     void poll() {
         for (auto& n : sim_.nodes()) {
@@ -104,8 +129,7 @@ private:
             if (ctx.leading && ctx.leading->established &&
                 seen.established_epoch != ctx.leading->epoch) {
                 seen.established_epoch = ctx.leading->epoch;
-                checker_.established(n.id, ctx.leading->epoch, ids(n.log->records()),
-                                     snapshot_base(n.log->snapshot()));
+                report_established(n, ctx.leading->epoch);
             }
             // Proposals made at the leader by any path (a client's `submit`, a forwarded
             // REQUEST): each is in `outstanding` after the step that made it.

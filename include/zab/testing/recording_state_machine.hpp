@@ -44,10 +44,9 @@ public:
         return shared_bytes{std::move(out)};
     }
 
-    /// Replaces the state by a snapshot; `errc::malformed` (state unchanged) if it does not
-    /// decode or does not end at `last_included`.
-    result<void> restore(zxid last_included, byte_view bytes) {
-        std::vector<applied_txn> restored;
+    /// The transactions a snapshot holds, in order; `errc::malformed` if it does not decode.
+    static result<std::vector<applied_txn>> decode_snapshot(byte_view bytes) {
+        std::vector<applied_txn> out;
         std::size_t at = 0;
         while (at < bytes.size()) {
             if (bytes.size() - at < 12) return make_error_code(errc::malformed);
@@ -55,11 +54,19 @@ public:
             const std::size_t length = get(bytes, at + 8, 4);
             at += 12;
             if (bytes.size() - at < length) return make_error_code(errc::malformed);
-            if (!restored.empty() && !(restored.back().id < id))
-                return make_error_code(errc::malformed);
-            restored.push_back({id, shared_bytes::copy_of(bytes.subspan(at, length))});
+            if (!out.empty() && !(out.back().id < id)) return make_error_code(errc::malformed);
+            out.push_back({id, shared_bytes::copy_of(bytes.subspan(at, length))});
             at += length;
         }
+        return out;
+    }
+
+    /// Replaces the state by a snapshot; `errc::malformed` (state unchanged) if it does not
+    /// decode or does not end at `last_included`.
+    result<void> restore(zxid last_included, byte_view bytes) {
+        auto decoded = decode_snapshot(bytes);
+        if (!decoded) return decoded.error();
+        std::vector<applied_txn> restored = std::move(decoded).value();
         if (!restored.empty() && restored.back().id != last_included)
             return make_error_code(errc::malformed);
         applied_ = std::move(restored);
