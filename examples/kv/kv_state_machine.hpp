@@ -31,6 +31,7 @@
 #include <string>
 #include <string_view>
 #include <type_traits>
+#include <unordered_map>
 #include <utility>
 #include <variant>
 
@@ -63,6 +64,44 @@ public:
 
     explicit kv_state_machine(kv_options options = {}) : options_{options} {}
 
+    // The key index points into `state_.data`: a copy rebuilds it; a move carries it over
+    // (std::map's nodes, and so the iterators, move with the map) and empties the source.
+    kv_state_machine(const kv_state_machine& other)
+        : options_{other.options_},
+          state_{other.state_},
+          by_activity_{other.by_activity_},
+          recent_{other.recent_},
+          on_applied_{other.on_applied_} {
+        rebuild_index();
+    }
+    kv_state_machine(kv_state_machine&& other)
+        : options_{other.options_},
+          state_{std::move(other.state_)},
+          index_{std::move(other.index_)},
+          by_activity_{std::move(other.by_activity_)},
+          recent_{std::move(other.recent_)},
+          on_applied_{std::move(other.on_applied_)} {
+        other.state_.data.clear();
+        other.index_.clear();
+    }
+    kv_state_machine& operator=(const kv_state_machine& other) {
+        if (this != &other) *this = kv_state_machine{other};
+        return *this;
+    }
+    kv_state_machine& operator=(kv_state_machine&& other) noexcept {
+        if (this == &other) return *this;
+        options_ = other.options_;
+        state_ = std::move(other.state_);
+        index_ = std::move(other.index_);
+        by_activity_ = std::move(other.by_activity_);
+        recent_ = std::move(other.recent_);
+        on_applied_ = std::move(other.on_applied_);
+        other.state_.data.clear();
+        other.index_.clear();
+        return *this;
+    }
+    ~kv_state_machine() = default;
+
     // --- zab::state_machine ---------------------------------------------------------------
 
     /// Applies committed transaction `z`. zab delivers zxids in increasing order (DESIGN.md
@@ -92,6 +131,7 @@ public:
         if (!decoded) return decoded.error();
         if (decoded.value().last_applied != z) return make_error_code(errc::corrupt);
         state_ = std::move(decoded).value();
+        rebuild_index();
         by_activity_.clear();
         for (const auto& [id, client] : state_.clients)
             by_activity_.emplace(client.last_active, id);
@@ -103,11 +143,11 @@ public:
     // --- reads (local: as of last_applied()) ------------------------------------------------
 
     std::optional<std::string> get(std::string_view key) const {
-        const auto it = state_.data.find(key);
+        const auto it = find(key);
         if (it == state_.data.end()) return std::nullopt;
         return it->second;
     }
-    bool exists(std::string_view key) const { return state_.data.find(key) != state_.data.end(); }
+    bool exists(std::string_view key) const { return find(key) != state_.data.end(); }
     /// Number of keys.
     std::size_t size() const noexcept { return state_.data.size(); }
     /// Every key and value, in key order.
@@ -182,22 +222,26 @@ private:
     }
 
     outcome execute_one(set_op&& op) {
-        state_.data.insert_or_assign(std::move(op.key), std::move(op.value));
+        if (const auto it = find(op.key); it != state_.data.end()) {
+            it->second = std::move(op.value);
+        } else {
+            insert(std::move(op.key), std::move(op.value));
+        }
         return outcome::ok();
     }
 
     outcome execute_one(del_op&& op) {
         // Redis answers DEL with the number of keys removed.
-        const auto it = state_.data.find(op.key);
+        const auto it = find(op.key);
         if (it == state_.data.end()) return outcome::integer_value(0);
-        state_.data.erase(it);
+        erase(it);
         return outcome::integer_value(1);
     }
 
     outcome execute_one(incr_op&& op) {
         // Redis semantics: a missing key counts as 0; the value must be a strict decimal
         // int64; incrementing INT64_MAX is an error, not a wrap.
-        const auto it = state_.data.find(op.key);
+        const auto it = find(op.key);
         std::int64_t current = 0;
         if (it != state_.data.end()) {
             const auto parsed = parse_int64(it->second);
@@ -210,22 +254,54 @@ private:
         if (it != state_.data.end()) {
             it->second = format_int64(next);
         } else {
-            state_.data.emplace(std::move(op.key), format_int64(next));
+            insert(std::move(op.key), format_int64(next));
         }
         return outcome::integer_value(next);
     }
 
     outcome execute_one(cas_op&& op) {
-        const auto it = state_.data.find(op.key);
+        const auto it = find(op.key);
         const bool present = it != state_.data.end();
         const bool matched = op.expected ? present && it->second == *op.expected : !present;
         if (!matched) return outcome::cas(false);
         if (present) {
             it->second = std::move(op.desired);
         } else {
-            state_.data.emplace(std::move(op.key), std::move(op.desired));
+            insert(std::move(op.key), std::move(op.desired));
         }
         return outcome::cas(true);
+    }
+
+    // --- the key index ----------------------------------------------------------------------
+    //
+    // `state_.data` is an ordered map (snapshots and `contents()` list keys in order), but a
+    // lookup in it walks ~17 levels of string compares for 100k keys, each a cache miss: that
+    // was the largest cost of applying a SET. Writes and reads find keys through a hash index
+    // of views of the map's keys (std::map nodes never move); only a new key walks the tree.
+    // The index is never iterated, so nothing about it can reach a reply or a snapshot.
+
+    kv_map::iterator find(std::string_view key) {
+        const auto it = index_.find(key);
+        return it == index_.end() ? state_.data.end() : it->second;
+    }
+    kv_map::const_iterator find(std::string_view key) const {
+        const auto it = index_.find(key);
+        return it == index_.end() ? state_.data.cend() : kv_map::const_iterator{it->second};
+    }
+    void insert(std::string&& key, std::string&& value) {
+        const auto [it, inserted] = state_.data.emplace(std::move(key), std::move(value));
+        ZAB_ASSERT(inserted, "kv: the key index missed a key of the map");
+        index_.emplace(std::string_view{it->first}, it);
+    }
+    void erase(kv_map::iterator it) {
+        index_.erase(std::string_view{it->first});
+        state_.data.erase(it);
+    }
+    void rebuild_index() {
+        index_.clear();
+        index_.reserve(state_.data.size());
+        for (auto it = state_.data.begin(); it != state_.data.end(); ++it)
+            index_.emplace(std::string_view{it->first}, it);
     }
 
     /// Records that `client` was last seen at `z`.
@@ -254,6 +330,8 @@ private:
 
     kv_options options_;
     kv_state state_;
+    /// Every key of `state_.data` (a view of the key in its node) → its node.
+    std::unordered_map<std::string_view, kv_map::iterator> index_;
     /// Clients by the zxid of their last tagged command (one command, one client): the first
     /// entry is the one to evict. Derived from `state_.clients`, so not in the snapshot.
     std::map<zxid, std::uint64_t> by_activity_;

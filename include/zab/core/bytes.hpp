@@ -6,6 +6,7 @@
 #include <memory>
 #include <span>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "zab/core/assert.hpp"
@@ -37,9 +38,24 @@ public:
         view_ = byte_view{v.data(), v.size()};
     }
 
+    /// A new buffer of `size` bytes that `write(std::span<std::byte>)` fills before anyone
+    /// else can see it. The bytes and their reference count are one allocation (adopting a
+    /// vector costs two): every frame sent or received is made this way.
+    template <typename Write>
+    static shared_bytes make(std::size_t size, Write&& write) {
+        std::shared_ptr<std::byte[]> buffer = std::make_shared_for_overwrite<std::byte[]>(size);
+        std::forward<Write>(write)(std::span<std::byte>{buffer.get(), size});
+        shared_bytes s;
+        s.view_ = byte_view{buffer.get(), size};
+        s.owner_ = std::move(buffer);
+        return s;
+    }
+
     /// Copies `bytes` into a new buffer.
     static shared_bytes copy_of(byte_view bytes) {
-        return shared_bytes{std::vector<std::byte>(bytes.begin(), bytes.end())};
+        return make(bytes.size(), [&](std::span<std::byte> out) {
+            if (!bytes.empty()) std::memcpy(out.data(), bytes.data(), bytes.size());
+        });
     }
 
     /// A view of `part`, which must lie inside this buffer, sharing its ownership.

@@ -464,12 +464,11 @@ inline void encode_into(std::span<std::byte> out, const frame_context& context,
 /// Encodes `msg` as one frame in a new buffer. Encode once and share the result: the same
 /// bytes go to every follower and into the log (DESIGN.md rule 10).
 ///
-/// The frame buffer is allocated once; `shared_bytes` can only adopt a std::vector, which
-/// costs a second allocation for its control block.
+/// The frame and its reference count are one allocation (shared_bytes::make).
 inline shared_bytes encode(const frame_context& context, const message& msg) {
-    std::vector<std::byte> buffer(encoded_size(msg));
-    encode_into(buffer, context, msg);
-    return shared_bytes{std::move(buffer)};
+    return shared_bytes::make(encoded_size(msg), [&](std::span<std::byte> buffer) {
+        encode_into(buffer, context, msg);
+    });
 }
 
 /// Decodes and validates the 32-byte header at the start of `bytes` (bytes after it are not

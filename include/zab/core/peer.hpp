@@ -201,6 +201,7 @@ public:
                  error.message());
         failure_ = error;
         ctx_.outbox_.clear();
+        ctx_.forget_held_frames();
         ctx_.clients.abandon(errc::storage_failed, 0);
     }
 
@@ -688,24 +689,41 @@ private:
 
     /// Hands every queued frame whose durability conditions hold to the transport, in order
     /// per destination; a frame for a connection that is gone is dropped.
+    ///
+    /// A frame is held while its durability is missing or an earlier frame to the same
+    /// destination is held. Held frames are compacted to the front of the outbox in order.
+    /// If nothing became durable since the last release, every frame it held is still held
+    /// (durability only grows, and the first held frame of each destination is held by its
+    /// own durability), so only the frames queued since are looked at: a learner's ACKs
+    /// waiting for one fsync are not rescanned on every step.
     void release_frames() {
         for (const auto& [to, connection] : std::exchange(ctx_.closes_, {}))
             transport_.close(to, connection);
-        std::vector<peer_id> blocked;
-        std::vector<peer_context::queued_frame> kept;
-        for (auto& f : ctx_.outbox_) {
+        auto& outbox = ctx_.outbox_;
+        auto& blocked = ctx_.held_destinations_;
+        if (ctx_.held_at_log_op_ != ctx_.durable_log_op_ ||
+            ctx_.held_at_epoch_op_ != ctx_.durable_epoch_op_ || ctx_.held_frames_ > outbox.size())
+            ctx_.forget_held_frames();
+        std::size_t kept = ctx_.held_frames_;
+        for (std::size_t i = kept; i < outbox.size(); ++i) {
+            auto& f = outbox[i];
             const bool held = std::find(blocked.begin(), blocked.end(), f.to) != blocked.end() ||
                               !ctx_.log_durable(f.log_op) || !ctx_.epochs_durable(f.epoch_op);
             if (held) {
-                blocked.push_back(f.to);
-                kept.push_back(std::move(f));
+                if (std::find(blocked.begin(), blocked.end(), f.to) == blocked.end())
+                    blocked.push_back(f.to);
+                if (kept != i) outbox[kept] = std::move(f);
+                ++kept;
                 continue;
             }
             if (ctx_.connection_to(f.to) != f.connection) continue;  // that link is gone
             transport_.send(f.to, f.connection, f.frame);
             ++ctx_.counters.frames_sent;
         }
-        ctx_.outbox_ = std::move(kept);
+        outbox.erase(outbox.begin() + static_cast<std::ptrdiff_t>(kept), outbox.end());
+        ctx_.held_frames_ = kept;
+        ctx_.held_at_log_op_ = ctx_.durable_log_op_;
+        ctx_.held_at_epoch_op_ = ctx_.durable_epoch_op_;
     }
 
     void set_connection(peer_id peer, connection_id connection) {

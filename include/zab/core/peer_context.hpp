@@ -176,6 +176,7 @@ public:
         if (auto connection = connection_to(peer)) closes_.emplace_back(peer, *connection);
         std::erase_if(connections_, [&](const auto& entry) { return entry.first == peer; });
         std::erase_if(outbox_, [&](const auto& f) { return f.to == peer; });
+        forget_held_frames();
     }
 
     /// Leader: forgets learner `id` and closes its connection (a protocol violation, or
@@ -373,6 +374,12 @@ private:
 
     storage_op next_op() { return ++last_op_; }
 
+    /// Frames left the outbox other than by release: the next release rescans it whole.
+    void forget_held_frames() noexcept {
+        held_frames_ = 0;
+        held_destinations_.clear();
+    }
+
     void note_log_op(storage_op op) {
         last_log_op_ = std::max(last_log_op_, op);
         log_ops_.emplace_back(op, last_zxid_visible);
@@ -420,6 +427,16 @@ private:
     machine_port* machine_ = nullptr;
 
     std::vector<queued_frame> outbox_;
+    /// What the last `peer::release_frames` left: the first `held_frames_` of `outbox_` were
+    /// held with the durability below, and `held_destinations_` are their destinations. While
+    /// neither durable op moves, those frames stay held, so the next release only looks at
+    /// the frames queued since (a learner's held ACKs are not rescanned on every step).
+    /// Frames are only ever appended to `outbox_` between releases: anything that removes
+    /// some must call `forget_held_frames()` (close() and the storage failure do).
+    std::size_t held_frames_ = 0;
+    storage_op held_at_log_op_ = 0;
+    storage_op held_at_epoch_op_ = 0;
+    std::vector<peer_id> held_destinations_;
     std::vector<std::pair<peer_id, connection_id>> connections_;
     std::vector<std::pair<peer_id, connection_id>> closes_;
 

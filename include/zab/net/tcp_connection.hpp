@@ -44,6 +44,9 @@ struct tcp_connection {
     peer_id peer;              ///< dialed: from the start; accepted: once its hello passed
     connection_state state = connection_state::handshaking;
     bool tcp_connected = false;  ///< dialed: the TCP connect completed (for timeout reasons)
+    /// A write of the queue is posted to run after the current handler (send() gathers the
+    /// frames of every step that runs before it into one system call).
+    bool write_posted = false;
     std::string remote;        ///< the other end's address, for log lines
 
     boost::asio::ip::tcp::socket socket;

@@ -19,6 +19,8 @@
 //   the core is kept alive by the handler that called it, and every step re-checks `stopped_`
 //   and the connection's state after calling out. `send()` and `close()` never call out: a
 //   disconnection they cause is posted, and delivered before that peer's next on_connected.
+// - Writes. `send()` only queues; the write is posted (one per connection at a time), so the
+//   frames sent by every handler that runs before it leave in one gathered system call.
 #pragma once
 
 #include <chrono>
@@ -169,7 +171,7 @@ public:
             close_connection(connection, notify::later);
             return;
         }
-        write_frames(connection);
+        schedule_write(connection);
     }
 
     void close(peer_id to, connection_id id) {
@@ -568,6 +570,22 @@ private:
                  options_.self, connection->id, connection->peer, error.message(),
                  options_.max_frame_size);
         close_connection(connection, notify::now);
+    }
+
+    /// Writes what `send` queued once the handler that called it has returned, rather than
+    /// at once: a step of the peer, and every other handler ready before the posted write
+    /// runs, often sends many frames to the same peer (a proposal per client write, a commit
+    /// per ACK), and they then leave in one gathered write instead of one system call each.
+    /// A write in flight picks up what was queued meanwhile when it completes.
+    void schedule_write(const connection_ptr& connection) {
+        if (connection->write_posted || connection->queue.writing()) return;
+        connection->write_posted = true;
+        boost::asio::post(executor_, [weak = weak_from_this(), connection] {
+            connection->write_posted = false;
+            const std::shared_ptr<transport_core> core = weak.lock();
+            if (!core || core->stopped_) return;
+            core->write_frames(connection);
+        });
     }
 
     void write_frames(const connection_ptr& connection) {

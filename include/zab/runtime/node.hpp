@@ -165,6 +165,13 @@ public:
     /// commit. Any completion token: a callback, `use_future`, `use_awaitable`, `deferred`.
     template <typename CompletionToken>
     auto async_propose(byte_view txn, CompletionToken&& token) {
+        return async_propose(std::vector<std::byte>(txn.begin(), txn.end()),
+                             std::forward<CompletionToken>(token));
+    }
+
+    /// As above, taking the transaction's bytes over rather than copying them.
+    template <typename CompletionToken>
+    auto async_propose(std::vector<std::byte> txn, CompletionToken&& token) {
         return boost::asio::async_initiate<CompletionToken, completion_signature>(
             [executor = executor_, alive = alive_, this](auto handler, std::vector<std::byte> bytes) {
                 boost::asio::post(executor, [executor, alive, this, h = std::move(handler),
@@ -175,7 +182,7 @@ public:
                     });
                 });
             },
-            token, std::vector<std::byte>(txn.begin(), txn.end()));
+            token, std::move(txn));
     }
 
     /// A linearizable point (§7): completes once the leader confirmed, with a quorum round
