@@ -78,10 +78,21 @@ inline std::pair<std::uint64_t, std::uint64_t> tag_key(const request_tag& t) {
     return {t.client_id, t.sequence};
 }
 
-/// Replays `records` (a whole log, from the first transaction) through a fresh machine.
-inline replay replay_log(const std::vector<log_record>& records) {
+/// Replays `records` (a whole log, from the first transaction; or, after `snapshot`, the
+/// records that follow it: then positions count from the snapshot and the writes it holds
+/// are not in `applied`) through a fresh machine.
+inline replay replay_log(const std::vector<log_record>& records,
+                         const std::optional<log_snapshot>& snapshot = std::nullopt) {
     replay r;
     kv_state_machine machine;
+    if (snapshot) {
+        if (auto restored = machine.restore(snapshot->last_included, snapshot->state.view());
+            !restored) {
+            r.problems.push_back(fmt::format("the log's snapshot at {} does not restore: {}",
+                                             snapshot->last_included,
+                                             restored.error().message()));
+        }
+    }
     outcome last_outcome;
     machine.on_applied([&](zxid, const outcome& o) { last_outcome = o; });
     for (const log_record& record : records) {
