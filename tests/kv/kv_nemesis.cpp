@@ -446,11 +446,11 @@ public:
         }
     }
 
-    /// Connects to the replica `port` (any replica when 0) in this client's read mode.
-    bool connect(std::uint16_t port = 0) {
+    /// Connects to a random replica in this client's read mode (a few tries).
+    bool connect() {
         const auto& ports = context_.ports;
         for (std::size_t attempt = 0; attempt < ports.size(); ++attempt) {
-            const std::uint16_t p = port != 0 ? port : ports[rng_() % ports.size()];
+            const std::uint16_t p = ports[rng_() % ports.size()];
             if (!connection_.connect(p, 500ms)) continue;
             const auto r = connection_.call(
                 {"READMODE", linearizable_ ? "linearizable" : "local"}, 1s);

@@ -245,12 +245,8 @@ public:
         job.truncation_ = std::exchange(pending_truncation_, std::nullopt);
         ZAB_ASSERT(!job.install_ || job.install_->checkpoint || !job.truncation_,
                    "an install leaves nothing on disk of its generation to truncate");
-        if (job.install_ && job.install_->checkpoint) {
-            // Segments wholly covered: the next one starts at or below the checkpoint.
-            for (std::size_t i = 0; i + 1 < segments_.size(); ++i)
-                if (segments_[i + 1].base <= job.install_->last_included)
-                    job.install_->retired.push_back(segments_[i].file->number);
-        }
+        if (job.install_ && job.install_->checkpoint)
+            job.install_->retired = covered_segments(job.install_->last_included);
         std::size_t records = 0;
         for (const detail::pending_write& write : pending_writes_) {
             segment_state& segment = segment_of(write.file->number);
@@ -410,6 +406,15 @@ private:
         const auto at = std::lower_bound(index_.begin(), index_.end(), z,
                                          [](const index_entry& e, zxid x) { return e.id < x; });
         return at != index_.end() && at->id == z;
+    }
+
+    /// The segments whose records all lie at or below `z`: those followed by a segment that
+    /// starts at or below it (the last segment always stays, for appends).
+    std::vector<std::uint64_t> covered_segments(zxid z) const {
+        std::vector<std::uint64_t> out;
+        for (std::size_t i = 0; i + 1 < segments_.size(); ++i)
+            if (segments_[i + 1].base <= z) out.push_back(segments_[i].file->number);
+        return out;
     }
 
     /// Drops segments `numbers` (unlinked by a checkpoint's job, or found covered by the
@@ -798,9 +803,7 @@ inline result<void> file_log::recover_segments(const detail::directory_contents&
                               snapshot_file_name(contents.snapshots.back()));
             return make_error_code(errc::corrupt);
         }
-        for (std::size_t i = 0; i + 1 < segments_.size(); ++i)
-            if (segments_[i + 1].base <= snapshot_zxid)
-                repairs.covered.push_back(segments_[i].file->number);
+        repairs.covered = covered_segments(snapshot_zxid);
     }
     return success();
 }
