@@ -57,7 +57,8 @@ std::vector<std::pair<std::string, bytes>> seeds() {
         ack_epoch{zxid{1, 3}, 1u},
         diff{zxid{1, 3}},
         zab::trunc{zxid{1, 2}},
-        snap{zxid{1, 3}, as_bytes("snapshot")},
+        snap{zxid{1, 3}, 8, 0, as_bytes("snapshot")},
+        snap_ack{8},
         new_leader{zxid{2, 0}},
         ack{zxid{2, 1}},
         up_to_date{},
@@ -85,7 +86,7 @@ std::vector<std::pair<std::string, bytes>> seeds() {
     };
     out.emplace_back("invalid-empty", bytes{});
     out.emplace_back("invalid-bad_magic", patched(commit_frame, 0, 'z'));
-    out.emplace_back("invalid-version", patched(commit_frame, 4, 2));
+    out.emplace_back("invalid-version", patched(commit_frame, 4, frame_version + 1));
     out.emplace_back("invalid-unknown_type", patched(commit_frame, 5, 99));
     out.emplace_back("invalid-flags", patched(commit_frame, 6, 1));
     out.emplace_back("invalid-oversized", patched(commit_frame, 27, 0xff));

@@ -5,11 +5,16 @@
 //   kv_server --id N --peers 1=127.0.0.1:7001,2=127.0.0.1:7002,3=127.0.0.1:7003
 //             --client-port P (--data DIR | --memory) [--client-host 127.0.0.1]
 //             [--tick-ms 50] [--cluster-id 27510] [--log-level warn]
-//             [--snapshot-every 100000]
+//             [--snapshot-every 100000] [--join]
 //
 // --snapshot-every N: every N applied writes the map's snapshot replaces the log's records
 // up to it (zab's options::snapshot_every; file_log keeps a checkpoint and removes the
 // segments it covers), so the data directory and the restart time stay bounded. 0: never.
+//
+// --join: this replica's data directory was wiped or replaced, in a cluster that already
+// has data (ZOOKEEPER-261). Until a leader has synced it, it votes for nobody and follows
+// as an observer, so it cannot help elect a replica that lacks writes it acknowledged
+// before; then it votes again. Harmless once synced. Never on a cluster's first start.
 //
 // One io_context run by the main thread drives the zab node, its peer transport and every
 // client connection; a one-thread pool is the node's disk executor (file logs), so fsyncs
@@ -89,12 +94,14 @@ struct server_args {
     std::uint64_t cluster_id = 27510;
     zab::log_level log_level = zab::log_level::warn;
     std::uint64_t snapshot_every = 100'000;
+    bool join = false;  ///< options::non_voter_until_synced (ZOOKEEPER-261)
 };
 
 constexpr std::string_view usage_text =
     "usage: kv_server --id N --peers ID=HOST:PORT,... --client-port P (--data DIR | --memory)\n"
     "                 [--client-host 127.0.0.1] [--tick-ms 50] [--cluster-id 27510]\n"
     "                 [--log-level trace|debug|info|warn|error] [--snapshot-every 100000]\n"
+    "                 [--join]\n"
     "example: kv_server --id 1 --peers 1=127.0.0.1:7001,2=127.0.0.1:7002,3=127.0.0.1:7003 \\\n"
     "                   --client-port 6381 --data build/cluster/replica-1/data\n";
 
@@ -147,6 +154,10 @@ std::variant<server_args, std::string> parse_args(int argc, char** argv) {
         const std::string_view flag = argv[i];
         if (flag == "--memory") {
             a.memory = true;
+            continue;
+        }
+        if (flag == "--join") {
+            a.join = true;
             continue;
         }
         if (flag == "-h" || flag == "--help") return std::string{};
@@ -521,6 +532,7 @@ zab::asio::node_options node_options_for(const server_args& args) {
     o.peer.tick_ms = args.tick_ms;
     o.peer.group_id = args.cluster_id;
     o.peer.snapshot_every = args.snapshot_every;
+    o.peer.non_voter_until_synced = args.join;
     o.transport.self = args.id;
     o.transport.cluster_id = args.cluster_id;
     o.transport.peers = args.peers;

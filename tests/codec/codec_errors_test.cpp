@@ -290,6 +290,8 @@ TEST_CASE("errors: a byte field's length running past the payload is malformed",
         const auto body = bytes_of({'a', 'b', 'c'});
         for (std::uint32_t length : {3u, 4u, 5u, 1000u, 0x7fffffffu, 0xffffffffu}) {
             std::vector<std::byte> payload = zxid_bytes;
+            if (type == message_type::snap)  // total size and offset come before the chunk
+                payload.insert(payload.end(), 16, std::byte{0});
             for (int i = 0; i < 4; ++i)
                 payload.push_back(static_cast<std::byte>(length >> (8 * i)));
             payload.insert(payload.end(), body.begin(), body.end());

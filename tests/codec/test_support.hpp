@@ -94,8 +94,11 @@ public:
                              std::is_same_v<M, new_leader> || std::is_same_v<M, ack> ||
                              std::is_same_v<M, commit>) {
             return {any_zxid()};
-        } else if constexpr (std::is_same_v<M, snap> || std::is_same_v<M, proposal> ||
-                             std::is_same_v<M, inform>) {
+        } else if constexpr (std::is_same_v<M, snap>) {
+            return {any_zxid(), rng_.u64(), rng_.u64(), bytes()};
+        } else if constexpr (std::is_same_v<M, snap_ack>) {
+            return {rng_.u64()};
+        } else if constexpr (std::is_same_v<M, proposal> || std::is_same_v<M, inform>) {
             return {any_zxid(), bytes()};
         } else if constexpr (std::is_same_v<M, up_to_date>) {
             return {};

@@ -2,9 +2,11 @@
 // synchronization and broadcast, with proposals at the leader throughout.
 //
 //   zab_protocol_sweep [--seeds N] [--first S] [--trace] [--verbose] [--snapshot-every N]
+//                      [--snapshot-chunk N]
 //
 // --snapshot-every N runs every peer with options::snapshot_every = N: logs compacted while
 // the faults go on, so restarts recover from snapshots and learners behind one get SNAP.
+// --snapshot-chunk N streams every SNAP in chunks of N bytes (1–3 in flight by seed).
 //
 // Each seed draws a cluster (3 or 5 voters, sometimes an observer), a network, a disk and a
 // fault mix (sweep_faults.hpp), plus crashes aimed at each of the four points of a
@@ -25,6 +27,7 @@ int main(int argc, char** argv) {
     zab::test::protocol_totals t;
     zab::test::sweep_variant variant;
     variant.snapshot_every = args->snapshot_every;
+    variant.snapshot_chunk_bytes = args->snapshot_chunk;
     const std::uint64_t combined = zab::test::run_sweep(
         *args, argv[0], t,
         [&variant](std::uint64_t seed, zab::test::protocol_totals& totals, bool trace) {
@@ -38,14 +41,14 @@ int main(int argc, char** argv) {
         "protocol sweep: seeds {}..{} ({} runs), {} events; faults: {} connection breaks, {} "
         "partitions, {} one-way blocks, {} heals, {} crashes ({} inside NEWLEADER handling: {} "
         "history appended, {} history durable, {} ACK sent, {} ACK counted), {} restarts, {} "
-        "pauses; {} elections; syncs: {} DIFF, {} TRUNC, {} SNAP; {} compactions; {} proposals, "
+        "pauses; {} elections; syncs: {} DIFF, {} TRUNC, {} SNAP ({} chunks); {} compactions; {} proposals, "
         "{} commits; "
         "clients: {} writes ({} done, {} refused, {} unknown), {} syncs ({} done); {} "
         "invariant checks; recovery: worst {} us, bound {} us; {} determinism re-runs; trace "
         "hash {:016x}; {} failures\n",
         first, first + seeds - 1, t.runs, t.events, f.breaks, f.partitions, f.one_way, f.heals,
         f.crashes + t.newleader_crash_total(), t.newleader_crash_total(), at[0], at[1], at[2],
-        at[3], f.restarts, f.pauses, t.elections, t.diffs, t.truncs, t.snaps, t.compactions,
+        at[3], f.restarts, f.pauses, t.elections, t.diffs, t.truncs, t.snaps, t.snapshot_chunks, t.compactions,
         t.proposals,
         t.commits, t.client_writes, t.writes_ok, t.writes_refused, t.writes_unknown,
         t.client_syncs, t.syncs_ok, t.invariant_checks, t.worst_recovery, t.bound, t.determinism_checks, combined,
@@ -55,7 +58,8 @@ int main(int argc, char** argv) {
                    t.diffs == 0 || t.truncs == 0 || t.snaps == 0 || t.proposals == 0 ||
                    t.commits == 0 || t.writes_ok == 0 || t.writes_refused == 0 ||
                    t.writes_unknown == 0 || t.syncs_ok == 0 ||
-                   (args->snapshot_every > 0 && t.compactions == 0);
+                   (args->snapshot_every > 0 && t.compactions == 0) ||
+                   (args->snapshot_chunk > 0 && t.snapshot_chunks <= t.snaps);
     for (auto c : at) trivial = trivial || c == 0;
     // A handful of seeds may legitimately miss a rare event; a real sweep may not.
     trivial = trivial && seeds >= 50;

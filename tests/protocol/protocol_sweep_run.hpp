@@ -37,7 +37,7 @@ namespace zab::test {
 struct protocol_totals {
     fault_counts faults;
     std::uint64_t runs = 0, events = 0, elections = 0, diffs = 0, truncs = 0, snaps = 0,
-                  compactions = 0,
+                  compactions = 0, snapshot_chunks = 0,
                   proposals = 0, commits = 0, determinism_checks = 0, failures = 0,
                   invariant_checks = 0;
     // The client path: writes submitted on any replica and their outcomes, syncs.
@@ -66,6 +66,9 @@ struct sweep_variant {
     std::uint32_t initial_counter = 0;
     /// options::snapshot_every: logs compacted as replicas apply.
     std::uint64_t snapshot_every = 0;
+    /// options::snapshot_chunk_bytes (0: the default), with 1 + seed % 3 chunks in flight:
+    /// small chunks make every SNAP a stream under the faults.
+    std::uint32_t snapshot_chunk_bytes = 0;
 };
 
 /// One seed's outcome: the sweep's verdict plus which §10 properties fired.
@@ -128,6 +131,10 @@ protocol_seed_result run_protocol_seed(std::uint64_t seed, protocol_totals& t, b
     o.disk.lie_probability = variant.disk_lie_probability;
     o.peer.initial_counter = variant.initial_counter;
     o.peer.snapshot_every = variant.snapshot_every;
+    if (variant.snapshot_chunk_bytes != 0) {
+        o.peer.snapshot_chunk_bytes = variant.snapshot_chunk_bytes;
+        o.peer.snapshot_chunks_in_flight = static_cast<std::uint32_t>(1 + seed % 3);
+    }
     sim_type sim{o};
     invariant_checker invariants{invariant_checker_options{variant.initial_counter + 1}};
     protocol_observer<sim_type> observer{sim, invariants};
@@ -165,6 +172,7 @@ protocol_seed_result run_protocol_seed(std::uint64_t seed, protocol_totals& t, b
             t.truncs += c.syncs_trunc - last_counters[n.id].syncs_trunc;
             t.snaps += c.syncs_snap - last_counters[n.id].syncs_snap;
             t.compactions += c.compactions - last_counters[n.id].compactions;
+            t.snapshot_chunks += c.snapshot_chunks_sent - last_counters[n.id].snapshot_chunks_sent;
             t.commits += c.commits - last_counters[n.id].commits;
             last_counters[n.id] = c;
         }

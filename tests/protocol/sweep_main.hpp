@@ -14,7 +14,7 @@
 
 namespace zab::test {
 
-/// `[--seeds N] [--first S] [--trace] [--verbose] [--snapshot-every N]`
+/// `[--seeds N] [--first S] [--trace] [--verbose] [--snapshot-every N] [--snapshot-chunk N]`
 struct sweep_args {
     std::uint64_t seeds = 0;
     std::uint64_t first = 1;
@@ -23,6 +23,8 @@ struct sweep_args {
     /// options::snapshot_every for every peer (0: the default, no compaction); the protocol
     /// sweep only.
     std::uint64_t snapshot_every = 0;
+    /// options::snapshot_chunk_bytes for every peer (0: the default); the protocol sweep only.
+    std::uint32_t snapshot_chunk = 0;
 };
 
 /// Parses the command line; prints the usage and returns nothing on a bad argument.
@@ -38,10 +40,12 @@ inline std::optional<sweep_args> parse_sweep_args(int argc, char** argv,
         else if (arg == "--verbose") a.verbose = true;
         else if (arg == "--snapshot-every" && i + 1 < argc)
             a.snapshot_every = std::strtoull(argv[++i], nullptr, 10);
+        else if (arg == "--snapshot-chunk" && i + 1 < argc)
+            a.snapshot_chunk = static_cast<std::uint32_t>(std::strtoul(argv[++i], nullptr, 10));
         else {
             fmt::print(stderr,
                        "usage: {} [--seeds N] [--first S] [--trace] [--verbose] "
-                       "[--snapshot-every N]\n",
+                       "[--snapshot-every N] [--snapshot-chunk N]\n",
                        argv[0]);
             return std::nullopt;
         }
@@ -80,10 +84,13 @@ std::uint64_t run_sweep(const sweep_args& a, const char* program, Totals& totals
         combined.add(r.hash);
         if (!r.ok) {
             ++totals.failures;
-            fmt::print(stderr, "replay: {} --first {} --seeds 1 --trace{}\n", program, seed,
+            fmt::print(stderr, "replay: {} --first {} --seeds 1 --trace{}{}\n", program, seed,
                        a.snapshot_every == 0
                            ? std::string{}
-                           : fmt::format(" --snapshot-every {}", a.snapshot_every));
+                           : fmt::format(" --snapshot-every {}", a.snapshot_every),
+                       a.snapshot_chunk == 0
+                           ? std::string{}
+                           : fmt::format(" --snapshot-chunk {}", a.snapshot_chunk));
         }
     }
     return combined.value();

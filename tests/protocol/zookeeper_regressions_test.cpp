@@ -359,3 +359,89 @@ TEST_CASE("ZOOKEEPER-2959: only voters' accepted epochs and ACKEPOCHs choose the
                       .without_voter_quorum;
     CHECK(broken > 0);
 }
+
+// ZOOKEEPER-261: a replica whose data directory was wiped comes back empty and votes. With
+// one replica that acknowledged a committed transaction wiped, and the other that did down,
+// the wiped one and a stale one are a quorum that elects the stale one: the committed
+// transaction is gone. With options::non_voter_until_synced the wiped replica votes for
+// nobody and joins as an observer until a leader has synced it, then rejoins as a voter.
+namespace {
+
+struct wipe_run {
+    bool stale_led = false;      ///< replica 2 (without x) led while 1 was wiped and 3 down
+    bool x_survived = false;     ///< every replica applied x in the end
+    bool rejoined = false;       ///< replica 1 ended as a follower, voting again
+    std::uint64_t suspended_elections = 0;
+};
+
+wipe_run run_wipe(std::uint64_t seed, bool non_voter) {
+    using sim_type = simulator<recording_state_machine>;
+    cluster_options o;
+    o.seed = seed;
+    o.voters = 3;
+    sim_type sim{o};
+    wipe_run r;
+    sim.start();
+    REQUIRE(sim.run_until([&] { return sim.peer_of(3)->established() &&
+                                       sim.peer_of(1)->established() &&
+                                       sim.peer_of(2)->established(); },
+                          10'000'000));
+    // x is committed by replicas 3 and 1 while 2 is cut off.
+    sim.network().partition({{1, 3}, {2}});
+    auto x = sim.propose(3, as_bytes("x"));
+    REQUIRE(x.has_value());
+    REQUIRE(sim.run_until([&] { return sim.peer_of(1)->last_applied() >= x.value(); },
+                          sim.now() + 10'000'000));
+    // The leader goes down; replica 1 loses its disk and comes back; 2 is reachable again.
+    sim.crash(3);
+    sim.crash(1);
+    REQUIRE(sim.wipe(1));
+    sim.network().heal();
+    zab::options wiped = o.peer;
+    wiped.non_voter_until_synced = non_voter;
+    sim.restart(1, wiped);
+    sim.run_until([&] { return sim.peer_of(2)->state() == peer_state::leading; },
+                  sim.now() + 30'000'000);
+    r.stale_led = sim.peer_of(2)->state() == peer_state::leading;
+    // Replica 3, which has x, comes back.
+    sim.restart(3);
+    const auto all_have_x = [&] {
+        for (peer_id id : {1, 2, 3})
+            if (!sim.peer_of(id)->established() || sim.peer_of(id)->last_applied() < x.value())
+                return false;
+        return true;
+    };
+    sim.run_until([&] { return all_have_x() && sim.peer_of(1)->state() == peer_state::following; },
+                  sim.now() + 60'000'000);
+    r.x_survived = true;
+    for (peer_id id : {1, 2, 3}) {
+        const auto& applied = sim.at(id).machine->applied();
+        r.x_survived = r.x_survived &&
+                       std::any_of(applied.begin(), applied.end(), [&](const auto& a) {
+                           return a.id == x.value() && as_string_view(a.txn.view()) == "x";
+                       });
+    }
+    r.rejoined = sim.peer_of(1)->state() == peer_state::following &&
+                 !sim.peer_of(1)->context().voting_suspended;
+    return r;
+}
+
+}  // namespace
+
+TEST_CASE("ZOOKEEPER-261: a wiped replica does not vote until synced", "[zookeeper]") {
+    set_log_level(log_level::error);
+    for (std::uint64_t seed = 1; seed <= 5; ++seed) {
+        const auto r = run_wipe(seed, true);
+        INFO("seed " << seed);
+        CHECK(!r.stale_led);
+        CHECK(r.x_survived);
+        CHECK(r.rejoined);
+    }
+    // Without the option the wiped replica votes: the stale replica leads and x is lost.
+    std::uint64_t lost = 0;
+    for (std::uint64_t seed = 1; seed <= 5; ++seed) {
+        const auto r = run_wipe(seed, false);
+        if (r.stale_led && !r.x_survived) ++lost;
+    }
+    CHECK(lost > 0);
+}

@@ -163,8 +163,9 @@ public:
         peer_set synced;
         synced.insert(ctx_.self());
         for (const auto& link : l.links)
-            if (link.at == learner_link::stage::awaiting_uptodate ||
-                link.at == learner_link::stage::broadcasting)
+            if (link.type == learner_type::participant &&
+                (link.at == learner_link::stage::awaiting_uptodate ||
+                 link.at == learner_link::stage::broadcasting))
                 synced.insert(link.id);
         if (!ctx_.quorums().contains_quorum(synced)) {
             ++ctx_.counters.leader_step_downs;

@@ -58,15 +58,16 @@ namespace zab {
 inline constexpr std::uint32_t frame_magic = 0x3142415Au;
 
 /// The frame format version this build writes and the only one it reads.
-inline constexpr std::uint8_t frame_version = 1;
+inline constexpr std::uint8_t frame_version = 2;
 
 /// Size of the fixed frame header. A stream transport reads exactly this many bytes, calls
 /// `decode_header`, and only then knows how many payload bytes to read.
 inline constexpr std::size_t frame_header_size = 32;
 
 /// Bounds applied while decoding, so a peer cannot make us allocate or wait for more than we
-/// chose. The default must exceed the largest message the application produces (a SNAP
-/// carries a whole snapshot): an encoded frame above the receiver's limit is refused.
+/// chose. The default must exceed the largest message the application produces (a
+/// transaction; a SNAP carries one chunk of `options::snapshot_chunk_bytes`): an encoded
+/// frame above the receiver's limit is refused.
 struct codec_limits {
     std::uint32_t max_payload_bytes = 64u << 20;
 };
@@ -364,7 +365,10 @@ void fields(auto& a, message_of<leader_info> auto& m) { a(m.new_epoch, m.protoco
 void fields(auto& a, message_of<ack_epoch> auto& m) { a(m.last_logged, m.current_epoch); }
 void fields(auto& a, message_of<diff> auto& m) { a(m.last); }
 void fields(auto& a, message_of<trunc> auto& m) { a(m.truncate_to); }
-void fields(auto& a, message_of<snap> auto& m) { a(m.last_included, m.snapshot); }
+void fields(auto& a, message_of<snap> auto& m) {
+    a(m.last_included, m.total_size, m.offset, m.chunk);
+}
+void fields(auto& a, message_of<snap_ack> auto& m) { a(m.received); }
 void fields(auto& a, message_of<new_leader> auto& m) { a(m.epoch_zxid); }
 void fields(auto& a, message_of<ack> auto& m) { a(m.acked); }
 void fields(auto& a, message_of<up_to_date> auto&) { a(); }

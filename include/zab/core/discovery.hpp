@@ -34,8 +34,12 @@ public:
     /// FOLLOWERINFO or OBSERVERINFO from `from` on a new connection.
     void leader_on_info(peer_id from, learner_type claimed, epoch_t accepted) {
         auto& l = *ctx_.leading;
-        if (ctx_.config().type_of(from) != claimed) {
-            // A voter claiming to observe, or the reverse: not our configuration.
+        const auto configured = ctx_.config().type_of(from);
+        // A voter may join as an observer: it does not vote until synced (ZOOKEEPER-261,
+        // options::non_voter_until_synced). An observer claiming a vote is not our
+        // configuration.
+        if (configured != claimed &&
+            !(configured == learner_type::participant && claimed == learner_type::observer)) {
             ++ctx_.counters.unexpected_messages;
             ctx_.close(from);
             return;

@@ -132,6 +132,11 @@ private:
 
     bool can_win(const vote& v) const { return ctx_.quorums().is_voter(v.leader); }
 
+    /// A voter whose voting is suspended (ZOOKEEPER-261) keeps voting for nobody: the
+    /// others count its notifications as a voter's, so echoing a candidate would lend that
+    /// candidate a vote backed by nothing. It learns the leader from settled peers' votes.
+    bool adopts_votes() const { return !ctx_.voting_suspended; }
+
     vote looking_target() const {
         vote v = proposal_;
         v.round = logical_clock_;
@@ -208,11 +213,11 @@ private:
             logical_clock_ = n.round;
             received_.clear();
             const vote mine = round_initial_vote_ = initial_vote();
-            proposal_ = vote_beats(n, can_win(n), mine) ? n : mine;
+            proposal_ = adopts_votes() && vote_beats(n, can_win(n), mine) ? n : mine;
             send_notifications();
         } else if (n.round < logical_clock_) {
             return;  // stale round: already answered by the receiver part
-        } else if (vote_beats(n, can_win(n), proposal_)) {
+        } else if (adopts_votes() && vote_beats(n, can_win(n), proposal_)) {
             proposal_ = n;
             send_notifications();
         }

@@ -79,14 +79,27 @@ struct trunc {
     friend bool operator==(const trunc&, const trunc&) = default;
 };
 
-/// Leader → learner: replace your state with this snapshot, taken at `last_included`.
+/// Leader → learner: one chunk of the snapshot, taken at `last_included`, that replaces
+/// the learner's state (§5.2 step 5). A snapshot of `total_size` bytes travels as chunks at
+/// ascending `offset`s, each at most `options::snapshot_chunk_bytes`, so no frame and no
+/// send queue grows with the state; the learner answers each with SNAPACK. An empty
+/// snapshot is one chunk of zero bytes.
 struct snap {
     zxid last_included;
-    byte_view snapshot;
+    std::uint64_t total_size = 0;
+    std::uint64_t offset = 0;
+    byte_view chunk;
     friend bool operator==(const snap& a, const snap& b) {
-        return a.last_included == b.last_included &&
-               as_string_view(a.snapshot) == as_string_view(b.snapshot);
+        return a.last_included == b.last_included && a.total_size == b.total_size &&
+               a.offset == b.offset && as_string_view(a.chunk) == as_string_view(b.chunk);
     }
+};
+
+/// Learner → leader: the snapshot's first `received` bytes arrived. The leader keeps at
+/// most `options::snapshot_chunks_in_flight` chunks unanswered (flow control).
+struct snap_ack {
+    std::uint64_t received = 0;
+    friend bool operator==(const snap_ack&, const snap_ack&) = default;
 };
 
 /// Leader → learner: all sync traffic is queued; acknowledge once it is durable (§5.3).
@@ -183,7 +196,7 @@ struct reply {
 
 /// Any message. The variant index is not the wire type: see `message_type`.
 using message = std::variant<notification, follower_info, observer_info, leader_info, ack_epoch,
-                             diff, trunc, snap, new_leader, ack, up_to_date, proposal, commit,
+                             diff, trunc, snap, snap_ack, new_leader, ack, up_to_date, proposal, commit,
                              inform, request, ping, sync, reply>;
 
 /// Wire type byte of each message. Stable: never renumber, only add.
@@ -199,6 +212,7 @@ enum class message_type : std::uint8_t {
     new_leader = 23,
     ack = 24,
     up_to_date = 25,
+    snap_ack = 26,
     proposal = 30,
     commit = 31,
     inform = 32,
@@ -220,6 +234,7 @@ ZAB_MESSAGE_TYPE(ack_epoch)
 ZAB_MESSAGE_TYPE(diff)
 ZAB_MESSAGE_TYPE(trunc)
 ZAB_MESSAGE_TYPE(snap)
+ZAB_MESSAGE_TYPE(snap_ack)
 ZAB_MESSAGE_TYPE(new_leader)
 ZAB_MESSAGE_TYPE(ack)
 ZAB_MESSAGE_TYPE(up_to_date)
@@ -253,6 +268,7 @@ constexpr std::string_view to_string(message_type t) noexcept {
         case message_type::diff: return "DIFF";
         case message_type::trunc: return "TRUNC";
         case message_type::snap: return "SNAP";
+        case message_type::snap_ack: return "SNAPACK";
         case message_type::new_leader: return "NEWLEADER";
         case message_type::ack: return "ACK";
         case message_type::up_to_date: return "UPTODATE";

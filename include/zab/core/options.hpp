@@ -61,6 +61,22 @@ struct options {
     /// the learner is disconnected and resyncs — its clients are not failed for it.
     std::uint32_t max_learner_backlog = 100'000;
 
+    /// SNAP sync streams the snapshot in chunks of at most this many bytes, and keeps at
+    /// most `snapshot_chunks_in_flight` of them unanswered by the learner's SNAPACK: a
+    /// learner's sync adds at most their product to the leader's send queue, whatever the
+    /// state's size. The chunk (plus 64 bytes of framing) must fit the receiver's frame
+    /// limit (`codec_limits::max_payload_bytes`, 64 MiB by default).
+    std::uint32_t snapshot_chunk_bytes = 1u << 20;
+    std::uint32_t snapshot_chunks_in_flight = 4;
+
+    /// ZOOKEEPER-261: this replica's data directory was wiped or replaced (its disk lost
+    /// what it may have acknowledged). Until a leader has synced it — until its durable
+    /// current epoch is above 0 — it votes for nobody, joins the leader as an observer and
+    /// none of its acknowledgements count, so it can never help elect a leader that lacks
+    /// committed transactions. Once synced it rejoins as a voter. Never set it when the
+    /// cluster is created: every replica is unsynced then, and none would vote.
+    bool non_voter_until_synced = false;
+
     /// Test hook (§1, ZOOKEEPER-1277): the counter an established leader's epoch starts
     /// after, so a test reaches counter exhaustion without 2^32 proposals. 0 in production.
     std::uint32_t initial_counter = 0;
@@ -84,6 +100,11 @@ struct options {
         if (max_outstanding_proposals == 0) return "max_outstanding_proposals must be at least 1";
         if (max_forwarded_per_learner == 0) return "max_forwarded_per_learner must be at least 1";
         if (max_learner_backlog == 0) return "max_learner_backlog must be at least 1";
+        if (snapshot_chunk_bytes == 0) return "snapshot_chunk_bytes must be at least 1";
+        if (snapshot_chunk_bytes > (64u << 20) - 64)
+            return "snapshot_chunk_bytes must leave room for framing in a 64 MiB frame";
+        if (snapshot_chunks_in_flight == 0)
+            return "snapshot_chunks_in_flight must be at least 1";
         if (initial_counter >= 0xfffffffeu)
             return "initial_counter must leave room for a proposal (below 2^32 - 2)";
         return {};

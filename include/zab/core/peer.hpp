@@ -390,6 +390,14 @@ private:
         ctx_.last_logged = ctx_.last_zxid_visible = log.last_zxid();
         ctx_.last_applied = state_machine.last_applied();
         ctx_.last_committed = ctx_.last_applied;
+        // ZOOKEEPER-261: a wiped voter has no durable current epoch until a leader syncs it.
+        ctx_.voting_suspended = opts.non_voter_until_synced &&
+                                ctx_.config().is_voter(self) && ctx_.durable_epochs.current == 0;
+        if (ctx_.voting_suspended)
+            zab::log(log_level::info,
+                     "peer {}: never synced since its data was wiped: an observer until a "
+                     "leader syncs it (ZOOKEEPER-261)",
+                     self);
     }
 
     // --- roles --------------------------------------------------------------------------
@@ -548,6 +556,22 @@ private:
     void dispatch(peer_id from, const snap& m, const shared_bytes& frame) {
         if (!from_my_leader(from)) return ignore();
         synchronization_.learner_on_snap(m, frame);
+        snapshot_progress();
+    }
+    void dispatch(peer_id from, const snap_ack& m, const shared_bytes&) {
+        learner_link* link = find_link(from);
+        if (link == nullptr) return ignore();
+        synchronization_.leader_on_snap_ack(*link, m);
+        snapshot_progress();
+    }
+
+    /// A SNAP chunk went through: init_limit bounds the time between chunks, not the whole
+    /// transfer, so a large state can still be synced (§4: initLimit exists to catch a peer
+    /// that stopped, and one that keeps streaming has not).
+    void snapshot_progress() {
+        if (establish_deadline_ && (ctx_.learning || ctx_.leading))
+            establish_deadline_ = std::max(*establish_deadline_,
+                                           ctx_.now_tick + ctx_.opts().init_limit_ticks);
     }
     void dispatch(peer_id from, const new_leader& m, const shared_bytes&) {
         if (!from_my_leader(from)) return ignore();
@@ -645,6 +669,20 @@ private:
             ctx_.request_election("bad frame from the leader");
     }
 
+    /// ZOOKEEPER-261: a voter that joined as an observer has been synced (UPTODATE, with its
+    /// current epoch durable): it now holds the leader's committed history, so its vote and
+    /// its acknowledgements may count again. It rejoins through a new election, which finds
+    /// the leader settled and syncs it again by DIFF, this time as a follower.
+    void rejoin_as_voter_once_synced() {
+        if (!ctx_.voting_suspended || !established() || !ctx_.learning ||
+            ctx_.durable_epochs.current == 0)
+            return;
+        ctx_.voting_suspended = false;
+        zab::log(log_level::info, "peer {}: synced at epoch {}; rejoining as a voter", ctx_.self(),
+                 ctx_.durable_epochs.current);
+        ctx_.request_election("synced after its data was wiped: rejoining as a voter");
+    }
+
     /// Ends a step: role changes, each phase's progress, then storage and frames go out.
     void end_step() {
         for (int round = 0; round < 4; ++round) {
@@ -659,6 +697,7 @@ private:
             }
             if (ctx_.learning) synchronization_.learner_advance();
             if (established()) establish_deadline_.reset();
+            rejoin_as_voter_once_synced();
             if (!std::exchange(ctx_.election_requested_, false)) break;
             zab::log(log_level::info, "peer {}: back to LOOKING: {}", ctx_.self(),
                      ctx_.election_reason_);

@@ -64,6 +64,8 @@ struct peer_counters {
     std::uint64_t syncs_diff = 0;           ///< learner syncs planned, by kind (leader side)
     std::uint64_t syncs_trunc = 0;
     std::uint64_t syncs_snap = 0;
+    std::uint64_t snapshot_chunks_sent = 0;  ///< SNAP chunks queued (leader side)
+    std::uint64_t snapshot_bytes_sent = 0;   ///< snapshot bytes in them
     std::uint64_t learners_refused = 0;     ///< ahead of the leader, or a stale epoch (§4)
     std::uint64_t leader_step_downs = 0;    ///< no quorum within sync_limit (§6.2)
     std::uint64_t leader_silences = 0;      ///< learner: nothing from the leader for sync_limit
@@ -114,9 +116,15 @@ public:
     const configuration& config() const noexcept { return config_; }
     const quorum_system& quorums() const noexcept { return quorums_; }
     const options& opts() const noexcept { return options_; }
+    /// What this replica acts as: its configured type, or an observer while its voting is
+    /// suspended (ZOOKEEPER-261, options::non_voter_until_synced).
     learner_type self_type() const noexcept {
+        if (voting_suspended) return learner_type::observer;
         return config_.type_of(self_).value_or(learner_type::observer);
     }
+    /// A voter that has not been synced since its disk was wiped (options::
+    /// non_voter_until_synced): it votes for nobody and joins as an observer until then.
+    bool voting_suspended = false;
 
     // --- durable quantities (PROTOCOL.md §2, §11.3) ---------------------------------------
     /// Epochs as durable on this replica: never ahead of what a crash would recover.

@@ -28,6 +28,7 @@ struct learner_link {
         awaiting_epoch,     ///< FOLLOWERINFO in; LEADERINFO not yet sent (epoch not durable)
         awaiting_ack_epoch, ///< LEADERINFO sent
         awaiting_sync,      ///< ACKEPOCH in; waits for the epoch quorum before its sync
+        streaming_snapshot, ///< SNAP chunks going out as SNAPACKs come back (§5.2 step 5)
         awaiting_newleader_ack,  ///< sync traffic and NEWLEADER queued
         awaiting_uptodate,  ///< NEWLEADER acknowledged; UPTODATE once the leader is established
         broadcasting,       ///< UPTODATE sent
@@ -42,6 +43,13 @@ struct learner_link {
     zxid last_acked;                ///< highest proposal this learner acknowledged
     std::uint64_t last_heard_tick = 0;
     std::uint64_t acked_round = 0;  ///< highest heartbeat round it answered (§7 quorum rounds)
+    /// SNAP flow control: bytes of the snapshot queued as chunks, and confirmed by SNAPACK.
+    std::uint64_t snapshot_queued = 0;
+    std::uint64_t snapshot_acknowledged = 0;
+    /// While streaming: the snapshot (shared with its source; chunks are copied out of it
+    /// one at a time) and the zxid it was taken at.
+    shared_bytes snapshot;
+    zxid snapshot_base;
 };
 
 /// A sync waiting at the leader for a heartbeat round that a quorum answers (§7): answered
@@ -134,6 +142,13 @@ struct learner_state {
     bool newleader_pending = false;
     bool truncated = false;                  ///< this sync truncated the log (TRUNC)
     std::optional<log_snapshot> snapshot;    ///< this sync installed a snapshot (SNAP)
+    /// A SNAP arriving in chunks; `snapshot` is set once the last one is in.
+    struct incoming_snapshot {
+        zxid last_included;
+        std::uint64_t total_size = 0;
+        std::vector<std::byte> bytes;
+    };
+    std::optional<incoming_snapshot> receiving;
 };
 
 }  // namespace zab

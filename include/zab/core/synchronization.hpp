@@ -92,6 +92,20 @@ public:
         if (link.type == learner_type::participant) l.newleader_acks.insert(link.id);
     }
 
+    /// SNAPACK: the learner has the snapshot's first `received` bytes; more chunks may go.
+    /// Answers to chunks queued before the last one may still arrive after it (the sync has
+    /// moved on): they are checked and ignored. A learner that confirms bytes it was never
+    /// sent, or goes back, is dropped.
+    void leader_on_snap_ack(learner_link& link, const snap_ack& m) {
+        if (m.received <= link.snapshot_acknowledged || m.received > link.snapshot_queued) {
+            ++ctx_.counters.unexpected_messages;
+            ctx_.drop_learner(link.id);
+            return;
+        }
+        link.snapshot_acknowledged = m.received;
+        if (link.at == learner_link::stage::streaming_snapshot) stream_snapshot(link, false);
+    }
+
     // --- learner side ---------------------------------------------------------------------
 
     void learner_on_diff(const diff& m) {
@@ -114,21 +128,54 @@ public:
         s.truncated = true;
     }
 
+    /// One SNAP chunk (§5.2 step 5). The first begins the sync; each must continue the one
+    /// before (same snapshot, next offset, within its size) or the leader misbehaved.
     void learner_on_snap(const snap& m, const shared_bytes& frame) {
-        if (!begin_sync()) return;
         auto& s = *ctx_.learning;
-        // Nothing is written yet: at NEWLEADER the snapshot and the history after it go into
-        // the log as one atomic operation (§11.1), so a crash never leaves the snapshot
-        // without that history under an older current epoch. The state is restored only at
-        // UPTODATE: a sync interrupted before then leaves the state machine as it was (§11.4).
-        s.snapshot = log_snapshot{m.last_included, frame.slice(m.snapshot)};
-        s.unapplied.clear();
-        s.known_committed = std::max(s.known_committed, m.last_included);
+        if (m.offset == 0 && !s.receiving) {
+            if (!begin_sync()) return;
+            if (m.chunk.size() > m.total_size) {
+                ctx_.leader_misbehaved("a SNAP chunk beyond the snapshot's size");
+                return;
+            }
+            if (m.chunk.size() == m.total_size) {  // the whole snapshot in one frame: no copy
+                complete_snapshot(m.last_included, frame.slice(m.chunk));
+                return;
+            }
+            s.receiving.emplace();
+            s.receiving->last_included = m.last_included;
+            s.receiving->total_size = m.total_size;
+            // Grown as bytes arrive, never reserved from the announced size: a bad size
+            // costs nothing until the bytes are really sent.
+        } else if (!s.receiving || s.at != learner_state::stage::syncing ||
+                   m.last_included != s.receiving->last_included ||
+                   m.total_size != s.receiving->total_size ||
+                   m.offset != s.receiving->bytes.size()) {
+            ctx_.leader_misbehaved("a SNAP chunk out of sequence");
+            return;
+        } else if (m.chunk.size() > m.total_size - m.offset) {
+            ctx_.leader_misbehaved("a SNAP chunk beyond the snapshot's size");
+            return;
+        }
+        auto& bytes = s.receiving->bytes;
+        bytes.insert(bytes.end(), m.chunk.begin(), m.chunk.end());
+        if (bytes.size() < s.receiving->total_size) {
+            ctx_.send(s.leader, snap_ack{bytes.size()});
+            return;
+        }
+        const zxid last_included = s.receiving->last_included;
+        shared_bytes state{std::move(bytes)};
+        s.receiving.reset();
+        complete_snapshot(last_included, std::move(state));
     }
 
     /// A PROPOSAL during synchronization: buffered until NEWLEADER (§5.3).
     void learner_on_sync_proposal(const log_record& record) {
         auto& s = *ctx_.learning;
+        if (s.receiving) {
+            ctx_.leader_misbehaved("a PROPOSAL inside a SNAP");
+            return;
+        }
         const zxid last = synced_last();
         if (record.id <= last) return;  // a duplicate (protocol-spec issue 2)
         if (!last.continued_by(record.id)) {
@@ -141,6 +188,10 @@ public:
     /// A COMMIT during synchronization or before UPTODATE: remembered (§5.3, ZOOKEEPER-4394).
     bool learner_on_sync_commit(const commit& m) {
         auto& s = *ctx_.learning;
+        if (s.receiving) {
+            ctx_.leader_misbehaved("a COMMIT inside a SNAP");
+            return false;
+        }
         const zxid last = synced_last();
         if (m.id > last) {
             ctx_.leader_misbehaved("COMMIT of a transaction never proposed");
@@ -153,7 +204,8 @@ public:
     /// NEWLEADER (§5.3): history durable → currentEpoch durable → ACK, in that order.
     void learner_on_new_leader(const new_leader& m) {
         auto& s = *ctx_.learning;
-        if (s.at != learner_state::stage::syncing || m.epoch_zxid != zxid{s.epoch, 0}) {
+        if (s.at != learner_state::stage::syncing || m.epoch_zxid != zxid{s.epoch, 0} ||
+            s.receiving) {
             ctx_.leader_misbehaved("NEWLEADER out of place");
             return;
         }
@@ -232,6 +284,18 @@ protected:  // the building blocks of the phase, for policies derived from this 
         }
     }
 
+    /// The whole snapshot is in. Nothing is written yet: at NEWLEADER the snapshot and the
+    /// history after it go into the log as one atomic operation (§11.1), so a crash never
+    /// leaves the snapshot without that history under an older current epoch. The state is
+    /// restored only at UPTODATE: a sync interrupted before then leaves the state machine as
+    /// it was (§11.4).
+    void complete_snapshot(zxid last_included, shared_bytes state) {
+        auto& s = *ctx_.learning;
+        s.snapshot = log_snapshot{last_included, std::move(state)};
+        s.unapplied.clear();
+        s.known_committed = std::max(s.known_committed, last_included);
+    }
+
     /// The last zxid of the history being synced: the buffered proposals, after the SNAP's
     /// snapshot or the (possibly truncated) log.
     zxid synced_last() const {
@@ -284,11 +348,18 @@ protected:  // the building blocks of the phase, for policies derived from this 
             }
             queued = max;
         } else {
-            // Anything else: SNAP (§5.2 step 5): committed state, then the rest of the
-            // committed history as PROPOSAL+COMMIT — gapless, or no NEWLEADER at all.
-            if (!send_snapshot_sync(link, max)) return;
-            queued = max;
+            // Anything else: SNAP (§5.2 step 5): committed state, streamed in chunks; the
+            // rest of the sync follows its last chunk (finish_snapshot_sync).
+            start_snapshot_sync(link);
+            return;
         }
+        finish_sync(link, queued);
+    }
+
+    /// §5.2 steps 6–7, once the learner's history (DIFF, TRUNC or SNAP, up to `queued`) is
+    /// queued: the proposals still in flight, then NEWLEADER.
+    void finish_sync(learner_link& link, zxid queued) {
+        auto& l = *ctx_.leading;
         // §5.2 step 6, startForwarding: proposals still in flight, PROPOSAL only; observers
         // get none (they hear of them as INFORM once committed).
         if (link.type == learner_type::participant)
@@ -301,10 +372,8 @@ protected:  // the building blocks of the phase, for policies derived from this 
     }
 
     /// SNAP: the newest committed state the leader has — its state machine's, or its log's
-    /// snapshot when that is newer (a SNAP this replica received and never applied) — and
-    /// every record after it up to `max`. False (the learner dropped) if the log cannot
-    /// supply that history without a gap.
-    bool send_snapshot_sync(learner_link& link, zxid max) {
+    /// snapshot when that is newer (a SNAP this replica received and never applied).
+    void start_snapshot_sync(learner_link& link) {
         zxid base = ctx_.last_applied;
         shared_bytes state;
         if (auto logged = ctx_.log_snapshot_in_effect(); logged && logged->last_included > base) {
@@ -313,32 +382,84 @@ protected:  // the building blocks of the phase, for policies derived from this 
         } else {
             state = ctx_.machine_snapshot();
         }
+        ++ctx_.counters.syncs_snap;
+        link.snapshot_base = base;
+        link.snapshot = std::move(state);
+        link.snapshot_queued = 0;
+        link.snapshot_acknowledged = 0;
+        link.at = learner_link::stage::streaming_snapshot;
+        stream_snapshot(link, true);
+    }
+
+    /// Queues SNAP chunks while fewer than `snapshot_chunks_in_flight` are unanswered; after
+    /// the last one, the rest of the sync. Memory bound: a learner's SNAP adds at most
+    /// chunk × in-flight bytes to the leader's queues, whatever the snapshot's size.
+    void stream_snapshot(learner_link& link, bool first) {
+        const std::uint64_t chunk_max = ctx_.opts().snapshot_chunk_bytes;
+        const std::uint64_t window = chunk_max * ctx_.opts().snapshot_chunks_in_flight;
+        const auto state = link.snapshot.view();
+        const std::uint64_t total = state.size();
+        while (first || (link.snapshot_queued < total &&
+                         link.snapshot_queued - link.snapshot_acknowledged < window)) {
+            first = false;
+            const std::uint64_t n = std::min(chunk_max, total - link.snapshot_queued);
+            ctx_.send(link.id, snap{link.snapshot_base, total, link.snapshot_queued,
+                                    state.subspan(link.snapshot_queued, n)});
+            link.snapshot_queued += n;
+            ++ctx_.counters.snapshot_chunks_sent;
+            ctx_.counters.snapshot_bytes_sent += n;
+        }
+        if (link.snapshot_queued == total) finish_snapshot_sync(link);
+    }
+
+    /// The last chunk is queued: every committed record after the snapshot up to the
+    /// history's end now — gapless, or no NEWLEADER at all (the learner is dropped).
+    void finish_snapshot_sync(learner_link& link) {
+        auto& l = *ctx_.leading;
+        const zxid max = l.max_committed();
+        auto history = committed_after(link.snapshot_base, max);
+        link.snapshot = {};
+        if (!history) {
+            zab::log(log_level::error,
+                     "peer {}: cannot read its committed history after {} for a SNAP to {}; "
+                     "learner dropped",
+                     ctx_.self(), link.snapshot_base, link.id);
+            ctx_.drop_learner(link.id);
+            return;
+        }
+        for (const auto& record : *history) {
+            ctx_.send(link.id, proposal{record.id, record.txn.view()});
+            ctx_.send(link.id, commit{record.id});
+        }
+        finish_sync(link, max);
+    }
+
+    /// The committed records after `after` up to `upto`, gapless: from the in-memory window
+    /// when it reaches back that far, else from the log; nothing when neither can (the log
+    /// was compacted past `after`, or cannot be read).
+    std::optional<std::vector<log_record>> committed_after(zxid after, zxid upto) {
+        const auto& l = *ctx_.leading;
         std::vector<log_record> history;
-        zxid after = base;
-        while (after < max) {
+        if (l.committed_base <= after) {
+            for (const auto& record : l.committed)
+                if (record.id > after && record.id <= upto) history.push_back(record);
+            return history;
+        }
+        while (after < upto) {
             auto chunk = ctx_.read_log(after, 1024);
             if (!chunk || chunk.value().empty() || !after.continued_by(chunk.value().front().id)) {
-                zab::log(log_level::error,
-                         "peer {}: cannot read its committed history after {} for a SNAP to {} "
-                         "({}); learner dropped",
-                         ctx_.self(), after, link.id,
-                         chunk ? std::string{"a gap"} : chunk.error().message());
-                ctx_.drop_learner(link.id);
-                return false;
+                if (!chunk)
+                    zab::log(log_level::error, "peer {}: reading the log after {}: {}",
+                             ctx_.self(), after, chunk.error().message());
+                return std::nullopt;
             }
             for (auto& record : chunk.value()) {
-                if (record.id > max) break;
+                if (record.id > upto) break;
                 after = record.id;
                 history.push_back(std::move(record));
             }
         }
-        ++ctx_.counters.syncs_snap;
-        ctx_.send(link.id, snap{base, state.view()});
-        for (const auto& record : history) {
-            ctx_.send(link.id, proposal{record.id, record.txn.view()});
-            ctx_.send(link.id, commit{record.id});
-        }
-        return true;
+        return history;
     }
 
     struct diff_plan {

@@ -89,6 +89,7 @@ public:
         std::optional<event_queue::event_id> wake;
         sim_time tick_origin = 0;
         std::uint64_t incarnation = 0;       ///< 1 for the first start, +1 per restart
+        std::optional<zab::options> peer_options;  ///< this replica's own, if set (restart)
     };
 
     explicit simulator(cluster_options options)
@@ -107,23 +108,9 @@ public:
             // Each component draws from its own stream, so a draw added to one does not
             // shift every other component's choices.
             disk_random_.push_back(std::make_unique<prng>(random_.fork()));
-            n.log = std::make_unique<sim_log>(events_, *disk_random_.back(), options.disk);
             network_.add_node(m.id);
         }
-        for (node& n : nodes_) {
-            const peer_id id = n.id;
-            n.log->set_completion_handler([this, id](const storage_completion& c) {
-                deliver(id, [c](peer_type& p) {
-                    switch (c.what) {
-                        case storage_completion::kind::log_durable: p.on_log_durable(c.op); break;
-                        case storage_completion::kind::epochs_durable:
-                            p.on_epochs_durable(c.op);
-                            break;
-                        case storage_completion::kind::failed: p.on_storage_failed(c.error); break;
-                    }
-                });
-            });
-        }
+        for (std::size_t i = 0; i < nodes_.size(); ++i) attach_disk(nodes_[i], *disk_random_[i]);
     }
 
     simulator(const simulator&) = delete;
@@ -224,10 +211,12 @@ private:
 
 public:
 
-    /// Starts replica `id` again from what its disk recovered.
-    void restart(peer_id id) {
+    /// Starts replica `id` again from what its disk recovered; with `own`, under those
+    /// options from now on instead of the cluster's.
+    void restart(peer_id id, std::optional<zab::options> own = std::nullopt) {
         node& n = at(id);
         if (n.peer) return;
+        if (own) n.peer_options = own;
         ++restarts_;
         boot(n);
         run_checkers();
@@ -394,12 +383,40 @@ public:
         completion_observer_ = std::move(observer);
     }
 
+    /// Replaces crashed replica `id`'s disk by an empty one (a wiped or replaced data
+    /// directory, ZOOKEEPER-261). False if it is running.
+    bool wipe(peer_id id) {
+        node& n = at(id);
+        if (n.peer) return false;
+        trace_line(id, "WIPE", "");
+        const std::size_t index = static_cast<std::size_t>(&n - nodes_.data());
+        attach_disk(n, *disk_random_[index]);
+        return true;
+    }
+
 private:
+    /// A new, empty disk for `n`, its completions delivered to whichever peer runs there.
+    void attach_disk(node& n, prng& random) {
+        n.log = std::make_unique<sim_log>(events_, random, options_.disk);
+        const peer_id id = n.id;
+        n.log->set_completion_handler([this, id](const storage_completion& c) {
+            deliver(id, [c](peer_type& p) {
+                switch (c.what) {
+                    case storage_completion::kind::log_durable: p.on_log_durable(c.op); break;
+                    case storage_completion::kind::epochs_durable:
+                        p.on_epochs_durable(c.op);
+                        break;
+                    case storage_completion::kind::failed: p.on_storage_failed(c.error); break;
+                }
+            });
+        });
+    }
+
     void boot(node& n) {
         ++n.incarnation;
         n.machine = std::make_unique<StateMachine>();
-        auto created = peer_type::create(n.id, config_, options_.peer, network_.transport(n.id),
-                                         *n.log, *n.machine);
+        auto created = peer_type::create(n.id, config_, n.peer_options.value_or(options_.peer),
+                                         network_.transport(n.id), *n.log, *n.machine);
         ZAB_ASSERT(created.has_value(), "simulated peer failed to start");
         n.peer = std::move(created).value();
         n.paused = false;
