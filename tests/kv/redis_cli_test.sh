@@ -5,7 +5,8 @@
 # too-large error; binary keys; CAS and INCR; kill -9 of the leader, a new leader, writes
 # going on; the killed replica restarted from its data directory and caught up; the leader
 # paused (SIGSTOP), a new leader, writes going on, the paused one resumed (SIGCONT) and
-# caught up.
+# caught up; a follower whose data directory is deleted restarts with --join (ZOOKEEPER-261),
+# catches up, rejoins as a follower, and its ACKs make the quorum with the other one down.
 #
 # Registered with ctest (label kv-cluster). Exit 0: passed; 1: failed (the message says
 # which check, and the replicas' logs are printed); 77: skipped (no redis-cli).
@@ -64,10 +65,10 @@ for id in 1 2 3; do
 done
 peers="1=127.0.0.1:${peer_port[1]},2=127.0.0.1:${peer_port[2]},3=127.0.0.1:${peer_port[3]}"
 
-start() {
+start() {  # start ID [extra kv_server flags...]
     local id="$1"
     "$server" --id "$id" --peers "$peers" --client-port "${client_port[$id]}" \
-        --data "$work/replica-$id" --tick-ms 20 >>"$work/replica-$id.log" 2>&1 &
+        --data "$work/replica-$id" --tick-ms 20 "${@:2}" >>"$work/replica-$id.log" 2>&1 &
     pids[$id]=$!
 }
 
@@ -221,6 +222,46 @@ kill -CONT "${pids[$current]}"
 deadline=$((SECONDS + 30))
 until [[ "$(printf 'ZSYNC\nGET during-pause\n' | cli "$current" 2>/dev/null)" == $'OK\nwritten' ]]; do
     ((SECONDS < deadline)) || fail "resumed replica $current did not catch up within 30 s"
+    sleep 0.3
+done
+
+current=$(wait_leader 1 2 3)
+others=()
+for id in 1 2 3; do [[ "$id" == "$current" ]] || others+=("$id"); done
+wiped=${others[0]}
+other=${others[1]}
+say "replica $wiped loses its data directory and restarts with --join (ZOOKEEPER-261)"
+kill -9 "${pids[$wiped]}"
+wait "${pids[$wiped]}" 2>/dev/null || true
+rm -rf "$work/replica-$wiped"
+start "$wiped" --join --log-level info
+deadline=$((SECONDS + 30))
+until [[ "$(printf 'ZSYNC\nGET during-pause\n' | cli "$wiped" 2>/dev/null)" == $'OK\nwritten' ]]; do
+    ((SECONDS < deadline)) || fail "wiped replica $wiped did not catch up within 30 s"
+    sleep 0.3
+done
+deadline=$((SECONDS + 30))
+until [[ "$(info_field "$wiped" role)" == following ]]; do
+    ((SECONDS < deadline)) || fail "synced replica $wiped did not rejoin as a follower within 30 s"
+    sleep 0.3
+done
+grep -q "an observer until a leader syncs it" "$work/replica-$wiped.log" ||
+    fail "replica $wiped did not start as a non-voter"
+grep -q "rejoining as a voter" "$work/replica-$wiped.log" ||
+    fail "replica $wiped did not report rejoining as a voter"
+say "replica $other down: the leader's quorum now needs replica $wiped's vote and ACKs"
+kill -9 "${pids[$other]}"
+wait "${pids[$other]}" 2>/dev/null || true
+unset "pids[$other]"
+deadline=$((SECONDS + 20))
+until [[ "$(cli "$wiped" SET after-wipe counted 2>&1)" == OK ]]; do
+    ((SECONDS < deadline)) || fail "SET with replica $other down did not succeed within 20 s"
+    sleep 0.2
+done
+start "$other"
+deadline=$((SECONDS + 30))
+until [[ "$(printf 'ZSYNC\nGET after-wipe\n' | cli "$other" 2>/dev/null)" == $'OK\ncounted' ]]; do
+    ((SECONDS < deadline)) || fail "restarted replica $other did not catch up within 30 s"
     sleep 0.3
 done
 

@@ -16,25 +16,22 @@
 #include <system_error>
 #include <vector>
 
-#include <fcntl.h>
-#include <sys/file.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <fmt/format.h>
 
 #include "zab/core/bytes.hpp"
 #include "zab/core/concepts.hpp"
 #include "zab/core/error.hpp"
 #include "zab/storage/file_log_options.hpp"
+#include "zab/storage/file_system.hpp"
 #include "zab/storage/format.hpp"
 #include "zab/storage/posix_file.hpp"
 
 namespace zab::detail {
 
 /// The open, locked data directory, shared by a file_log and its flush jobs (the lock and
-/// the descriptor live as long as the last of them).
+/// the descriptor live as long as the last of them), and the file system it lives in.
 struct directory_handle {
+    file_system* fs = nullptr;
     std::string path;
     unique_fd fd;
 };
@@ -54,36 +51,40 @@ inline std::string parent_directory(std::string path) {
 inline result<std::shared_ptr<directory_handle>> open_directory(const file_log_options& options,
                                                                 std::string& why) {
     const std::string& path = options.directory;
-    int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0 && errno == ENOENT) {
+    file_system& fs = *options.filesystem;
+    int fd = -1;
+    int open_error = fs.open_directory(path, fd);
+    if (open_error == ENOENT) {
         if (!options.create_if_missing) {
             why = fmt::format("data directory {} does not exist and create_if_missing is false",
                               path);
             return make_error_code(errc::invalid_argument);
         }
-        if (::mkdir(path.c_str(), 0755) != 0 && errno != EEXIST) {
-            const int error = errno;
+        if (const int error = fs.make_directory(path); error != 0 && error != EEXIST) {
             why = fmt::format("mkdir {} failed: {}", path, errno_text(error));
             return make_error_code(errc::storage_failed);
         }
         const std::string parent = parent_directory(path);
-        unique_fd parent_fd{::open(parent.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)};
-        if (!parent_fd || ::fsync(parent_fd.get()) != 0) {
-            const int error = errno;
+        int parent_descriptor = -1;
+        int error = fs.open_directory(parent, parent_descriptor);
+        const unique_fd parent_fd =
+            error == 0 ? unique_fd{fs, parent_descriptor} : unique_fd{};
+        if (error == 0)
+            error = fs.sync_directory(parent_fd.get(), sync_site::data_directory_parent);
+        if (error != 0) {
             why = fmt::format("fsync of {} (parent of the new data directory) failed: {}",
                               parent, errno_text(error));
             return make_error_code(errc::storage_failed);
         }
-        fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        open_error = fs.open_directory(path, fd);
     }
-    if (fd < 0) {
-        const int error = errno;
-        why = fmt::format("cannot open data directory {}: {}", path, errno_text(error));
+    if (open_error != 0) {
+        why = fmt::format("cannot open data directory {}: {}", path, errno_text(open_error));
         return make_error_code(errc::storage_failed);
     }
-    auto handle = std::make_shared<directory_handle>(directory_handle{path, unique_fd{fd}});
-    if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
-        const int error = errno;
+    auto handle =
+        std::make_shared<directory_handle>(directory_handle{&fs, path, unique_fd{fs, fd}});
+    if (const int error = fs.lock_directory(fd); error != 0) {
         why = error == EWOULDBLOCK
                   ? fmt::format("data directory {} is in use by another file_log", path)
                   : fmt::format("flock of data directory {} failed: {}", path, errno_text(error));
@@ -139,9 +140,11 @@ inline result<std::vector<std::byte>> read_small_file(const directory_handle& di
                                                       const std::string& name,
                                                       std::uint64_t max_bytes, std::string& why) {
     const std::string path = fmt::format("{}/{}", dir.path, name);
-    unique_fd fd{::openat(dir.fd.get(), name.c_str(), O_RDONLY | O_CLOEXEC)};
+    int descriptor = -1;
+    int error = dir.fs->open_file(dir.fd.get(), name, open_mode::read_only, descriptor);
+    const unique_fd fd = error == 0 ? unique_fd{*dir.fs, descriptor} : unique_fd{};
     std::uint64_t size = 0;
-    int error = fd ? file_size(fd.get(), size) : errno;
+    if (error == 0) error = dir.fs->size_of(fd.get(), size);
     if (error != 0) {
         why = fmt::format("cannot read {}: {}", path, errno_text(error));
         return make_error_code(errc::storage_failed);
@@ -152,7 +155,7 @@ inline result<std::vector<std::byte>> read_small_file(const directory_handle& di
     }
     std::vector<std::byte> bytes(static_cast<std::size_t>(size));
     std::size_t got = 0;
-    error = read_at_most(fd.get(), bytes, 0, got);
+    error = dir.fs->read_at(fd.get(), bytes, 0, got);
     if (error != 0 || got != bytes.size()) {
         why = fmt::format("cannot read {}: {}", path,
                           error != 0 ? errno_text(error) : std::string{"short read"});

@@ -1,6 +1,6 @@
 // zab/storage/durable_io.hpp — the steps that change a data directory (write, fdatasync,
-// ftruncate, create, rename, unlink, directory fsync), counted, worded, and stopped at the
-// first failure.
+// ftruncate, create, rename, unlink, directory fsync), made through the log's file_system,
+// counted, worded, and stopped at the first failure.
 //
 // One `durable_io` serves one flush job (or one recovery). Its first failed step is
 // remembered with a sentence naming the step, the file and the errno; every later step then
@@ -17,13 +17,10 @@
 #include <utility>
 #include <vector>
 
-#include <fcntl.h>
-#include <stdio.h>
-#include <unistd.h>
-
 #include <fmt/format.h>
 
 #include "zab/core/bytes.hpp"
+#include "zab/storage/file_system.hpp"
 #include "zab/storage/posix_file.hpp"
 
 namespace zab {
@@ -62,10 +59,10 @@ namespace detail {
 
 class durable_io {
 public:
-    /// Steps act on files of directory `path`, open as `directory_fd` (kept open by the
-    /// caller for this object's lifetime).
-    durable_io(std::string path, int directory_fd)
-        : path_{std::move(path)}, directory_fd_{directory_fd} {}
+    /// Steps act on files of directory `path`, open in `fs` as `directory_fd` (both kept
+    /// alive by the caller for this object's lifetime).
+    durable_io(file_system& fs, std::string path, int directory_fd)
+        : fs_{&fs}, path_{std::move(path)}, directory_fd_{directory_fd} {}
 
     bool ok() const noexcept { return failure_.empty(); }
     /// The first failure, e.g. "fdatasync of /data/log.0000000000000001 failed: I/O error".
@@ -85,32 +82,33 @@ public:
 
     bool write(int fd, byte_view data, std::uint64_t offset, std::string_view name) {
         if (!ok()) return false;
-        if (const int error = attempt([&] { return write_all_at(fd, data, offset); }))
+        if (const int error = attempt([&] { return fs_->write_at(fd, data, offset); }))
             return failed(error, fmt::format("write of {} bytes at offset {} of", data.size(),
                                              offset), name);
         counters_.bytes_written += data.size();
         return true;
     }
 
-    bool sync_data(int fd, std::string_view name) {
+    /// fdatasync; `site` says which of file_log's syncs this is (see file_system.hpp).
+    bool sync_data(int fd, std::string_view name, sync_site site) {
         if (!ok()) return false;
-        if (const int error = attempt([&] { return ::fdatasync(fd) == 0 ? 0 : errno; }))
+        if (const int error = attempt([&] { return fs_->sync_data(fd, site); }))
             return failed(error, "fdatasync of", name);
         ++counters_.data_syncs;
         return true;
     }
 
-    bool sync_file(int fd, std::string_view name) {
+    bool sync_file(int fd, std::string_view name, sync_site site) {
         if (!ok()) return false;
-        if (const int error = attempt([&] { return ::fsync(fd) == 0 ? 0 : errno; }))
+        if (const int error = attempt([&] { return fs_->sync_file(fd, site); }))
             return failed(error, "fsync of", name);
         ++counters_.file_syncs;
         return true;
     }
 
-    bool sync_directory() {
+    bool sync_directory(sync_site site) {
         if (!ok()) return false;
-        if (const int error = attempt([&] { return ::fsync(directory_fd_) == 0 ? 0 : errno; }))
+        if (const int error = attempt([&] { return fs_->sync_directory(directory_fd_, site); }))
             return failed(error, "fsync of the directory", "");
         ++counters_.directory_syncs;
         return true;
@@ -118,9 +116,7 @@ public:
 
     bool truncate(int fd, std::uint64_t size, std::string_view name) {
         if (!ok()) return false;
-        if (const int error = attempt([&] {
-                return ::ftruncate(fd, static_cast<off_t>(size)) == 0 ? 0 : errno;
-            }))
+        if (const int error = attempt([&] { return fs_->truncate_file(fd, size); }))
             return failed(error, fmt::format("ftruncate to {} bytes of", size), name);
         ++counters_.truncations;
         return true;
@@ -128,7 +124,7 @@ public:
 
     /// Creates `name` (it must not exist) for reading and writing.
     bool create(std::string_view name, unique_fd& out) {
-        return open_for_writing(name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, out);
+        return open_for_writing(name, open_mode::create_exclusive, out);
     }
 
     /// Removes `name`; a file that is already gone is fine (recovery and jobs are idempotent).
@@ -137,8 +133,9 @@ public:
         const std::string n{name};
         bool removed = false;
         if (const int error = attempt([&] {
-                removed = ::unlinkat(directory_fd_, n.c_str(), 0) == 0;
-                return removed || errno == ENOENT ? 0 : errno;
+                const int e = fs_->remove_file(directory_fd_, n);
+                removed = e == 0;
+                return removed || e == ENOENT ? 0 : e;
             }))
             return failed(error, "unlink of", name);
         if (removed) ++counters_.files_removed;
@@ -146,34 +143,31 @@ public:
     }
 
     /// Replaces `name` by a file holding `parts`, atomically at a crash: write `name.tmp`,
-    /// fsync it, rename it over `name`, fsync the directory (PROTOCOL.md §2, §11.2).
-    bool write_file_atomically(std::string_view name, std::span<const byte_view> parts) {
+    /// fsync it (`file_site`), rename it over `name`, fsync the directory (`directory_site`)
+    /// (PROTOCOL.md §2, §11.2).
+    bool write_file_atomically(std::string_view name, std::span<const byte_view> parts,
+                               sync_site file_site, sync_site directory_site) {
         const std::string temporary = fmt::format("{}.tmp", name);
         unique_fd fd;
-        if (!open_for_writing(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, fd))
-            return false;
+        if (!open_for_writing(temporary, open_mode::create_or_truncate, fd)) return false;
         std::uint64_t offset = 0;
         for (byte_view part : parts) {
             if (!write(fd.get(), part, offset, temporary)) return false;
             offset += part.size();
         }
-        if (!sync_file(fd.get(), temporary)) return false;
+        if (!sync_file(fd.get(), temporary, file_site)) return false;
         fd.reset();
         const std::string final_name{name};
-        if (const int error = attempt([&] {
-                return ::renameat(directory_fd_, temporary.c_str(), directory_fd_,
-                                  final_name.c_str()) == 0
-                           ? 0
-                           : errno;
-            }))
+        if (const int error =
+                attempt([&] { return fs_->rename_file(directory_fd_, temporary, final_name); }))
             return failed(error, fmt::format("rename to {} of", final_name), temporary);
-        return sync_directory();
+        return sync_directory(directory_site);
     }
 
     /// The names in the directory (reads only: never an injected failure).
     bool list(std::vector<std::string>& names) {
         if (!ok()) return false;
-        if (const int error = list_directory(path_, names); error != 0)
+        if (const int error = fs_->list_directory(path_, names); error != 0)
             return failed(error, "listing of the directory", "");
         return true;
     }
@@ -188,16 +182,13 @@ private:
         return call();
     }
 
-    bool open_for_writing(std::string_view name, int flags, unique_fd& out) {
+    bool open_for_writing(std::string_view name, open_mode mode, unique_fd& out) {
         if (!ok()) return false;
         const std::string n{name};
         int fd = -1;
-        if (const int error = attempt([&] {
-                fd = ::openat(directory_fd_, n.c_str(), flags, 0644);
-                return fd >= 0 ? 0 : errno;
-            }))
+        if (const int error = attempt([&] { return fs_->open_file(directory_fd_, n, mode, fd); }))
             return failed(error, "creation of", name);
-        out = unique_fd{fd};
+        out = unique_fd{*fs_, fd};
         ++counters_.files_created;
         return true;
     }
@@ -209,6 +200,7 @@ private:
         return false;
     }
 
+    file_system* fs_;
     std::string path_;
     int directory_fd_;
     int injected_ = 0;

@@ -8,6 +8,7 @@
 
 #include "zab/core/error.hpp"
 #include "zab/core/logging.hpp"
+#include "zab/storage/file_system.hpp"
 #include "zab/storage/format.hpp"
 
 namespace zab {
@@ -48,6 +49,11 @@ struct file_log_options {
     /// How many snapshot files are kept: the one in effect and the newest older ones.
     std::uint32_t snapshots_kept = 2;
 
+    /// Where every system call of the log goes: POSIX by default. Tests substitute a file
+    /// system that can lose power (zab/testing/durable_image_fs.hpp). Not owned; it must
+    /// outlive the log and its flush jobs.
+    file_system* filesystem = &posix_file_system_instance();
+
     /// What is wrong with these options, or an empty string when they are consistent.
     std::string problem() const {
         using namespace storage_format;
@@ -72,6 +78,7 @@ struct file_log_options {
         if (max_snapshot_bytes > (std::uint64_t{1} << 40))
             return "max_snapshot_bytes must be at most 1 TiB";
         if (snapshots_kept == 0) return "snapshots_kept must be at least 1";
+        if (filesystem == nullptr) return "filesystem must not be null";
         return {};
     }
 

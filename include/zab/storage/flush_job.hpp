@@ -44,6 +44,7 @@
 #include "zab/core/zxid.hpp"
 #include "zab/storage/data_directory.hpp"
 #include "zab/storage/durable_io.hpp"
+#include "zab/storage/file_system.hpp"
 #include "zab/storage/format.hpp"
 #include "zab/storage/posix_file.hpp"
 
@@ -144,7 +145,9 @@ private:
     friend class file_log;
 
     flush_job(std::uint64_t id, std::shared_ptr<const detail::directory_handle> directory)
-        : id_{id}, directory_{std::move(directory)}, io_{directory_->path, directory_->fd.get()} {}
+        : id_{id},
+          directory_{std::move(directory)},
+          io_{*directory_->fs, directory_->path, directory_->fd.get()} {}
 
     void install_snapshot() {
         using namespace storage_format;
@@ -154,7 +157,10 @@ private:
                                      in.checkpoint ? in.continued_generation : 0};
         const auto header_bytes = encode(header, in.state.view());
         const std::array<byte_view, 2> parts{byte_view{header_bytes}, in.state.view()};
-        if (!io_.write_file_atomically(snapshot_file_name(in.generation), parts)) return;
+        if (!io_.write_file_atomically(snapshot_file_name(in.generation), parts,
+                                       sync_site::snapshot_file,
+                                       sync_site::snapshot_rename_directory))
+            return;
         ++io_.counters().snapshots_written;
 
         // The snapshot is durable: from here on recovery ignores the older generation (or,
@@ -173,7 +179,7 @@ private:
         const std::size_t kept = std::min<std::size_t>(in.snapshots_kept, contents.snapshots.size());
         for (std::size_t i = 0; i + kept < contents.snapshots.size(); ++i)
             if (!io_.remove(snapshot_file_name(contents.snapshots[i]))) return;
-        io_.sync_directory();
+        io_.sync_directory(sync_site::snapshot_retire_directory);
     }
 
     void truncate() {
@@ -186,16 +192,20 @@ private:
         std::sort(segments.rbegin(), segments.rend());
         for (std::uint64_t number : segments) {
             if (number <= cut.file->number) break;
-            if (!io_.remove(segment_file_name(number)) || !io_.sync_directory()) return;
+            if (!io_.remove(segment_file_name(number)) ||
+                !io_.sync_directory(sync_site::truncation_removal_directory))
+                return;
         }
         if (!io_.truncate(cut.file->fd.get(), cut.size, cut.file->name)) return;
-        io_.sync_data(cut.file->fd.get(), cut.file->name);
+        io_.sync_data(cut.file->fd.get(), cut.file->name, sync_site::truncation_data);
     }
 
     void append(detail::pending_write& write) {
         detail::segment_file& file = *write.file;
         if (write.create) {
-            if (!io_.create(file.name, file.fd) || !io_.sync_directory()) return;
+            if (!io_.create(file.name, file.fd) ||
+                !io_.sync_directory(sync_site::segment_created_directory))
+                return;
         }
         ZAB_ASSERT(file.fd, "append to a segment no job created");
         // Steps of at most one window, each ending on a record boundary.
@@ -207,7 +217,7 @@ private:
                 end = *next_end++;
             const byte_view step{write.bytes.data() + start, end - start};
             if (!io_.write(file.fd.get(), step, write.offset + start, file.name)) return;
-            if (!io_.sync_data(file.fd.get(), file.name)) return;
+            if (!io_.sync_data(file.fd.get(), file.name, sync_site::segment_data)) return;
             start = end;
         }
         io_.counters().records_written += write.records;
@@ -216,7 +226,8 @@ private:
     void write_epochs() {
         const auto bytes = storage_format::encode(epochs_->second);
         const std::array<byte_view, 1> parts{byte_view{bytes}};
-        if (io_.write_file_atomically(storage_format::epochs_file_name, parts))
+        if (io_.write_file_atomically(storage_format::epochs_file_name, parts,
+                                      sync_site::epoch_file, sync_site::epoch_rename_directory))
             ++io_.counters().epoch_writes;
     }
 

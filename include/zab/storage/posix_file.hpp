@@ -1,6 +1,7 @@
-// zab/storage/posix_file.hpp — thin POSIX helpers: an owning file descriptor, whole-buffer
-// pread/pwrite loops, file size, directory listing. Linux; no policy, no error wording
-// beyond errno: callers say which file and which step failed.
+// zab/storage/posix_file.hpp — thin POSIX helpers behind zab::posix_file_system
+// (file_system.hpp): whole-buffer pread/pwrite loops, file size, directory listing. Linux; no
+// policy, no error wording beyond errno: callers say which file and which step failed.
+// file_log itself calls none of these: it goes through its `file_system`.
 #pragma once
 
 #include <cerrno>
@@ -9,7 +10,6 @@
 #include <span>
 #include <string>
 #include <system_error>
-#include <utility>
 #include <vector>
 
 #include <dirent.h>
@@ -20,35 +20,6 @@
 #include "zab/core/bytes.hpp"
 
 namespace zab::detail {
-
-/// Owns a file descriptor; closes it on destruction. Move-only.
-class unique_fd {
-public:
-    unique_fd() noexcept = default;
-    explicit unique_fd(int fd) noexcept : fd_{fd} {}
-    unique_fd(unique_fd&& other) noexcept : fd_{std::exchange(other.fd_, -1)} {}
-    unique_fd& operator=(unique_fd&& other) noexcept {
-        if (this != &other) {
-            reset();
-            fd_ = std::exchange(other.fd_, -1);
-        }
-        return *this;
-    }
-    unique_fd(const unique_fd&) = delete;
-    unique_fd& operator=(const unique_fd&) = delete;
-    ~unique_fd() { reset(); }
-
-    int get() const noexcept { return fd_; }
-    explicit operator bool() const noexcept { return fd_ >= 0; }
-    /// Closes now. A close error is not reported: what must be durable was synced before.
-    void reset() noexcept {
-        if (fd_ >= 0) ::close(fd_);
-        fd_ = -1;
-    }
-
-private:
-    int fd_ = -1;
-};
 
 /// strerror-like text for an errno value (thread-safe).
 inline std::string errno_text(int error) { return std::system_category().message(error); }

@@ -25,6 +25,7 @@
 #include "zab/core/bytes.hpp"
 #include "zab/core/error.hpp"
 #include "zab/core/zxid.hpp"
+#include "zab/storage/file_system.hpp"
 #include "zab/storage/format.hpp"
 #include "zab/storage/posix_file.hpp"
 
@@ -34,7 +35,8 @@ namespace zab::detail {
 /// byte by byte, past damage) does not cost a system call per step.
 class block_reader {
 public:
-    block_reader(int fd, std::uint64_t file_size) : fd_{fd}, file_size_{file_size} {}
+    block_reader(file_system& fs, int fd, std::uint64_t file_size)
+        : fs_{&fs}, fd_{fd}, file_size_{file_size} {}
 
     /// The bytes [offset, offset + length); the caller checked that they lie in the file.
     /// `length` is bounded by the caller (a header, or a record of at most
@@ -47,7 +49,8 @@ public:
                                     file_size_ - offset));
         if (buffer_.size() < wanted) buffer_.resize(wanted);
         std::size_t got = 0;
-        if (const int error = read_at_most(fd_, {buffer_.data(), wanted}, offset, got); error != 0)
+        if (const int error = fs_->read_at(fd_, {buffer_.data(), wanted}, offset, got);
+            error != 0)
             return std::error_code{error, std::system_category()};
         start_ = offset;
         filled_ = got;
@@ -57,6 +60,7 @@ public:
 
 private:
     static constexpr std::size_t block_bytes = std::size_t{1} << 20;
+    file_system* fs_;
     int fd_;
     std::uint64_t file_size_;
     std::vector<std::byte> buffer_;
@@ -168,16 +172,16 @@ inline result<std::optional<std::uint64_t>> find_valid_record(
 
 }  // namespace scan_detail
 
-/// Reads and checks the header of segment `path` (open as `fd`). A damaged header is a torn
-/// one (`torn`) only for the newest file and only if the file is no longer than one window:
-/// it was being created when the power went. Otherwise fails with `errc::corrupt` (or
+/// Reads and checks the header of segment `path` (open as `fd` in `fs`). A damaged header is
+/// a torn one (`torn`) only for the newest file and only if the file is no longer than one
+/// window: it was being created when the power went. Otherwise fails with `errc::corrupt` (or
 /// `unsupported_version`, or the errno of a failed read), `why` naming the file and the check.
-inline result<segment_head> read_segment_head(int fd, const std::string& path,
+inline result<segment_head> read_segment_head(file_system& fs, int fd, const std::string& path,
                                               const segment_expectation& expect,
                                               std::string& why) {
     using namespace storage_format;
     segment_head head;
-    if (const int error = file_size(fd, head.file_size); error != 0) {
+    if (const int error = fs.size_of(fd, head.file_size); error != 0) {
         why = fmt::format("{}: fstat failed: {}", path, errno_text(error));
         return std::error_code{error, std::system_category()};
     }
@@ -186,7 +190,7 @@ inline result<segment_head> read_segment_head(int fd, const std::string& path,
     if (head.file_size < segment_header_size) {
         problem = fmt::format("file is {} bytes, shorter than a segment header", head.file_size);
     } else {
-        block_reader reader{fd, head.file_size};
+        block_reader reader{fs, fd, head.file_size};
         auto bytes = reader.bytes(0, segment_header_size);
         if (!bytes) {
             why = fmt::format("{}: read failed: {}", path, bytes.error().message());
@@ -231,11 +235,11 @@ inline result<segment_head> read_segment_head(int fd, const std::string& path,
 /// Reads every record of a segment whose header passed, and classifies what follows the
 /// last valid one: nothing, a torn tail (only if `last`, see the file comment), or
 /// corruption (`errc::corrupt`, `why` naming the file, the offset and the check).
-inline result<segment_scan> scan_records(int fd, const std::string& path,
+inline result<segment_scan> scan_records(file_system& fs, int fd, const std::string& path,
                                          const segment_head& head, bool last, std::string& why) {
     using namespace storage_format;
     const segment_header& h = head.header;
-    block_reader reader{fd, head.file_size};
+    block_reader reader{fs, fd, head.file_size};
     segment_scan scan;
     std::string problem;
     std::uint64_t offset = segment_header_size;

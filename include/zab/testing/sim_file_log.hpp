@@ -1,0 +1,360 @@
+// zab/testing/sim_file_log.hpp — the production `zab::file_log` on a simulated disk that can
+// lose power: a `zab::log_store` for the deterministic simulator that runs file_log's own
+// code (segments, CRCs, flush jobs, recovery) instead of sim_log's model of it.
+//
+// What it models. The log lives in a durable_image_fs (zab/testing/durable_image_fs.hpp).
+// A `sync` or a `write_epochs` starts a flush when none is in flight: `begin_flush` at once
+// (group commit: the job takes every operation issued so far), and the job runs — writes,
+// fdatasyncs, renames — at the instant the disk completes it, a latency drawn as sim_log
+// draws it from `disk_options`; `finish_flush` then turns its result into completions,
+// delivered as events (DESIGN.md rule 2), and the next flush starts if more was requested
+// meanwhile. Log syncs and epoch writes complete in the order issued, each with the flush
+// that carried it.
+//
+// `crash()` is a power loss: a flush in flight gets as far as a random number of disk
+// operations, then the file system keeps, drops or tears what was not synced (the weights
+// of `disk_options`), and file_log's recovery opens what is left — which must succeed: a
+// recovery that fails is a bug in file_log, and is asserted. Afterwards the visible state is
+// the recovered one, as with sim_log.
+//
+// Inspection mirrors sim_log's (the protocol observer's view): `records()` is what `read`
+// sees, `durable_records()` / `durable_snapshot()` / `durable_epochs()` what the completions
+// delivered so far promise.
+#pragma once
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdint>
+#include <cstdio>
+#include <deque>
+#include <functional>
+#include <optional>
+#include <span>
+#include <string>
+#include <system_error>
+#include <utility>
+#include <vector>
+
+#include "zab/core/assert.hpp"
+#include "zab/core/concepts.hpp"
+#include "zab/core/error.hpp"
+#include "zab/core/zxid.hpp"
+#include "zab/storage/file_log.hpp"
+#include "zab/storage/log_image.hpp"
+#include "zab/testing/durable_image_fs.hpp"
+#include "zab/testing/event_queue.hpp"
+#include "zab/testing/random.hpp"
+#include "zab/testing/sim_log.hpp"
+
+namespace zab::testing {
+
+/// Segments and windows small enough that a simulated run rolls segments and syncs in
+/// several steps. `directory` and `filesystem` are set by sim_file_log.
+inline file_log_options sim_file_log_options() {
+    file_log_options o;
+    o.cluster_id = 1;
+    o.replica_id = 1;
+    o.max_record_bytes = 64u << 10;
+    o.group_commit_window_bytes = 256u << 10;
+    o.segment_bytes = 1u << 20;
+    o.max_snapshot_bytes = 64u << 20;
+    return o;
+}
+
+class sim_file_log {
+public:
+    /// Opens (initializes) the log on an empty simulated disk. `log_options` as in
+    /// `sim_file_log_options()`; a disk that lies (`lie_probability`) is not modelled.
+    sim_file_log(event_queue& events, prng& random, disk_options options = {},
+                 file_log_options log_options = sim_file_log_options())
+        : events_{events},
+          random_{random},
+          options_{options},
+          log_options_{std::move(log_options)} {
+        check_options(options_);
+        log_options_.directory = "/zab";
+        log_options_.filesystem = &disk_;
+        const std::string failure = reopen();
+        ZAB_ASSERT(failure.empty(), "file_log cannot open an empty simulated disk");
+    }
+
+    sim_file_log(const sim_file_log&) = delete;
+    sim_file_log& operator=(const sim_file_log&) = delete;
+    /// Cancels its pending completion: the event_queue must outlive the sim_file_log.
+    ~sim_file_log() { cancel_flush(); }
+
+    /// Where completions go. Empty: completions are dropped (a stopped replica).
+    void set_completion_handler(std::function<void(const storage_completion&)> handler) {
+        handler_ = std::move(handler);
+    }
+
+    /// Changes latencies and crash weights from now on (a disk turning slow).
+    void set_options(disk_options options) {
+        check_options(options);
+        options_ = options;
+    }
+
+    // --- zab::log_store ------------------------------------------------------------------
+
+    void append(storage_op op, std::span<const log_record> records) {
+        log_->append(op, records);
+        visible_.append(records);
+        last_log_op_ = op;
+        unsynced_.push_back(
+            {op, operation_kind::append, zxid{}, {records.begin(), records.end()}, {}});
+    }
+
+    void truncate_after(storage_op op, zxid last_kept) {
+        log_->truncate_after(op, last_kept);
+        visible_.truncate_after(snapshot_floor(last_kept));
+        last_log_op_ = op;
+        unsynced_.push_back({op, operation_kind::truncate, snapshot_floor(last_kept), {}, {}});
+    }
+
+    void install_snapshot(storage_op op, zxid last_included, const shared_bytes& state,
+                          std::span<const log_record> following) {
+        log_->install_snapshot(op, last_included, state, following);
+        visible_ = log_image::installed(last_included, state, following);
+        last_log_op_ = op;
+        unsynced_.push_back(
+            {op, operation_kind::install_snapshot, zxid{}, visible_.records, visible_.snapshot});
+    }
+
+    /// zab::compactable_log: as file_log::compact. The observer's durable image takes it with
+    /// the next sync that covers the log operations issued before it (as sim_log does).
+    bool compact(zxid last_included, const shared_bytes& state) {
+        if (!log_->compact(last_included, state)) return false;
+        visible_.compact(last_included, state);
+        unsynced_.push_back({last_log_op_.value_or(0),
+                             operation_kind::compact,
+                             zxid{},
+                             {},
+                             log_snapshot{last_included, state}});
+        return true;
+    }
+
+    /// Completes (`log_durable`, op) with the flush that carries it.
+    void sync(storage_op op) {
+        log_->sync(op);
+        requested_.push_back({request_kind::sync, op, {}});
+        start_flush_if_idle();
+    }
+
+    /// Visible at once; completes (`epochs_durable`, op) with the flush that carries it.
+    void write_epochs(storage_op op, epochs e) {
+        log_->write_epochs(op, e);
+        requested_.push_back({request_kind::epochs, op, e});
+        start_flush_if_idle();
+    }
+
+    zxid last_zxid() const { return log_->last_zxid(); }
+    epochs stored_epochs() const { return log_->stored_epochs(); }
+    std::optional<log_snapshot> snapshot() const { return log_->snapshot(); }
+    result<std::vector<log_record>> read(zxid after, std::size_t max) const {
+        return log_->read(after, max);
+    }
+
+    // --- fault injection -----------------------------------------------------------------
+
+    /// Power loss (see the file comment). Completions not yet delivered never are. A
+    /// recovery that fails is a bug in file_log: asserted.
+    void crash() {
+        const std::string failure = crash_and_recover();
+        if (!failure.empty()) {
+            std::fprintf(stderr, "sim_file_log: recovery failed: %s\n", failure.c_str());
+            ZAB_ASSERT(failure.empty(), "file_log recovery failed after a power loss");
+        }
+    }
+
+    /// `crash()` for a test that broke the disk on purpose (durable_image_fs::skip_syncs):
+    /// returns why recovery failed, and then the log must not be used again; empty when it
+    /// recovered.
+    std::string crash_and_recover() {
+        cancel_flush();
+        if (job_) {
+            disk_.fail_after(random_.below(24));
+            job_->run();
+            job_.reset();
+        }
+        log_.reset();
+        disk_.power_loss(random_, {options_.crash_keep, options_.crash_drop, options_.crash_tear});
+        return reopen();
+    }
+
+    /// The next flush fails with `error` (an errno value when of the system category, else
+    /// EIO) as if its first disk step had: the log enters its terminal failed state.
+    void fail_next_flush(std::error_code error) {
+        log_->inject_failure_for_testing(error.category() == std::system_category() ? error.value()
+                                                                                    : EIO);
+    }
+
+    // --- inspection ----------------------------------------------------------------------
+
+    /// What the delivered completions promise: the records after the durable snapshot, that
+    /// snapshot, and the epochs.
+    const std::vector<log_record>& durable_records() const { return durable_.records; }
+    const std::optional<log_snapshot>& durable_snapshot() const { return durable_.snapshot; }
+    zxid durable_last_zxid() const { return durable_.last_zxid(); }
+    epochs durable_epochs() const { return durable_epochs_; }
+    /// Every record after the snapshot, synced or not (what `read` sees).
+    const std::vector<log_record>& records() const { return visible_.records; }
+    /// The simulated disk, and the log on it.
+    durable_image_fs& disk() noexcept { return disk_; }
+    const file_log& log() const { return *log_; }
+    /// Flush jobs started.
+    std::uint64_t flushes() const noexcept { return flushes_; }
+
+private:
+    enum class operation_kind { append, truncate, install_snapshot, compact };
+    enum class request_kind { sync, epochs };
+
+    struct pending_operation {
+        storage_op op;
+        operation_kind kind;
+        zxid last_kept;
+        std::vector<log_record> records;
+        std::optional<log_snapshot> snapshot;
+    };
+
+    struct request {
+        request_kind kind;
+        storage_op op;
+        epochs value;
+    };
+
+    static void check_options(const disk_options& o) {
+        ZAB_ASSERT(o.sync_latency_min <= o.sync_latency_max, "disk_options: latency min > max");
+        ZAB_ASSERT(o.slow_factor > 0.0, "disk_options: slow_factor must be positive");
+        ZAB_ASSERT(o.lie_probability == 0.0, "sim_file_log: a lying disk is sim_log's alone");
+        ZAB_ASSERT(o.crash_keep >= 0.0 && o.crash_drop >= 0.0 && o.crash_tear >= 0.0 &&
+                       o.crash_keep + o.crash_drop + o.crash_tear > 0.0,
+                   "disk_options: crash weights must be non-negative, not all zero");
+    }
+
+    /// file_log (like sim_log) never truncates below the snapshot in effect.
+    zxid snapshot_floor(zxid last_kept) const {
+        return visible_.snapshot ? std::max(last_kept, visible_.snapshot->last_included)
+                                 : last_kept;
+    }
+
+    /// Opens the log on what the disk holds: empty, or why it failed.
+    std::string reopen() {
+        std::string why;
+        auto opened = file_log::open(log_options_, &why);
+        if (!opened) return why;
+        log_.emplace(std::move(opened).value());
+        visible_ = log_image{log_->snapshot(), {}};
+        for (zxid after = visible_.last_zxid();;) {
+            auto part = log_->read(after, 1024);
+            ZAB_ASSERT(part.has_value(), "file_log read failed right after recovery");
+            if (part.value().empty()) break;
+            after = part.value().back().id;
+            visible_.records.insert(visible_.records.end(), part.value().begin(),
+                                    part.value().end());
+        }
+        durable_ = visible_;
+        durable_epochs_ = log_->stored_epochs();
+        unsynced_.clear();
+        requested_.clear();
+        in_flight_ = 0;
+        job_operations_ = 0;
+        last_log_op_.reset();
+        return {};
+    }
+
+    sim_time draw_latency() {
+        const auto base = random_.between(options_.sync_latency_min, options_.sync_latency_max);
+        sim_time latency = static_cast<sim_time>(static_cast<double>(base) * options_.slow_factor);
+        if (options_.stall_probability > 0.0 && random_.chance(options_.stall_probability))
+            latency += options_.stall_latency;
+        return latency;
+    }
+
+    void start_flush_if_idle() {
+        if (job_ || requested_.empty()) return;
+        job_.emplace(log_->begin_flush());
+        in_flight_ = requested_.size();      // the requests this job answers
+        job_operations_ = unsynced_.size();  // and the operations it writes
+        ++flushes_;
+        event_ = events_.schedule_at(events_.now() + draw_latency(), [this] { complete_flush(); });
+    }
+
+    void cancel_flush() {
+        if (event_ != 0) events_.cancel(event_);
+        event_ = 0;
+    }
+
+    void complete_flush() {
+        event_ = 0;
+        job_->run();
+        const flush_result result = log_->finish_flush(std::move(*job_));
+        job_.reset();
+        std::vector<request> answered(requested_.begin(),
+                                      requested_.begin() + static_cast<std::ptrdiff_t>(in_flight_));
+        requested_.erase(requested_.begin(),
+                         requested_.begin() + static_cast<std::ptrdiff_t>(in_flight_));
+        in_flight_ = 0;
+        for (const request& r : answered) {
+            if (result.failed()) {
+                deliver({storage_completion::kind::failed, r.op, result.error});
+            } else if (r.kind == request_kind::sync) {
+                make_durable(r.op);
+                deliver({storage_completion::kind::log_durable, r.op, {}});
+            } else {
+                durable_epochs_ = r.value;
+                deliver({storage_completion::kind::epochs_durable, r.op, {}});
+            }
+        }
+        start_flush_if_idle();
+    }
+
+    /// The operations ≤ `op` that the finished job wrote (not those issued while it ran).
+    void make_durable(storage_op op) {
+        while (job_operations_ > 0 && unsynced_.front().op <= op) {
+            const pending_operation& p = unsynced_.front();
+            switch (p.kind) {
+                case operation_kind::append: durable_.append(p.records); break;
+                case operation_kind::truncate: durable_.truncate_after(p.last_kept); break;
+                case operation_kind::install_snapshot:
+                    durable_ = log_image{p.snapshot, p.records};
+                    break;
+                case operation_kind::compact:
+                    durable_.compact(p.snapshot->last_included, p.snapshot->state);
+                    break;
+            }
+            unsynced_.pop_front();
+            --job_operations_;
+        }
+    }
+
+    void deliver(const storage_completion& completion) {
+        if (!handler_) return;
+        auto handler = handler_;  // the handler may replace itself
+        handler(completion);
+    }
+
+    event_queue& events_;
+    prng& random_;
+    disk_options options_;
+    file_log_options log_options_;
+    durable_image_fs disk_;
+    std::optional<file_log> log_;
+    std::function<void(const storage_completion&)> handler_;
+
+    std::optional<flush_job> job_;
+    event_queue::event_id event_ = 0;
+    std::deque<request> requested_;   // syncs and epoch writes not yet answered, in order
+    std::size_t in_flight_ = 0;       // how many of them the job in flight answers
+    std::size_t job_operations_ = 0;  // how many of unsynced_ the job in flight writes
+    std::uint64_t flushes_ = 0;
+
+    log_image visible_;
+    log_image durable_;
+    std::deque<pending_operation> unsynced_;
+    std::optional<storage_op> last_log_op_;
+    epochs durable_epochs_;
+};
+
+static_assert(zab::compactable_log<sim_file_log>);
+
+}  // namespace zab::testing
