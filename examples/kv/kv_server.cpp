@@ -5,11 +5,13 @@
 //   kv_server --id N --peers 1=127.0.0.1:7001,2=127.0.0.1:7002,3=127.0.0.1:7003
 //             --client-port P (--data DIR | --memory) [--client-host 127.0.0.1]
 //             [--tick-ms 50] [--cluster-id 27510] [--log-level warn]
-//             [--snapshot-every 100000] [--join]
+//             [--snapshot-every 100000] [--snapshot-every-bytes 0] [--join]
 //
 // --snapshot-every N: every N applied writes the map's snapshot replaces the log's records
 // up to it (zab's options::snapshot_every; file_log keeps a checkpoint and removes the
 // segments it covers), so the data directory and the restart time stay bounded. 0: never.
+// --snapshot-every-bytes N: the same, every N bytes of applied writes (a cap on the log kept
+// beyond the snapshot); whichever comes first. 0 (the default): never.
 //
 // --join: this replica's data directory was wiped or replaced, in a cluster that already
 // has data (ZOOKEEPER-261). Until a leader has synced it, it votes for nobody and follows
@@ -24,6 +26,7 @@
 // Writes are proposed on this replica (a follower forwards them to the leader); the reply is
 // the state machine's outcome for the write's zxid. SIGINT/SIGTERM stop the node gracefully
 // and exit 0. Exit status 2: bad command line; 1: cannot open the data or bind a port.
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <csignal>
@@ -94,6 +97,7 @@ struct server_args {
     std::uint64_t cluster_id = 27510;
     zab::log_level log_level = zab::log_level::warn;
     std::uint64_t snapshot_every = 100'000;
+    std::uint64_t snapshot_every_bytes = 0;
     bool join = false;  ///< options::non_voter_until_synced (ZOOKEEPER-261)
 };
 
@@ -101,7 +105,7 @@ constexpr std::string_view usage_text =
     "usage: kv_server --id N --peers ID=HOST:PORT,... --client-port P (--data DIR | --memory)\n"
     "                 [--client-host 127.0.0.1] [--tick-ms 50] [--cluster-id 27510]\n"
     "                 [--log-level trace|debug|info|warn|error] [--snapshot-every 100000]\n"
-    "                 [--join]\n"
+    "                 [--snapshot-every-bytes 0] [--join]\n"
     "example: kv_server --id 1 --peers 1=127.0.0.1:7001,2=127.0.0.1:7002,3=127.0.0.1:7003 \\\n"
     "                   --client-port 6381 --data build/cluster/replica-1/data\n";
 
@@ -161,6 +165,12 @@ std::variant<server_args, std::string> parse_args(int argc, char** argv) {
             continue;
         }
         if (flag == "-h" || flag == "--help") return std::string{};
+        static constexpr std::array<std::string_view, 10> valued{
+            "--id",       "--peers",          "--client-port",          "--client-host",
+            "--data",     "--tick-ms",        "--snapshot-every",       "--snapshot-every-bytes",
+            "--cluster-id", "--log-level"};
+        if (std::find(valued.begin(), valued.end(), flag) == valued.end())
+            return fmt::format("unknown option '{}'", flag);
         if (i + 1 >= argc) return fmt::format("{} needs a value", flag);
         const std::string_view value = argv[++i];
         if (flag == "--id") {
@@ -186,6 +196,10 @@ std::variant<server_args, std::string> parse_args(int argc, char** argv) {
             const auto every = parse_number(value, UINT64_MAX);
             if (!every) return fmt::format("--snapshot-every: '{}' is not a number", value);
             a.snapshot_every = *every;
+        } else if (flag == "--snapshot-every-bytes") {
+            const auto every = parse_number(value, UINT64_MAX);
+            if (!every) return fmt::format("--snapshot-every-bytes: '{}' is not a number", value);
+            a.snapshot_every_bytes = *every;
         } else if (flag == "--cluster-id") {
             const auto id = parse_number(value, UINT64_MAX);
             if (!id) return fmt::format("--cluster-id: '{}' is not a number", value);
@@ -533,6 +547,7 @@ zab::asio::node_options node_options_for(const server_args& args) {
     o.peer.group_id = args.cluster_id;
     o.peer.snapshot_every = args.snapshot_every;
     o.peer.non_voter_until_synced = args.join;
+    o.peer.snapshot_every_bytes = args.snapshot_every_bytes;
     o.transport.self = args.id;
     o.transport.cluster_id = args.cluster_id;
     o.transport.peers = args.peers;

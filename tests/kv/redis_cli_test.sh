@@ -7,6 +7,7 @@
 # paused (SIGSTOP), a new leader, writes going on, the paused one resumed (SIGCONT) and
 # caught up; a follower whose data directory is deleted restarts with --join (ZOOKEEPER-261),
 # catches up, rejoins as a follower, and its ACKs make the quorum with the other one down.
+# First, bad command lines: exit status 2 and a message naming the flag.
 #
 # Registered with ctest (label kv-cluster). Exit 0: passed; 1: failed (the message says
 # which check, and the replicas' logs are printed); 77: skipped (no redis-cli).
@@ -111,6 +112,20 @@ wait_leader() {
 expect() {  # expect WHAT EXPECTED ACTUAL
     [[ "$3" == "$2" ]] || fail "$1: expected '$2', got '$3'"
 }
+
+say "bad command lines: exit status 2 and the reason"
+bad_args() {  # bad_args EXPECTED-TEXT FLAGS...
+    local want="$1" out status=0
+    shift
+    out=$("$server" --id 1 --peers "$peers" --client-port 1 --memory "$@" 2>&1) || status=$?
+    expect "exit status of kv_server $*" 2 "$status"
+    [[ "$out" == *"$want"* ]] || fail "kv_server $*: expected '$want' in: $out"
+}
+bad_args "--snapshot-every: 'often' is not a number" --snapshot-every often
+bad_args "--snapshot-every-bytes: '-1' is not a number" --snapshot-every-bytes -1
+bad_args "--cluster-id: '1x' is not a number" --cluster-id 1x
+bad_args "unknown option '--joint'" --joint
+bad_args "--snapshot-every needs a value" --snapshot-every
 
 say "starting 3 replicas in $work (client ports ${client_port[*]})"
 for id in 1 2 3; do start "$id"; done

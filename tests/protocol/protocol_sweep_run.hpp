@@ -101,11 +101,11 @@ peer_id established_leader(Simulator& sim) {
 }
 
 template <typename StateMachine = testing::recording_state_machine,
-          typename Policies = default_policies>
+          typename Policies = default_policies, typename Log = testing::sim_log>
 protocol_seed_result run_protocol_seed(std::uint64_t seed, protocol_totals& t, bool trace,
                                        const sweep_variant& variant = {}) {
     using namespace zab::testing;
-    using sim_type = simulator<StateMachine, Policies>;
+    using sim_type = simulator<StateMachine, Policies, Log>;
     prng draw{seed ^ 0x70c01ull};
     cluster_options o;
     o.seed = seed;

@@ -219,3 +219,26 @@ TEST_CASE("SNAP: a learner refuses a stream with a hole and never restores it", 
     CHECK(sim.peer_of(1)->last_applied() < sim.peer_of(3)->last_applied());
     CHECK(!sim.peer_of(1)->established());
 }
+
+TEST_CASE("snapshot_every_bytes: the log is compacted by the bytes applied, not the count",
+          "[snapshot]") {
+    cluster_options o = snapshot_cluster(63, 1u << 20, 4);
+    o.peer.snapshot_every = 0;
+    o.peer.snapshot_every_bytes = 1024;  // 61 "set" transactions of 17 bytes
+    kv_sim<> sim{o};
+    sim.start();
+    REQUIRE(sim.run_until([&] { return sim.peer_of(3)->established(); }, 10'000'000));
+    propose_all(sim, 3, dense_kv::fill(100));
+    zxid last;
+    for (std::uint64_t i = 0; i < 300; ++i) last = propose_all(sim, 3, dense_kv::set(i % 100, i));
+    await_applied(sim, last);
+    // 9 + 300 × 17 = 5,109 bytes applied: a compaction at each 1,024.
+    for (peer_id id : {2, 3}) {
+        INFO("replica " << id);
+        CHECK(sim.peer_of(id)->counters().compactions == 4);
+        const auto snapshot = sim.at(id).log->snapshot();
+        REQUIRE(snapshot.has_value());
+        CHECK(snapshot->last_included < last);
+        CHECK(snapshot->last_included.counter() > 4 * 1024 / 17);
+    }
+}

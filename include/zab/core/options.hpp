@@ -45,6 +45,10 @@ struct options {
     /// brought up by SNAP. 0: never. The snapshot is taken on the peer's thread, in time
     /// proportional to the state.
     std::uint64_t snapshot_every = 0;
+    /// The same trigger counted in bytes of applied transactions: a cap on the log a replica
+    /// keeps beyond its snapshot (and replays at a restart), whatever the transactions'
+    /// sizes. 0: never. With both set, whichever is reached first.
+    std::uint64_t snapshot_every_bytes = 0;
 
     // --- bounds (each hit is a clear error, never unbounded memory) ---------------------
 

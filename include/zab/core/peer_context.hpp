@@ -275,6 +275,7 @@ public:
         last_committed = std::max(last_committed, record.id);
         ++counters.transactions_applied;
         ++applied_since_compaction_;
+        applied_bytes_since_compaction_ += record.txn.size();
         clients.applied(record.id);
     }
     /// Applies every logged record after `last_applied` up to `upto` (committed by the
@@ -321,6 +322,7 @@ public:
         auto restored = machine_->restore(z, state);
         if (restored) {
             applied_since_compaction_ = 0;
+            applied_bytes_since_compaction_ = 0;
             last_applied = z;
             last_committed = std::max(last_committed, z);
             clients.applied_through(z);
@@ -328,16 +330,21 @@ public:
         return restored;
     }
 
-    /// Compaction (options::snapshot_every): once that many transactions were applied since
-    /// the last one, the state machine's snapshot at `last_applied` replaces the log's records
-    /// up to it. Applied means committed, so the snapshot holds only committed transactions
-    /// (§2: a snapshot is of committed state). The snapshot is taken here, on the peer's
-    /// thread: O(state). A log that refuses (it cannot compact, or `last_applied` is not one
-    /// of its records) is asked again after another `snapshot_every`.
+    /// Compaction (options::snapshot_every, snapshot_every_bytes): once that many
+    /// transactions, or transaction bytes, were applied since the last one, the state
+    /// machine's snapshot at `last_applied` replaces the log's records up to it. Applied
+    /// means committed, so the snapshot holds only committed transactions (§2: a snapshot is
+    /// of committed state). The snapshot is taken here, on the peer's thread: O(state). A log
+    /// that refuses (it cannot compact, or `last_applied` is not one of its records) is asked
+    /// again after another period.
     void maybe_compact() {
         const std::uint64_t every = opts().snapshot_every;
-        if (every == 0 || applied_since_compaction_ < every) return;
+        const std::uint64_t every_bytes = opts().snapshot_every_bytes;
+        const bool by_count = every != 0 && applied_since_compaction_ >= every;
+        const bool by_bytes = every_bytes != 0 && applied_bytes_since_compaction_ >= every_bytes;
+        if (!by_count && !by_bytes) return;
         applied_since_compaction_ = 0;
+        applied_bytes_since_compaction_ = 0;
         const auto in_effect = storage_->snapshot();
         if (in_effect && in_effect->last_included >= last_applied) return;
         if (storage_->compact(last_applied, machine_->snapshot())) ++counters.compactions;
@@ -432,6 +439,7 @@ private:
     options options_;
     storage_port* storage_ = nullptr;
     std::uint64_t applied_since_compaction_ = 0;
+    std::uint64_t applied_bytes_since_compaction_ = 0;
     machine_port* machine_ = nullptr;
 
     std::vector<queued_frame> outbox_;

@@ -189,7 +189,7 @@ private:
         const auto& n = sim_.at(e.from);
         if (!n.peer) return;
         const auto& ctx = n.peer->context();
-        const sim_log& log = *n.log;
+        const auto& log = *n.log;
         const zxid base = snapshot_base(log.durable_snapshot());
         std::visit(
             [&](const auto& m) {

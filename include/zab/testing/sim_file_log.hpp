@@ -48,15 +48,15 @@
 
 namespace zab::testing {
 
-/// Segments and windows small enough that a simulated run rolls segments and syncs in
-/// several steps. `directory` and `filesystem` are set by sim_file_log.
+/// Segments and windows small enough that a simulated run rolls segments (16 KiB) and
+/// syncs a large flush in several steps (4 KiB); records up to 2 KiB. `directory` and `filesystem` are set by sim_file_log.
 inline file_log_options sim_file_log_options() {
     file_log_options o;
     o.cluster_id = 1;
     o.replica_id = 1;
-    o.max_record_bytes = 64u << 10;
-    o.group_commit_window_bytes = 256u << 10;
-    o.segment_bytes = 1u << 20;
+    o.max_record_bytes = 2u << 10;
+    o.group_commit_window_bytes = 4u << 10;
+    o.segment_bytes = 16u << 10;
     o.max_snapshot_bytes = 64u << 20;
     return o;
 }

@@ -71,17 +71,21 @@ constexpr std::string_view to_string(newleader_point p) noexcept {
     return "?";
 }
 
-/// A simulated cluster: replicas 1..voters vote, the next `observers` ids observe.
+/// A simulated cluster: replicas 1..voters vote, the next `observers` ids observe. Each
+/// replica's disk is a `Log`: sim_log (a model of a log on a disk that can lose power), or
+/// sim_file_log (zab::file_log itself on a simulated file system, zab/testing/
+/// sim_file_log.hpp); both are built from (event_queue&, prng&, disk_options).
 template <state_machine StateMachine = recording_state_machine,
-          typename Policies = default_policies>
+          typename Policies = default_policies, typename Log = sim_log>
 class simulator {
 public:
-    using peer_type = peer<sim_transport, sim_log, StateMachine, Policies>;
+    using log_type = Log;
+    using peer_type = peer<sim_transport, Log, StateMachine, Policies>;
 
     /// One replica: its disk survives crashes; its peer object and state machine do not.
     struct node {
         peer_id id = 0;
-        std::unique_ptr<sim_log> log;
+        std::unique_ptr<Log> log;
         std::unique_ptr<StateMachine> machine;
         std::unique_ptr<peer_type> peer;     ///< null while crashed
         bool paused = false;
@@ -397,7 +401,7 @@ public:
 private:
     /// A new, empty disk for `n`, its completions delivered to whichever peer runs there.
     void attach_disk(node& n, prng& random) {
-        n.log = std::make_unique<sim_log>(events_, random, options_.disk);
+        n.log = std::make_unique<Log>(events_, random, options_.disk);
         const peer_id id = n.id;
         n.log->set_completion_handler([this, id](const storage_completion& c) {
             deliver(id, [c](peer_type& p) {
