@@ -1,10 +1,14 @@
-// SNAP sync streamed in chunks (PROTOCOL.md §5.2 step 5, issue #6): a large state reaches a
-// learner in frames of at most `snapshot_chunk_bytes`, with at most
-// `snapshot_chunks_in_flight` of them unanswered, while the leader keeps committing; and a
-// learner refuses a stream with a hole in it.
+// Snapshots (issue #6). SNAP sync streamed in chunks (PROTOCOL.md §5.2 step 5): a large
+// state reaches a learner in frames of at most `snapshot_chunk_bytes`, with at most
+// `snapshot_chunks_in_flight` of them unanswered, while the leader keeps committing; a
+// learner refuses a stream with a hole in it. Compaction by bytes (`snapshot_every_bytes`),
+// and snapshots serialized off the peer's thread from a copy-on-write view
+// (zab::deferred_snapshot_machine).
 #include <cstdint>
 #include <cstring>
 #include <map>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,41 +23,86 @@ namespace {
 
 /// A dense key-value state: keys 0..n-1, each a u64. Transactions are "fill n" (grow to n
 /// keys, key k = k) and "set k v"; both little-endian u64s after a one-byte tag. The snapshot
-/// is (last applied zxid, every value): 8 bytes a key, so a million keys is 8 MB.
+/// is every value, 8 bytes a key, so a million keys is 8 MB.
+///
+/// zab::deferred_snapshot_machine by copy-on-write: the values live in chunks of 4096 keys,
+/// shared with any snapshot view handed out; a write copies its chunk only while a view
+/// still holds it. So handing over a view costs a pointer per chunk, and the serialization
+/// happens wherever the view is called.
 class dense_kv {
 public:
+    static constexpr std::size_t chunk_keys = 4096;
+    using chunk = std::vector<std::uint64_t>;
+    using chunks = std::vector<std::shared_ptr<chunk>>;
+
     void apply(zxid z, byte_view txn) {
         ZAB_ASSERT(z > last_, "applied out of order");
         last_ = z;
         if (txn.size() == 9 && txn[0] == std::byte{'f'}) {
             const auto n = get(txn, 1);
-            for (std::uint64_t k = values_.size(); k < n; ++k) values_.push_back(k);
+            for (std::uint64_t k = size_; k < n; ++k) {
+                if (k % chunk_keys == 0) chunks_.push_back(std::make_shared<chunk>());
+                writable(k / chunk_keys).push_back(k);
+            }
+            size_ = std::max(size_, n);
         } else if (txn.size() == 17 && txn[0] == std::byte{'s'}) {
             const auto k = get(txn, 1);
-            if (k < values_.size()) values_[k] = get(txn, 9);
+            if (k < size_) writable(k / chunk_keys)[k % chunk_keys] = get(txn, 9);
         }
     }
     zxid last_applied() const { return last_; }
     shared_bytes snapshot() const {
-        return shared_bytes::make(8 * values_.size(), [&](std::span<std::byte> out) {
-            if (!values_.empty()) std::memcpy(out.data(), values_.data(), out.size());
-        });
+        ++snapshot_calls;
+        return encode(chunks_, size_);
+    }
+    deferred_snapshot snapshot_later() const {
+        return [view = chunks_, size = size_] { return encode(view, size); };
     }
     result<void> restore(zxid z, byte_view bytes) {
         if (bytes.size() % 8 != 0) return make_error_code(errc::malformed);
-        values_.resize(bytes.size() / 8);
-        if (!values_.empty()) std::memcpy(values_.data(), bytes.data(), bytes.size());
+        chunks_.clear();
+        size_ = bytes.size() / 8;
+        for (std::size_t at = 0; at < size_; at += chunk_keys) {
+            const std::size_t n = std::min(chunk_keys, size_ - at);
+            auto c = std::make_shared<chunk>(n);
+            std::memcpy(c->data(), bytes.data() + 8 * at, 8 * n);
+            chunks_.push_back(std::move(c));
+        }
         last_ = z;
         ++restores;
         return success();
     }
-    const std::vector<std::uint64_t>& values() const { return values_; }
+    std::vector<std::uint64_t> values() const {
+        std::vector<std::uint64_t> out;
+        for (const auto& c : chunks_) out.insert(out.end(), c->begin(), c->end());
+        return out;
+    }
     std::uint64_t restores = 0;
+    mutable std::uint64_t snapshot_calls = 0;  ///< serializations on the peer's thread
+    std::uint64_t chunk_copies = 0;            ///< chunks a write copied from a view
 
     static std::vector<std::byte> fill(std::uint64_t n) { return txn('f', n, std::nullopt); }
     static std::vector<std::byte> set(std::uint64_t k, std::uint64_t v) { return txn('s', k, v); }
 
 private:
+    chunk& writable(std::size_t index) {
+        auto& c = chunks_[index];
+        if (c.use_count() > 1) {
+            c = std::make_shared<chunk>(*c);
+            ++chunk_copies;
+        }
+        return *c;
+    }
+    static shared_bytes encode(const chunks& view, std::size_t size) {
+        return shared_bytes::make(8 * size, [&](std::span<std::byte> out) {
+            std::size_t at = 0;
+            for (const auto& c : view) {
+                const std::size_t n = std::min(c->size(), size - at);
+                if (n != 0) std::memcpy(out.data() + 8 * at, c->data(), 8 * n);
+                at += n;
+            }
+        });
+    }
     static std::uint64_t get(byte_view b, std::size_t at) {
         std::uint64_t v = 0;
         std::memcpy(&v, b.data() + at, 8);
@@ -67,9 +116,10 @@ private:
         return out;
     }
     zxid last_;
-    std::vector<std::uint64_t> values_;
+    chunks chunks_;
+    std::size_t size_ = 0;
 };
-static_assert(state_machine<dense_kv>);
+static_assert(deferred_snapshot_machine<dense_kv>);
 
 /// SNAP traffic on one ordered pair of the simulated network: the most snapshot bytes ever
 /// sent and not yet delivered, the largest chunk, and how many chunks.
@@ -149,6 +199,7 @@ TEST_CASE("SNAP: a million keys reach a restarted learner in bounded chunks whil
     for (std::uint64_t i = 0; i < 600; ++i)  // beyond the leader's DIFF window of 500
         last = propose_all(sim, 3, dense_kv::set(i * 7919 % keys, i));
     await_applied(sim, last);
+    sim.run_for(1'000'000);  // the last snapshots serialized off the peers' threads land
     REQUIRE(sim.peer_of(3)->counters().compactions > 0);
 
     // It comes back; writes keep flowing while its SNAP streams.
@@ -182,6 +233,15 @@ TEST_CASE("SNAP: a million keys reach a restarted learner in bounded chunks whil
     CHECK(meter.max_in_flight <= std::uint64_t{window} * chunk);  // flow control held
     CHECK(sim.at(1).machine->values() == sim.at(3).machine->values());
     CHECK(sim.at(1).machine->values().size() == keys);
+    // Every compaction of the million keys was serialized off the peer's thread, from a
+    // copy-on-write view, while writes went on and copied the chunks they touched.
+    const auto& follower = sim.peer_of(2)->counters();
+    CHECK(follower.compactions > 0);
+    CHECK(follower.snapshots_handed_off >= follower.compactions);
+    CHECK(sim.at(2).machine->snapshot_calls == 0);
+    CHECK(sim.at(2).machine->chunk_copies > 0);
+    // The leader's SNAP streamed its log's snapshot: it serialized nothing either.
+    CHECK(sim.at(3).machine->snapshot_calls == 0);
 }
 
 namespace {
@@ -220,25 +280,35 @@ TEST_CASE("SNAP: a learner refuses a stream with a hole and never restores it", 
     CHECK(!sim.peer_of(1)->established());
 }
 
-TEST_CASE("snapshot_every_bytes: the log is compacted by the bytes applied, not the count",
-          "[snapshot]") {
+TEST_CASE("snapshot_every_bytes: the log is compacted by the bytes applied, off the peer's "
+          "thread", "[snapshot]") {
     cluster_options o = snapshot_cluster(63, 1u << 20, 4);
     o.peer.snapshot_every = 0;
-    o.peer.snapshot_every_bytes = 1024;  // 61 "set" transactions of 17 bytes
+    o.peer.snapshot_every_bytes = 1024;
     kv_sim<> sim{o};
     sim.start();
     REQUIRE(sim.run_until([&] { return sim.peer_of(3)->established(); }, 10'000'000));
+    // 9 + 50 × 17 = 859 bytes: below the threshold.
     propose_all(sim, 3, dense_kv::fill(100));
     zxid last;
-    for (std::uint64_t i = 0; i < 300; ++i) last = propose_all(sim, 3, dense_kv::set(i % 100, i));
+    for (std::uint64_t i = 0; i < 50; ++i) last = propose_all(sim, 3, dense_kv::set(i, i));
     await_applied(sim, last);
-    // 9 + 300 × 17 = 5,109 bytes applied: a compaction at each 1,024.
+    sim.run_for(1'000'000);
+    for (peer_id id : {2, 3}) CHECK(sim.peer_of(id)->counters().compactions == 0);
+    // 20 more: 1,199 bytes. The 60th "set" (9 + 60 × 17 = 1,029) crosses it.
+    std::vector<zxid> sets;
+    for (std::uint64_t i = 50; i < 70; ++i) sets.push_back(propose_all(sim, 3, dense_kv::set(i, i)));
+    await_applied(sim, sets.back());
+    sim.run_for(1'000'000);
     for (peer_id id : {2, 3}) {
         INFO("replica " << id);
-        CHECK(sim.peer_of(id)->counters().compactions == 4);
+        const auto& c = sim.peer_of(id)->counters();
+        CHECK(c.compactions == 1);
+        CHECK(c.snapshots_handed_off == 1);
+        CHECK(sim.at(id).machine->snapshot_calls == 0);  // serialized off the peer's thread
         const auto snapshot = sim.at(id).log->snapshot();
         REQUIRE(snapshot.has_value());
-        CHECK(snapshot->last_included < last);
-        CHECK(snapshot->last_included.counter() > 4 * 1024 / 17);
+        CHECK(snapshot->last_included >= sets[9]);
+        CHECK(snapshot->last_included <= sets.back());
     }
 }

@@ -12,6 +12,7 @@
 
 #include <concepts>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <span>
 #include <vector>
@@ -170,6 +171,23 @@ concept state_machine = requires(S& sm, const S& const_sm, zxid z, byte_view byt
     { const_sm.last_applied() } -> std::same_as<zxid>;
     { const_sm.snapshot() } -> std::same_as<shared_bytes>;
     { sm.restore(z, bytes) } -> std::same_as<result<void>>;
+};
+
+/// A state handed over to be serialized later, on any thread (`deferred_snapshot_machine`).
+using deferred_snapshot = std::function<shared_bytes()>;
+
+/// Optional: a state machine that can hand over a consistent view of its state cheaply, so
+/// that compaction (options::snapshot_every) serializes it off the peer's thread and applying
+/// does not stall for a large state (the driver must say it runs such work: options::
+/// snapshot_off_thread; zab::asio::node and the simulator do).
+///
+///   sm.snapshot_later()   A deferred_snapshot that, called once on any one thread while
+///                         `apply` goes on on the peer's, returns exactly what `snapshot()`
+///                         returned at the time of this call: the state as of
+///                         `last_applied()` then (an immutable or copy-on-write view, say).
+template <typename S>
+concept deferred_snapshot_machine = state_machine<S> && requires(const S& sm) {
+    { sm.snapshot_later() } -> std::same_as<deferred_snapshot>;
 };
 
 // --- Archetypes ----------------------------------------------------------------------------

@@ -42,13 +42,20 @@ struct options {
     /// state machine's snapshot replaces the log's records up to the last applied one, so a
     /// long-lived replica's log and restart time stay bounded (the log must model
     /// zab::compactable_log; others are never asked). A learner further behind is then
-    /// brought up by SNAP. 0: never. The snapshot is taken on the peer's thread, in time
+    /// brought up by SNAP. 0: never. A state machine that models
+    /// zab::deferred_snapshot_machine hands over a view that the driver serializes off the
+    /// peer's thread (snapshot_off_thread); any other is serialized in the step, in time
     /// proportional to the state.
     std::uint64_t snapshot_every = 0;
     /// The same trigger counted in bytes of applied transactions: a cap on the log a replica
     /// keeps beyond its snapshot (and replays at a restart), whatever the transactions'
     /// sizes. 0: never. With both set, whichever is reached first.
     std::uint64_t snapshot_every_bytes = 0;
+    /// Set by a driver that runs snapshot work off the peer's thread (zab::asio::node and the
+    /// simulator set it): with a state machine that models zab::deferred_snapshot_machine,
+    /// compaction hands its work out through `peer.take_snapshot_work()` and completes at
+    /// `peer.on_snapshot_ready(at, state)`. Otherwise the snapshot is taken in the step.
+    bool snapshot_off_thread = false;
 
     // --- bounds (each hit is a clear error, never unbounded memory) ---------------------
 

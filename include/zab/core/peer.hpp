@@ -279,6 +279,19 @@ public:
 
     // --- what a driver needs ------------------------------------------------------------
 
+    /// Snapshot work this peer handed out (options::snapshot_off_thread, with a state
+    /// machine that models zab::deferred_snapshot_machine), once: run `serialize` on any
+    /// thread, then deliver `on_snapshot_ready(work.at, bytes)`. At most one is out at a time.
+    std::optional<snapshot_work> take_snapshot_work() { return ctx_.take_snapshot_work(); }
+
+    /// The snapshot handed out for `at` is serialized: the log compacts with it (if `at` is
+    /// still a record above its snapshot).
+    void on_snapshot_ready(zxid at, shared_bytes state) {
+        if (failed()) return;
+        ctx_.snapshot_ready(at, state);
+        end_step();
+    }
+
     /// The tick at which `tick()` next has work, if any: a driver may sleep until then.
     std::optional<std::uint64_t> next_deadline() const {
         if (failed()) return std::nullopt;
@@ -358,6 +371,7 @@ private:
             else
                 return false;
         }
+        bool compactable() const override { return compactable_log<Log>; }
         Log& log;
     };
 
@@ -366,6 +380,12 @@ private:
         explicit machine_adapter(StateMachine& m) : machine{m} {}
         void apply(zxid z, byte_view txn) override { machine.apply(z, txn); }
         shared_bytes snapshot() const override { return machine.snapshot(); }
+        std::optional<deferred_snapshot> snapshot_later() const override {
+            if constexpr (deferred_snapshot_machine<StateMachine>)
+                return machine.snapshot_later();
+            else
+                return std::nullopt;
+        }
         result<void> restore(zxid z, byte_view state) override {
             return machine.restore(z, state);
         }

@@ -74,6 +74,7 @@ struct peer_counters {
     std::uint64_t syncs_answered = 0;       ///< leader: syncs confirmed by a quorum round (§7)
     std::uint64_t learners_over_backlog = 0;///< leader: learners dropped for their backlog
     std::uint64_t compactions = 0;          ///< log compactions (options::snapshot_every)
+    std::uint64_t snapshots_handed_off = 0; ///< snapshots serialized by the driver
 };
 
 /// The log, as the policies see it: the peer adapts the user's `log_store` to this, so the
@@ -91,12 +92,24 @@ public:
     virtual std::optional<log_snapshot> snapshot() const = 0;
     /// zab::compactable_log's `compact`; false for a log that cannot compact.
     virtual bool compact(zxid z, const shared_bytes& state) = 0;
+    /// Whether the log models zab::compactable_log.
+    virtual bool compactable() const = 0;
+};
+
+/// A snapshot for compaction, to be serialized by the driver off the peer's thread
+/// (options::snapshot_off_thread): run `serialize` anywhere, then report the bytes with
+/// `peer.on_snapshot_ready(at, bytes)` on the peer's thread.
+struct snapshot_work {
+    zxid at;
+    deferred_snapshot serialize;
 };
 
 /// The state machine, as the policies see it.
 class machine_port {
 public:
     virtual ~machine_port() = default;
+    /// zab::deferred_snapshot_machine's `snapshot_later`; nothing for a machine without it.
+    virtual std::optional<deferred_snapshot> snapshot_later() const = 0;
     virtual void apply(zxid z, byte_view txn) = 0;
     virtual shared_bytes snapshot() const = 0;
     virtual result<void> restore(zxid z, byte_view state) = 0;
@@ -334,21 +347,46 @@ public:
     /// transactions, or transaction bytes, were applied since the last one, the state
     /// machine's snapshot at `last_applied` replaces the log's records up to it. Applied
     /// means committed, so the snapshot holds only committed transactions (§2: a snapshot is
-    /// of committed state). The snapshot is taken here, on the peer's thread: O(state). A log
-    /// that refuses (it cannot compact, or `last_applied` is not one of its records) is asked
-    /// again after another period.
+    /// of committed state). With options::snapshot_off_thread and a machine that hands over
+    /// views (zab::deferred_snapshot_machine), the view goes to the driver, which serializes
+    /// it elsewhere and reports `snapshot_ready`; one is out at a time, and the next is asked
+    /// for once it is back and another period has passed. Otherwise the snapshot is taken
+    /// here, on the peer's thread: O(state). A log that refuses (it cannot compact, or the
+    /// zxid is not one of its records) is asked again after another period.
     void maybe_compact() {
         const std::uint64_t every = opts().snapshot_every;
         const std::uint64_t every_bytes = opts().snapshot_every_bytes;
         const bool by_count = every != 0 && applied_since_compaction_ >= every;
         const bool by_bytes = every_bytes != 0 && applied_bytes_since_compaction_ >= every_bytes;
         if (!by_count && !by_bytes) return;
+        if (snapshot_work_outstanding_) return;  // one at a time: asked again once it is done
         applied_since_compaction_ = 0;
         applied_bytes_since_compaction_ = 0;
         const auto in_effect = storage_->snapshot();
         if (in_effect && in_effect->last_included >= last_applied) return;
+        if (opts().snapshot_off_thread && storage_->compactable()) {
+            if (auto later = machine_->snapshot_later()) {
+                snapshot_work_ = snapshot_work{last_applied, std::move(*later)};
+                snapshot_work_outstanding_ = true;
+                ++counters.snapshots_handed_off;
+                return;
+            }
+        }
         if (storage_->compact(last_applied, machine_->snapshot())) ++counters.compactions;
     }
+
+    /// The driver serialized the snapshot handed out for `at` (options::snapshot_off_thread).
+    /// The log takes it if `at` is still a record above its snapshot: a SNAP installed since,
+    /// for one, replaced the history it stood for, and the log then refuses it.
+    void snapshot_ready(zxid at, const shared_bytes& state) {
+        snapshot_work_outstanding_ = false;
+        const auto in_effect = storage_->snapshot();
+        if (in_effect && in_effect->last_included >= at) return;
+        if (storage_->compact(at, state)) ++counters.compactions;
+    }
+
+    /// Snapshot work for the driver, taken once (options::snapshot_off_thread).
+    std::optional<snapshot_work> take_snapshot_work() { return std::exchange(snapshot_work_, {}); }
 
     // --- elections --------------------------------------------------------------------------
     /// An election policy reports its result here. The peer leaves LOOKING after the
@@ -440,6 +478,8 @@ private:
     storage_port* storage_ = nullptr;
     std::uint64_t applied_since_compaction_ = 0;
     std::uint64_t applied_bytes_since_compaction_ = 0;
+    std::optional<snapshot_work> snapshot_work_;  ///< handed out by the next take
+    bool snapshot_work_outstanding_ = false;      ///< handed out, not yet ready
     machine_port* machine_ = nullptr;
 
     std::vector<queued_frame> outbox_;

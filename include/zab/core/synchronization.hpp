@@ -371,12 +371,13 @@ protected:  // the building blocks of the phase, for policies derived from this 
         link.at = learner_link::stage::awaiting_newleader_ack;
     }
 
-    /// SNAP: the newest committed state the leader has — its state machine's, or its log's
-    /// snapshot when that is newer (a SNAP this replica received and never applied).
+    /// SNAP: committed state, and the history after it. The log's snapshot when it has one
+    /// (committed state already serialized, §2: the leader's thread does no O(state) work;
+    /// its log holds every record after it), else the state machine's.
     void start_snapshot_sync(learner_link& link) {
         zxid base = ctx_.last_applied;
         shared_bytes state;
-        if (auto logged = ctx_.log_snapshot_in_effect(); logged && logged->last_included > base) {
+        if (auto logged = ctx_.log_snapshot_in_effect()) {
             base = logged->last_included;
             state = logged->state;
         } else {

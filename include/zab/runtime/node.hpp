@@ -117,7 +117,9 @@ public:
     /// and `tcp_transport::start`; `invalid_argument` when started twice or after `stop()`.
     result<void> start() {
         if (started_ || stopped_) return make_error_code(errc::invalid_argument);
-        auto created = peer_type::create(options_.transport.self, options_.config, options_.peer,
+        zab::options peer_options = options_.peer;
+        peer_options.snapshot_off_thread = true;  // maybe_serialize_snapshot runs the work
+        auto created = peer_type::create(options_.transport.self, options_.config, peer_options,
                                          transport_, log_, machine_);
         if (!created) return created.error();
         if (auto listening = transport_.start(); !listening) return listening.error();
@@ -272,6 +274,34 @@ private:
     void after_step() {
         deliver_completions();
         maybe_flush();
+        maybe_serialize_snapshot();
+    }
+
+    /// options::snapshot_off_thread (set by the node): a snapshot the peer handed out is
+    /// serialized on the disk executor (between flush jobs), or, without one, in a later turn
+    /// of the node's executor, and handed back to the peer.
+    void maybe_serialize_snapshot() {
+        if (!peer_ || stopped_) return;
+        auto work = peer_->take_snapshot_work();
+        if (!work) return;
+        auto job = std::make_shared<snapshot_work>(std::move(*work));
+        auto result = std::make_shared<shared_bytes>();
+        auto finish = [this, alive = alive_, job, result]() {
+            if (!*alive || !peer_ || stopped_) return;
+            peer_->on_snapshot_ready(job->at, std::move(*result));
+            after_step();
+        };
+        if (disk_) {
+            boost::asio::post(*disk_, [job, result, executor = executor_, finish]() mutable {
+                *result = job->serialize();
+                boost::asio::post(executor, std::move(finish));
+            });
+        } else {
+            boost::asio::post(executor_, [job, result, finish]() mutable {
+                *result = job->serialize();
+                finish();
+            });
+        }
     }
 
     template <typename Handler, typename Call>

@@ -34,14 +34,13 @@ public:
     zxid last_applied() const { return applied_.empty() ? snapshot_base_ : applied_.back().id; }
 
     /// Serialized as a sequence of (u64 zxid, u32 length, bytes), little-endian.
-    shared_bytes snapshot() const {
-        std::vector<std::byte> out;
-        for (const auto& a : applied_) {
-            put(out, a.id.value(), 8);
-            put(out, a.txn.size(), 4);
-            out.insert(out.end(), a.txn.data(), a.txn.data() + a.txn.size());
-        }
-        return shared_bytes{std::move(out)};
+    shared_bytes snapshot() const { return encode(applied_); }
+
+    /// zab::deferred_snapshot_machine: the view is a copy of the list of applied
+    /// transactions (their bytes shared, not copied); the serialization happens when it is
+    /// called. Enough for a test double; a large state wants a persistent structure.
+    deferred_snapshot snapshot_later() const {
+        return [view = applied_] { return encode(view); };
     }
 
     /// The transactions a snapshot holds, in order; `errc::malformed` if it does not decode.
@@ -85,6 +84,15 @@ public:
     std::size_t restored_count() const noexcept { return restored_count_; }
 
 private:
+    static shared_bytes encode(const std::vector<applied_txn>& applied) {
+        std::vector<std::byte> out;
+        for (const auto& a : applied) {
+            put(out, a.id.value(), 8);
+            put(out, a.txn.size(), 4);
+            out.insert(out.end(), a.txn.data(), a.txn.data() + a.txn.size());
+        }
+        return shared_bytes{std::move(out)};
+    }
     static void put(std::vector<std::byte>& out, std::uint64_t value, int width) {
         for (int i = 0; i < width; ++i) out.push_back(static_cast<std::byte>(value >> (8 * i)));
     }
@@ -101,6 +109,6 @@ private:
     std::uint64_t restores_ = 0;
 };
 
-static_assert(state_machine<recording_state_machine>);
+static_assert(deferred_snapshot_machine<recording_state_machine>);
 
 }  // namespace zab::testing

@@ -419,8 +419,11 @@ private:
     void boot(node& n) {
         ++n.incarnation;
         n.machine = std::make_unique<StateMachine>();
-        auto created = peer_type::create(n.id, config_, n.peer_options.value_or(options_.peer),
-                                         network_.transport(n.id), *n.log, *n.machine);
+        // The simulator runs snapshot work "off the peer's thread" (drain_completions).
+        zab::options peer_options = n.peer_options.value_or(options_.peer);
+        peer_options.snapshot_off_thread = true;
+        auto created = peer_type::create(n.id, config_, peer_options, network_.transport(n.id),
+                                         *n.log, *n.machine);
         ZAB_ASSERT(created.has_value(), "simulated peer failed to start");
         n.peer = std::move(created).value();
         n.paused = false;
@@ -490,7 +493,22 @@ private:
     }
 
     void drain_completions(node& n) {
-        if (!n.peer || !n.peer->has_completions()) return;
+        if (!n.peer) return;
+        if (auto work = n.peer->take_snapshot_work()) {
+            // options::snapshot_off_thread: a background thread serializes the view a
+            // sync-latency later, while the replica goes on applying; a crash loses the work.
+            const peer_id id = n.id;
+            const std::uint64_t incarnation = n.incarnation;
+            events_.schedule_after(options_.disk.sync_latency_max,
+                                   [this, id, incarnation, work = std::move(*work)] {
+                                       if (at(id).incarnation != incarnation) return;
+                                       const shared_bytes bytes = work.serialize();
+                                       deliver(id, [z = work.at, bytes](peer_type& p) {
+                                           p.on_snapshot_ready(z, bytes);
+                                       });
+                                   });
+        }
+        if (!n.peer->has_completions()) return;
         for (const auto& c : n.peer->take_completions())
             if (completion_observer_) completion_observer_(n.id, c);
     }
