@@ -142,10 +142,12 @@ struct learner_state {
     bool newleader_pending = false;
     bool truncated = false;                  ///< this sync truncated the log (TRUNC)
     std::optional<log_snapshot> snapshot;    ///< this sync installed a snapshot (SNAP)
-    /// A SNAP arriving in chunks; `snapshot` is set once the last one is in.
+    /// A SNAP arriving in chunks; `snapshot` is set once the last one is in. (No default
+    /// member initializers: clang 14 cannot default-construct a nested class that has them
+    /// inside std::optional of the enclosing one.)
     struct incoming_snapshot {
         zxid last_included;
-        std::uint64_t total_size = 0;
+        std::uint64_t total_size;
         std::vector<std::byte> bytes;
     };
     std::optional<incoming_snapshot> receiving;

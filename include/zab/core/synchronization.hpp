@@ -142,9 +142,7 @@ public:
                 complete_snapshot(m.last_included, frame.slice(m.chunk));
                 return;
             }
-            s.receiving.emplace();
-            s.receiving->last_included = m.last_included;
-            s.receiving->total_size = m.total_size;
+            s.receiving = learner_state::incoming_snapshot{m.last_included, m.total_size, {}};
             // Grown as bytes arrive, never reserved from the announced size: a bad size
             // costs nothing until the bytes are really sent.
         } else if (!s.receiving || s.at != learner_state::stage::syncing ||
