@@ -113,6 +113,22 @@ expect() {  # expect WHAT EXPECTED ACTUAL
     [[ "$3" == "$2" ]] || fail "$1: expected '$2', got '$3'"
 }
 
+set_within() {  # set_within ID KEY VALUE WHAT: SET through ID until OK, within 20 s
+    local deadline=$((SECONDS + 20))
+    until [[ "$(cli "$1" SET "$2" "$3" 2>&1)" == OK ]]; do
+        ((SECONDS < deadline)) || fail "$4 did not succeed within 20 s"
+        sleep 0.2
+    done
+}
+
+caught_up_within() {  # caught_up_within ID KEY VALUE WHAT: ZSYNC + GET on ID sees VALUE, within 30 s
+    local deadline=$((SECONDS + 30))
+    until [[ "$(printf 'ZSYNC\nGET %s\n' "$2" | cli "$1" 2>/dev/null)" == "OK"$'\n'"$3" ]]; do
+        ((SECONDS < deadline)) || fail "$4 did not catch up within 30 s"
+        sleep 0.3
+    done
+}
+
 say "bad command lines: exit status 2 and the reason"
 bad_args() {  # bad_args EXPECTED-TEXT FLAGS...
     local want="$1" out status=0
@@ -204,19 +220,11 @@ unset "pids[$leader]"
 new_leader=$(wait_leader "${followers[@]}")
 say "new leader: replica $new_leader"
 [[ "$new_leader" != "$leader" ]] || fail "the killed replica is still reported leading"
-deadline=$((SECONDS + 20))
-until [[ "$(cli "${followers[0]}" SET after-kill survived 2>&1)" == OK ]]; do
-    ((SECONDS < deadline)) || fail "SET after the leader's kill did not succeed within 20 s"
-    sleep 0.2
-done
+set_within "${followers[0]}" after-kill survived "SET after the leader's kill"
 
 say "restart replica $leader from its data directory"
 start "$leader"
-deadline=$((SECONDS + 30))
-until [[ "$(printf 'ZSYNC\nGET after-kill\n' | cli "$leader" 2>/dev/null)" == $'OK\nsurvived' ]]; do
-    ((SECONDS < deadline)) || fail "restarted replica $leader did not catch up within 30 s"
-    sleep 0.3
-done
+caught_up_within "$leader" after-kill survived "restarted replica $leader"
 expect "restarted replica keeps old data" $'OK\nhello-zab' \
     "$(printf 'ZSYNC\nGET greeting\n' | cli "$leader")"
 
@@ -227,18 +235,10 @@ others=()
 for id in 1 2 3; do [[ "$id" == "$current" ]] || others+=("$id"); done
 next=$(wait_leader "${others[@]}")
 say "leader while $current is paused: replica $next"
-deadline=$((SECONDS + 20))
-until [[ "$(cli "${others[0]}" SET during-pause written 2>&1)" == OK ]]; do
-    ((SECONDS < deadline)) || fail "SET while replica $current is paused did not succeed within 20 s"
-    sleep 0.2
-done
+set_within "${others[0]}" during-pause written "SET while replica $current is paused"
 say "SIGCONT replica $current: it rejoins and catches up"
 kill -CONT "${pids[$current]}"
-deadline=$((SECONDS + 30))
-until [[ "$(printf 'ZSYNC\nGET during-pause\n' | cli "$current" 2>/dev/null)" == $'OK\nwritten' ]]; do
-    ((SECONDS < deadline)) || fail "resumed replica $current did not catch up within 30 s"
-    sleep 0.3
-done
+caught_up_within "$current" during-pause written "resumed replica $current"
 
 current=$(wait_leader 1 2 3)
 others=()
@@ -250,11 +250,7 @@ kill -9 "${pids[$wiped]}"
 wait "${pids[$wiped]}" 2>/dev/null || true
 rm -rf "$work/replica-$wiped"
 start "$wiped" --join --log-level info
-deadline=$((SECONDS + 30))
-until [[ "$(printf 'ZSYNC\nGET during-pause\n' | cli "$wiped" 2>/dev/null)" == $'OK\nwritten' ]]; do
-    ((SECONDS < deadline)) || fail "wiped replica $wiped did not catch up within 30 s"
-    sleep 0.3
-done
+caught_up_within "$wiped" during-pause written "wiped replica $wiped"
 deadline=$((SECONDS + 30))
 until [[ "$(info_field "$wiped" role)" == following ]]; do
     ((SECONDS < deadline)) || fail "synced replica $wiped did not rejoin as a follower within 30 s"
@@ -268,17 +264,9 @@ say "replica $other down: the leader's quorum now needs replica $wiped's vote an
 kill -9 "${pids[$other]}"
 wait "${pids[$other]}" 2>/dev/null || true
 unset "pids[$other]"
-deadline=$((SECONDS + 20))
-until [[ "$(cli "$wiped" SET after-wipe counted 2>&1)" == OK ]]; do
-    ((SECONDS < deadline)) || fail "SET with replica $other down did not succeed within 20 s"
-    sleep 0.2
-done
+set_within "$wiped" after-wipe counted "SET with replica $other down"
 start "$other"
-deadline=$((SECONDS + 30))
-until [[ "$(printf 'ZSYNC\nGET after-wipe\n' | cli "$other" 2>/dev/null)" == $'OK\ncounted' ]]; do
-    ((SECONDS < deadline)) || fail "restarted replica $other did not catch up within 30 s"
-    sleep 0.3
-done
+caught_up_within "$other" after-wipe counted "restarted replica $other"
 
 say "graceful stop (SIGTERM) exits 0"
 for id in 1 2 3; do
