@@ -103,7 +103,7 @@ public:
             return;
         }
         link.snapshot_acknowledged = m.received;
-        if (link.at == learner_link::stage::streaming_snapshot) stream_snapshot(link, false);
+        if (link.at == learner_link::stage::streaming_snapshot) stream_snapshot(link);
     }
 
     // --- learner side ---------------------------------------------------------------------
@@ -387,17 +387,20 @@ protected:  // the building blocks of the phase, for policies derived from this 
         link.snapshot_queued = 0;
         link.snapshot_acknowledged = 0;
         link.at = learner_link::stage::streaming_snapshot;
-        stream_snapshot(link, true);
+        stream_snapshot(link);
     }
 
     /// Queues SNAP chunks while fewer than `snapshot_chunks_in_flight` are unanswered; after
     /// the last one, the rest of the sync. Memory bound: a learner's SNAP adds at most
     /// chunk × in-flight bytes to the leader's queues, whatever the snapshot's size.
-    void stream_snapshot(learner_link& link, bool first) {
+    void stream_snapshot(learner_link& link) {
         const std::uint64_t chunk_max = ctx_.opts().snapshot_chunk_bytes;
         const std::uint64_t window = chunk_max * ctx_.opts().snapshot_chunks_in_flight;
         const auto state = link.snapshot.view();
         const std::uint64_t total = state.size();
+        // Nothing queued yet: the first chunk goes whatever its size (an empty snapshot is
+        // one empty chunk). Once any is queued, SNAPACKs arrive with more than 0 bytes.
+        bool first = link.snapshot_queued == 0;
         while (first || (link.snapshot_queued < total &&
                          link.snapshot_queued - link.snapshot_acknowledged < window)) {
             first = false;
