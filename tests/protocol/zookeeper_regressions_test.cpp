@@ -41,11 +41,11 @@ struct observer_counting_discovery : zab_discovery {
     peer_set observers_in;     // observers whose OBSERVERINFO arrived while the epoch was open
     peer_set observers_acked;  // observers whose ACKEPOCH arrived
 
-    void leader_start() {
+    void leader_start(const election_decision& decision) {
         observers_in = {};
         observers_acked = {};
         padded_voters = padded_acks = 0;
-        zab_discovery::leader_start();
+        zab_discovery::leader_start(decision);
     }
     void leader_on_info(peer_id from, learner_type claimed, epoch_t accepted) {
         auto& l = *ctx_.leading;

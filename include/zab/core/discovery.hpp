@@ -24,11 +24,43 @@ public:
     // --- leader side ----------------------------------------------------------------------
 
     /// The peer just became LEADING: propose an epoch above the one it accepted (§4.3).
-    void leader_start() {
+    void leader_start(const election_decision& decision) {
         auto& l = *ctx_.leading;
         l.epoch = ctx_.written_epochs.accepted + 1;
         l.epoch_voters.insert(ctx_.self());
         l.epoch_acks.insert(ctx_.self());
+        l.election_round = decision.decided.round;
+        l.loyal_voters.insert(ctx_.self());
+        for (const auto& [id, v] : decision.counted)
+            if (v.leader == ctx_.self()) l.loyal_voters.insert(id);
+    }
+
+    /// A notification from voter `from` while leading and not yet established
+    /// (ZOOKEEPER-3109). A voter that votes for another leader in this election's round or
+    /// a later one changed its mind (a better vote reached it after this peer decided); once
+    /// the voters still for this leader — or already following it — are no quorum, nothing
+    /// can establish it, and waiting out init_limit would leave the group leaderless that
+    /// long. It gives up at once. A vote of an older round is a voter that has not caught up
+    /// (it restarted): this peer's answer will bring it, so it does not count against it.
+    void leader_on_vote(peer_id from, const notification& n) {
+        auto& l = *ctx_.leading;
+        if (l.established || !ctx_.quorums().is_voter(from)) return;
+        if (n.leader == ctx_.self()) {
+            l.loyal_voters.insert(from);
+            return;
+        }
+        if (n.state == peer_state::looking && n.round < l.election_round) return;
+        if (!l.loyal_voters.erase(from)) return;
+        peer_set possible = l.loyal_voters;
+        for (const auto& link : l.links)
+            if (link.type == learner_type::participant) possible.insert(link.id);
+        if (ctx_.quorums().contains_quorum(possible)) return;
+        zab::log(log_level::info,
+                 "peer {}: voter {} now votes for {}; the votes still for me are no quorum "
+                 "(ZOOKEEPER-3109): giving up the lead",
+                 ctx_.self(), from, n.leader);
+        ++ctx_.counters.leaderships_abandoned;
+        ctx_.request_election("a quorum of the votes it knows of is no longer for it");
     }
 
     /// FOLLOWERINFO or OBSERVERINFO from `from` on a new connection.
@@ -44,7 +76,7 @@ public:
             ctx_.close(from);
             return;
         }
-        std::erase_if(l.links, [&](const learner_link& k) { return k.id == from; });
+        ctx_.forget_learner(from);
         learner_link link;
         link.id = from;
         link.connection = *ctx_.connection_to(from);
@@ -84,10 +116,12 @@ public:
             zab::log(log_level::info, "peer {}: refusing learner {}: it is ahead ({}, {})",
                      ctx_.self(), from, *m.current_epoch, m.last_logged);
             ++ctx_.counters.learners_refused;
+            // Read before the drop: it erases the link `link` points into.
+            const bool voter = link->type == learner_type::participant;
             ctx_.drop_learner(from);
             // Established, I would keep it out for as long as I lead: a new election lets
             // the most recent history lead instead.
-            if (l.established && link->type == learner_type::participant)
+            if (l.established && voter)
                 ctx_.request_election("a voter is ahead of the established leader");
             return;
         }

@@ -129,10 +129,9 @@ public:
             transport_.close(from, connection);
             return;
         }
-        if (ctx_.leading) {
-            // A learner's earlier connection is gone: so is what it had been told on it.
-            std::erase_if(ctx_.leading->links, [&](const learner_link& k) { return k.id == from; });
-        }
+        // A learner's earlier connection is gone: so is what it had been told, and what it
+        // acknowledged, on it.
+        ctx_.forget_learner(from);
         set_connection(from, connection);
         if (election_started_) election_.on_connected(from);
         if (ctx_.learning) discovery_.learner_on_connected(from);
@@ -144,8 +143,7 @@ public:
         if (failed()) return;
         if (ctx_.connection_to(from) != connection) return;  // an older connection
         erase_connection(from);
-        if (ctx_.leading)
-            std::erase_if(ctx_.leading->links, [&](const learner_link& k) { return k.id == from; });
+        ctx_.forget_learner(from);
         // §0: a learner that loses its leader goes back to election.
         if (ctx_.learning && from == ctx_.learning->leader) ctx_.request_election("lost the leader");
         end_step();
@@ -488,7 +486,7 @@ private:
         auto held = std::exchange(held_learner_infos_, {});
         if (ctx_.state == peer_state::leading) {
             ctx_.leading.emplace();
-            discovery_.leader_start();
+            discovery_.leader_start(decision);
             if (!synchronization_.leader_start()) ctx_.request_election("cannot read the log");
             for (const auto& h : held)
                 if (ctx_.connection_to(h.id) == h.connection)
@@ -528,6 +526,7 @@ private:
             held_notifications_.emplace_back(from, n);
             return;
         }
+        if (ctx_.leading) discovery_.leader_on_vote(from, n);
         election_.on_notification(from, n);
     }
 

@@ -68,6 +68,7 @@ struct peer_counters {
     std::uint64_t snapshot_bytes_sent = 0;   ///< snapshot bytes in them
     std::uint64_t learners_refused = 0;     ///< ahead of the leader, or a stale epoch (§4)
     std::uint64_t leader_step_downs = 0;    ///< no quorum within sync_limit (§6.2)
+    std::uint64_t leaderships_abandoned = 0;///< unestablished, a quorum voted elsewhere (ZK-3109)
     std::uint64_t leader_silences = 0;      ///< learner: nothing from the leader for sync_limit
     std::uint64_t requests_forwarded = 0;   ///< learner: client writes and syncs sent to the leader
     std::uint64_t requests_refused = 0;     ///< leader: forwarded writes refused (a REPLY error)
@@ -203,9 +204,22 @@ public:
     /// Leader: forgets learner `id` and closes its connection (a protocol violation, or
     /// silence). It may come back on a new connection with a new FOLLOWERINFO.
     void drop_learner(peer_id id) {
-        if (leading)
-            std::erase_if(leading->links, [&](const learner_link& k) { return k.id == id; });
+        forget_learner(id);
         close(id);
+    }
+
+    /// Leader: forgets everything learner `id` said on its current connection — its link,
+    /// its acknowledgements of outstanding proposals and of NEWLEADER. The only way a link
+    /// ends (dropped, disconnected, replaced by a new connection or a new FOLLOWERINFO):
+    /// what a learner vouched for holds only as long as the history it vouched from. A
+    /// learner that comes back is synced again, and that sync may TRUNC away a proposal it
+    /// had acknowledged; counting the old ACK with the leader's own would commit a write
+    /// that only the leader holds durably (§10.7; issue 15 defect 1).
+    void forget_learner(peer_id id) {
+        if (!leading) return;
+        std::erase_if(leading->links, [&](const learner_link& k) { return k.id == id; });
+        for (auto& p : leading->outstanding) p.acks.erase(id);
+        leading->newleader_acks.erase(id);
     }
 
     /// Learner: the leader sent something that breaks the protocol; count it and look for a

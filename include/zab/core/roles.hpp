@@ -81,6 +81,11 @@ struct leader_state {
     bool current_durable = false;
     peer_set newleader_acks;        ///< voters that acknowledged NEWLEADER (§5.5)
     bool established = false;
+    /// Until established: the voters whose latest known vote is for this leader (the
+    /// election's, then every notification since), itself included, and the election round
+    /// that made it leader (ZOOKEEPER-3109: a leader a quorum no longer votes for gives up).
+    peer_set loyal_voters;
+    std::uint64_t election_round = 0;
     std::vector<learner_link> links;
     zxid last_proposed;
     /// How many of `outstanding`, from the front, carry the leader's own (durable) ack.

@@ -58,7 +58,8 @@ struct txn_id {
     auto operator<=>(const txn_id&) const = default;
 };
 
-/// The properties checked, in the order of PROTOCOL.md §10 (1–13), plus DESIGN.md rule 5.
+/// The properties checked, in the order of PROTOCOL.md §10 (1–13), plus DESIGN.md rule 5 and
+/// the commit rule of §6.1.
 enum class property {
     integrity,             ///< §10.1: every delivered txn was broadcast by some leader
     total_order,           ///< §10.2: a precedes b somewhere ⇒ a precedes b wherever b is
@@ -74,6 +75,7 @@ enum class property {
     commit_order,          ///< §10.12: COMMITs in order, only after earlier ones, matching
     contiguity,            ///< §10.13: no holes within an epoch
     applied_committed,     ///< §11.10, DESIGN.md rule 5: nothing applied before committed
+    quorum_durable,        ///< §6.1: when a leader commits, a quorum of voters hold it durably
 };
 
 constexpr std::string_view to_string(property p) noexcept {
@@ -92,6 +94,7 @@ constexpr std::string_view to_string(property p) noexcept {
         case property::commit_order: return "commit_order";
         case property::contiguity: return "contiguity";
         case property::applied_committed: return "applied_committed";
+        case property::quorum_durable: return "quorum_durable";
     }
     return "?";
 }
@@ -113,6 +116,7 @@ constexpr std::string_view citation(property p) noexcept {
         case property::commit_order: return "§10.12";
         case property::contiguity: return "§10.13";
         case property::applied_committed: return "§11.10";
+        case property::quorum_durable: return "§6.1";
     }
     return "?";
 }
@@ -285,6 +289,20 @@ public:
     void committed(txn_id t) {
         ++observations_;
         commit(t);
+    }
+
+    /// `leader` committed `t` while the voters in `holders` held it durably (in their durable
+    /// log, or below their durable snapshot), which `is_quorum` says is or is not a quorum.
+    /// §6.1: a commit stands on a quorum of durable copies *now* — an acknowledgement that
+    /// outlived the record it vouched for (a learner re-synced by TRUNC since) is caught
+    /// here, whatever path let it count.
+    void committed_on(peer_id leader, txn_id t, const std::vector<peer_id>& holders,
+                      bool is_quorum) {
+        ++observations_;
+        expect(is_quorum, property::quorum_durable, [&] {
+            return fmt::format("leader {} committed {} while only {} held it durably", leader,
+                               show(t), fmt::join(holders, ", "));
+        });
     }
 
     // --- observations: state machines ------------------------------------------------------

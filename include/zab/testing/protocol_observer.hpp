@@ -10,11 +10,13 @@
 // (recording_state_machine).
 #pragma once
 
+#include <algorithm>
 #include <optional>
 #include <type_traits>
 #include <vector>
 
 #include "zab/core/codec.hpp"
+#include "zab/core/quorum.hpp"
 #include "zab/core/roles.hpp"
 #include "zab/testing/invariant_checker.hpp"
 #include "zab/testing/recording_state_machine.hpp"
@@ -28,7 +30,10 @@ template <typename Simulator>
 class protocol_observer {
 public:
     protocol_observer(Simulator& sim, invariant_checker& checker)
-        : sim_{sim}, checker_{checker}, seen_(sim.nodes().size() + 1) {
+        : sim_{sim},
+          checker_{checker},
+          seen_(sim.nodes().size() + 1),
+          quorums_{quorum_system::majority(sim.config())} {
         sim.network().set_observer([this](const network_event& e) { on_network(e); });
         sim.set_message_observer([this](peer_id receiver, peer_id sender, const message& m) {
             on_delivery(receiver, sender, m);
@@ -108,6 +113,29 @@ private:
         checker_.established(n.id, epoch, history, base);
     }
 
+    /// §6.1: which voters hold `t` durably as `leader` commits it (binary search: logs are
+    /// in zxid order), and whether they are a quorum.
+    void report_commit_holders(peer_id leader, const txn_id& t) {
+        peer_set holders;
+        std::vector<peer_id> listed;
+        for (const auto& n : sim_.nodes()) {
+            if (!sim_.config().is_voter(n.id)) continue;
+            const auto& records = n.log->durable_records();
+            const auto it = std::lower_bound(
+                records.begin(), records.end(), t.id,
+                [](const log_record& r, zxid z) { return r.id < z; });
+            const bool in_log = it != records.end() && it->id == t.id &&
+                                digest(it->txn.view()) == t.digest;
+            const auto& snapshot = n.log->durable_snapshot();
+            if (in_log || (snapshot && snapshot->last_included >= t.id)) {
+                holders.insert(n.id);
+                listed.push_back(n.id);
+            }
+        }
+        checker_.committed_on(leader, t, listed,
+                              quorums_.contains_quorum(holders));
+    }
+
     /// What changed on each replica since the last event.
     void poll() {
         for (auto& n : sim_.nodes()) {
@@ -155,8 +183,10 @@ private:
                 const txn_id t{a.id, digest(a.txn.view())};
                 // A leader applies its own epoch's proposals when it commits them (§6.1) —
                 // perhaps in the very step it steps down, so the epoch it led is what counts.
-                if (seen.established_epoch != 0 && a.id.epoch() == seen.established_epoch)
+                if (seen.established_epoch != 0 && a.id.epoch() == seen.established_epoch) {
                     checker_.committed(t);
+                    report_commit_holders(n.id, t);
+                }
                 checker_.delivered(n.id, t);
             }
             if (n.log->durable_epochs() != seen.durable) {
@@ -250,6 +280,7 @@ private:
     Simulator& sim_;
     invariant_checker& checker_;
     std::vector<node_seen> seen_;
+    quorum_system quorums_;  ///< the cluster's voters, for §6.1's commit check
     std::uint64_t proposals_ = 0;
 };
 

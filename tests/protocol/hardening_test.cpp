@@ -1,0 +1,245 @@
+// Directed regressions for the defects found from outside the project (issue 15): each drives
+// one real zab::peer by hand, message by message, through the interleaving that broke it,
+// and asserts the rule the defect broke. The classes they belong to are checked in every run
+// of the protocol sweeps by the invariant checker (property::quorum_durable, §6.1).
+#include <algorithm>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "manual_peer.hpp"
+#include "zab/core/codec.hpp"
+#include "zab/core/peer.hpp"
+
+using namespace zab;
+using namespace zab::test;
+
+namespace {
+
+/// A log the test makes durable by hand: it remembers the operations it was asked to sync
+/// and the epoch writes, and holds its records so that the leader can read its history.
+struct hand_log {
+    std::vector<log_record> records;
+    epochs stored;
+    std::vector<storage_op> syncs;        // every sync(op) asked for, in order
+    std::vector<storage_op> epoch_writes;  // every write_epochs(op, …), in order
+
+    void append(storage_op, std::span<const log_record> rs) {
+        records.insert(records.end(), rs.begin(), rs.end());
+    }
+    void truncate_after(storage_op, zxid z) {
+        std::erase_if(records, [&](const log_record& r) { return r.id > z; });
+    }
+    void install_snapshot(storage_op, zxid, const shared_bytes&, std::span<const log_record> rs) {
+        records.assign(rs.begin(), rs.end());
+    }
+    void sync(storage_op op) { syncs.push_back(op); }
+    void write_epochs(storage_op op, epochs e) {
+        epoch_writes.push_back(op);
+        stored = e;
+    }
+    zxid last_zxid() const { return records.empty() ? zxid{} : records.back().id; }
+    epochs stored_epochs() const { return stored; }
+    std::optional<log_snapshot> snapshot() const { return std::nullopt; }
+    result<std::vector<log_record>> read(zxid after, std::size_t max) const {
+        std::vector<log_record> out;
+        for (const auto& r : records)
+            if (r.id > after && out.size() < max) out.push_back(r);
+        return out;
+    }
+};
+
+using fixed_policies = policies<fixed_leader_election>;
+using leader_peer =
+    peer<recording_transport, hand_log, testing::recording_state_machine, fixed_policies>;
+
+/// Every message the leader sent to `to` since the transport was last cleared.
+template <typename M>
+std::vector<M> sent_to(const recording_transport& t, peer_id to) {
+    std::vector<M> out;
+    for (const auto& s : t.sent) {
+        if (s.to != to) continue;
+        auto decoded = decode(s.frame.view());
+        REQUIRE(decoded.has_value());
+        if (const auto* m = std::get_if<M>(&decoded.value().msg)) out.push_back(*m);
+    }
+    return out;
+}
+
+/// Replica 3 of three voters, leading by configuration, driven by hand.
+struct hand_leader {
+    recording_transport transport;
+    hand_log log;
+    testing::recording_state_machine machine;
+    std::unique_ptr<leader_peer> p;
+    connection_id next_connection = 100;
+
+    hand_leader() {
+        options opts;
+        opts.fixed_leader = 3;
+        auto created = leader_peer::create(3, voters(3), opts, transport, log, machine);
+        REQUIRE(created.has_value());
+        p = std::move(created).value();
+        p->on_connected(1, 1);
+        p->on_connected(2, 2);
+        p->start();
+        REQUIRE(p->state() == peer_state::leading);
+    }
+
+    template <typename M>
+    void from(peer_id id, const M& m) {
+        p->on_receive(id, *p->context().connection_to(id), encode(frame_context{}, m));
+    }
+
+    /// Makes every log operation and epoch write issued so far durable.
+    void disk_catches_up() {
+        if (!log.epoch_writes.empty()) p->on_epochs_durable(log.epoch_writes.back());
+        if (!log.syncs.empty()) p->on_log_durable(log.syncs.back());
+    }
+
+    /// Discovery and synchronization with learners 1 and 2 (empty histories): established.
+    void establish() {
+        from(1, follower_info{0});
+        from(2, follower_info{0});
+        disk_catches_up();
+        from(1, ack_epoch{zxid{}, epoch_t{0}});
+        from(2, ack_epoch{zxid{}, epoch_t{0}});
+        disk_catches_up();
+        const zxid marker{p->durable_epochs().current, 0};
+        from(1, ack{marker});
+        from(2, ack{marker});
+        REQUIRE(p->established());
+        transport.sent.clear();
+    }
+
+    /// Learner `id`'s connection is replaced by a new one (a reconnect).
+    void reconnect(peer_id id) {
+        p->on_disconnected(id, *p->context().connection_to(id));
+        p->on_connected(id, ++next_connection);
+    }
+};
+
+}  // namespace
+
+// Issue 15 defect 1. Learner 1 acknowledged z; its link is replaced, and the new sync TRUNCs
+// it to the committed point (z is outstanding, not committed), so z is gone from its log
+// until the re-sent PROPOSAL is durable again. The leader's own fsync of z then completes:
+// counting the old ACK with its own, the leader committed z held durably by itself alone.
+TEST_CASE("an acknowledgement does not outlive the learner's connection") {
+    hand_leader l;
+    l.establish();
+    const epoch_t e = l.p->durable_epochs().current;
+    auto z = l.p->propose(as_bytes("x"));
+    REQUIRE(z.has_value());
+    l.from(1, ack{z.value()});          // learner 1 has z durably; the leader's disk is slow
+    REQUIRE(l.machine.applied().empty());
+
+    l.reconnect(1);
+    l.from(1, follower_info{e});
+    l.from(1, ack_epoch{z.value(), std::nullopt});  // its history: z, beyond the committed point
+    const auto truncs = sent_to<zab::trunc>(l.transport, 1);
+    REQUIRE(truncs.size() == 1);
+    CHECK(truncs.front().truncate_to < z.value());  // it will lose z until re-logged
+
+    l.disk_catches_up();  // the leader's own ack of z
+    CHECK(l.machine.applied().empty());  // 3's ack alone is no quorum
+    CHECK(sent_to<commit>(l.transport, 2).empty());
+
+    // The learner re-logs z (PROPOSAL after the TRUNC), acknowledges NEWLEADER, then z.
+    l.from(1, ack{zxid{e, 0}});
+    l.from(1, ack{z.value()});
+    REQUIRE(l.machine.applied().size() == 1);
+    CHECK(l.machine.applied().front().id == z.value());
+}
+
+// The same class through every other way a link ends: dropped for silence, disconnected,
+// or replaced by a second FOLLOWERINFO on a connection the leader had not seen close.
+TEST_CASE("acknowledgements are forgotten whenever a learner's link ends") {
+    SECTION("disconnected, and not back") {
+        hand_leader l;
+        l.establish();
+        auto z = l.p->propose(as_bytes("x"));
+        REQUIRE(z.has_value());
+        l.from(1, ack{z.value()});
+        l.p->on_disconnected(1, 1);
+        l.disk_catches_up();
+        CHECK(l.machine.applied().empty());
+        l.from(2, ack{z.value()});
+        CHECK(l.machine.applied().size() == 1);
+    }
+    SECTION("a new FOLLOWERINFO on the same connection") {
+        hand_leader l;
+        l.establish();
+        const epoch_t e = l.p->durable_epochs().current;
+        auto z = l.p->propose(as_bytes("x"));
+        REQUIRE(z.has_value());
+        l.from(1, ack{z.value()});
+        l.from(1, follower_info{e});  // it starts over: its link is new
+        l.disk_catches_up();
+        CHECK(l.machine.applied().empty());
+    }
+    SECTION("dropped for silence") {
+        hand_leader l;
+        l.establish();
+        auto z = l.p->propose(as_bytes("x"));
+        REQUIRE(z.has_value());
+        l.from(1, ack{z.value()});
+        // Learner 2 keeps talking; learner 1 falls silent for longer than sync_limit.
+        for (std::uint32_t t = 0; t <= options{}.sync_limit_ticks; ++t) {
+            l.p->tick();
+            l.from(2, ping{zxid{}, 0});
+        }
+        REQUIRE_FALSE(l.p->context().connection_to(1).has_value());
+        l.disk_catches_up();
+        CHECK(l.machine.applied().empty());
+    }
+}
+
+// Issue 15 defect 4: an established leader that refuses a voter whose history is ahead
+// steps down — decided by reading the link after the drop had erased it (a use after
+// erase that ASan cannot see: the slot stays inside the vector's capacity). Whatever the
+// freed slot held, the leader must step down.
+TEST_CASE("a voter ahead of the established leader makes it step down") {
+    hand_leader l;
+    l.establish();
+    const epoch_t e = l.p->durable_epochs().current;
+    l.reconnect(1);
+    l.from(1, follower_info{e});
+    l.from(1, ack_epoch{zxid{e + 1, 5}, e + 1});
+    CHECK(l.p->counters().learners_refused == 1);
+    // It left the role (the fixed election makes it leader again at once, unestablished).
+    CHECK(l.p->counters().elections_started == 2);
+    CHECK_FALSE(l.p->established());
+}
+
+// Issue 15 defect 10, ZOOKEEPER-3109. Replica 3 decides to lead on its own vote and voter
+// 1's; then 1 hears of a better candidate (2) in the same round and changes its vote. No
+// quorum is left that could establish 3: it must give up at once, not hold LEADING for
+// init_limit while the others elect 2 without it — or, as here in a group of three, while
+// nobody can be elected at all.
+TEST_CASE("an unestablished leader whose quorum voted elsewhere gives up at once") {
+    manual_peer<> s3{3, voters(3), zxid{1, 5}, 1};
+    s3.p->start();
+    s3.receive(1, looking(3, 1, zxid{1, 5}, 1));  // 1 votes for 3
+    s3.p->tick(options{}.finalize_wait_ticks);     // finalize wait over: 3 leads
+    REQUIRE(s3.p->state() == peer_state::leading);
+
+    SECTION("a vote for another leader in the same round") {
+        s3.receive(1, looking(2, 1, zxid{1, 6}, 1));  // 1 changed its mind: 2 is better
+        CHECK(s3.p->state() == peer_state::looking);
+        CHECK(s3.p->counters().leaderships_abandoned == 1);
+    }
+    SECTION("a vote of an older round is a laggard, not a change of mind") {
+        s3.receive(2, looking(2, 1, zxid{1, 6}, 0));
+        CHECK(s3.p->state() == peer_state::leading);
+        CHECK(s3.p->counters().leaderships_abandoned == 0);
+    }
+    SECTION("a voter that already follows keeps the quorum") {
+        s3.p->on_receive(2, 2, encode(frame_context{}, follower_info{1}));
+        s3.receive(1, looking(2, 1, zxid{1, 6}, 1));
+        CHECK(s3.p->state() == peer_state::leading);
+    }
+}
