@@ -59,6 +59,7 @@ std::vector<std::pair<std::string, bytes>> seeds() {
         zab::trunc{zxid{1, 2}},
         snap{zxid{1, 3}, 8, 0, as_bytes("snapshot")},
         snap_ack{8},
+        sync_ack{zxid{2, 1}},
         new_leader{zxid{2, 0}},
         ack{zxid{2, 1}},
         up_to_date{},

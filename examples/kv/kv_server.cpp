@@ -548,6 +548,9 @@ zab::asio::node_options node_options_for(const server_args& args) {
     o.peer.snapshot_every = args.snapshot_every;
     o.peer.non_voter_until_synced = args.join;
     o.peer.snapshot_every_bytes = args.snapshot_every_bytes;
+    // The largest write is refused by the session before it is proposed; zab refuses
+    // anything larger too (definitely), and every replica's log holds one (see below).
+    o.peer.max_txn_bytes = static_cast<std::uint32_t>(max_txn_bytes);
     o.transport.self = args.id;
     o.transport.cluster_id = args.cluster_id;
     o.transport.peers = args.peers;

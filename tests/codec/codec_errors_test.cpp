@@ -243,13 +243,13 @@ TEST_CASE("errors: enum values out of range are malformed", "[codec][errors]") {
             }
         }
     }
-    SECTION("reply outcome above ZXID_EXHAUSTED") {
+    SECTION("reply outcome above TOO_LARGE") {
         for (int outcome = 0; outcome < 256; ++outcome) {
             const auto payload = concat(
                 concat(bytes_of({9, 0, 0, 0, 0, 0, 0, 0}), bytes_of({outcome})), zxid_bytes);
             const auto decoded = decode(raw_frame(type_byte(message_type::reply), payload));
             INFO("outcome " << outcome);
-            if (outcome <= 3) {
+            if (outcome <= 4) {
                 REQUIRE(status(decoded) == "ok");
                 CHECK(std::get<reply>(decoded.value().msg).outcome ==
                       static_cast<reply_outcome>(outcome));

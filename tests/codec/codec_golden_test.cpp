@@ -34,7 +34,7 @@ TEST_CASE("golden: a COMMIT frame, byte for byte", "[codec][golden]") {
     // CRC computed independently (a bitwise CRC32C in Python) over the 8 payload bytes.
     const std::vector<std::byte> expected = from_hex(
         "5a 41 42 31"                // magic "ZAB1"
-        "02"                         // version
+        "03"                         // version
         "1f"                         // type 31 = COMMIT
         "00 00"                      // flags
         "01 02 03 04 05 06 07 08"    // group_id 0x0807060504030201
@@ -76,6 +76,7 @@ TEST_CASE("golden: the payload of every message type", "[codec][golden]") {
         {snap{zxid{1, 3}, 5, 3, as_bytes("ab")}, message_type::snap,
          "0300000001000000 0500000000000000 0300000000000000 02000000 6162"},
         {snap_ack{0x0102}, message_type::snap_ack, "0201000000000000"},
+        {sync_ack{zxid{2, 0x0304}}, message_type::sync_ack, "0403000002000000"},
         {new_leader{zxid{2, 0}}, message_type::new_leader, "0000000002000000"},
         {ack{zxid{2, 1}}, message_type::ack, "0100000002000000"},
         {up_to_date{}, message_type::up_to_date, ""},
@@ -118,6 +119,7 @@ TEST_CASE("golden: wire type numbers are stable", "[codec][golden]") {
     CHECK(test::type_byte(message_type::snap) == 22);
     CHECK(test::type_byte(message_type::up_to_date) == 25);
     CHECK(test::type_byte(message_type::snap_ack) == 26);
+    CHECK(test::type_byte(message_type::sync_ack) == 27);
     CHECK(test::type_byte(message_type::proposal) == 30);
     CHECK(test::type_byte(message_type::commit) == 31);
     CHECK(test::type_byte(message_type::sync) == 35);

@@ -105,6 +105,8 @@ TEST_CASE("codec: edge values of every field survive", "[codec]") {
         snap{zxid{3, 9}, ~0ull, ~0ull - 1, one},
         snap_ack{~0ull},
         snap_ack{0},
+        sync_ack{zxid{~0u, ~0u}},
+        sync_ack{zxid{}},
         inform{zxid{2, 0xfffffffe}, one},
         up_to_date{},
         ping{zxid{}, ~0ull},

@@ -92,7 +92,7 @@ public:
             return {any_zxid(), rng_.one_in(3) ? std::nullopt : std::optional{rng_.u32()}};
         } else if constexpr (std::is_same_v<M, diff> || std::is_same_v<M, trunc> ||
                              std::is_same_v<M, new_leader> || std::is_same_v<M, ack> ||
-                             std::is_same_v<M, commit>) {
+                             std::is_same_v<M, commit> || std::is_same_v<M, sync_ack>) {
             return {any_zxid()};
         } else if constexpr (std::is_same_v<M, snap>) {
             return {any_zxid(), rng_.u64(), rng_.u64(), bytes()};
@@ -110,7 +110,7 @@ public:
             return {rng_.u64()};
         } else {
             static_assert(std::is_same_v<M, reply>, "message_factory: add the new message type");
-            return {rng_.u64(), static_cast<reply_outcome>(rng_.below(4)), any_zxid()};
+            return {rng_.u64(), static_cast<reply_outcome>(rng_.below(5)), any_zxid()};
         }
     }
 

@@ -492,6 +492,36 @@ TEST_CASE("frame_reader: frames cut anywhere come out whole and in order") {
     }
 }
 
+TEST_CASE("frame_reader: a large frame's buffer grows with what arrives, not what is announced") {
+    // A 60 MiB frame announced, its bytes trickling in: the buffer stays within a doubling of
+    // what arrived (plus the first step), and the frame still comes out whole.
+    constexpr std::size_t payload = 60u << 20;
+    const shared_bytes frame = make_frame(7, payload);
+    const auto bytes = bytes_of(frame);
+    zab::asio::frame_reader reader{64u << 20};
+    std::size_t position = 0;
+    std::size_t largest_offered = 0;
+    std::optional<shared_bytes> out;
+    while (!out) {
+        const auto buffer = reader.read_buffer();
+        REQUIRE(!buffer.empty());
+        // What the reader holds for the frame never exceeds twice what arrived plus 1 MiB.
+        largest_offered = std::max(largest_offered, position + buffer.size());
+        CHECK(position + buffer.size() <= 2 * position + zab::asio::frame_reader::large_step_bytes +
+                                               zab::asio::frame_reader::default_staging_bytes);
+        const std::size_t n = std::min<std::size_t>({buffer.size(), bytes.size() - position,
+                                                     std::size_t{3} << 20});
+        std::memcpy(buffer.data(), bytes.data() + position, n);
+        reader.commit(n);
+        position += n;
+        auto next = reader.next();
+        REQUIRE(next.has_value());
+        if (next.value()) out = *next.value();
+    }
+    CHECK(*out == frame);
+    CHECK(largest_offered == bytes.size());
+}
+
 TEST_CASE("frame_reader: a bad or oversized header is refused before any allocation") {
     constexpr std::size_t max_frame = 64 * 1024;
     auto feed = [](zab::asio::frame_reader& reader, const std::vector<std::byte>& bytes) {

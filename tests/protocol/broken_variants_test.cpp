@@ -61,7 +61,6 @@ struct truncless_synchronization : zab_synchronization {
         if (!begin_sync()) return;
         auto& s = *ctx_.learning;
         s.known_committed = std::max(s.known_committed, m.truncate_to);
-        s.truncated = true;
     }
 };
 

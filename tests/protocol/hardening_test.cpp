@@ -77,9 +77,12 @@ struct hand_leader {
     std::unique_ptr<leader_peer> p;
     connection_id next_connection = 100;
 
-    hand_leader() {
-        options opts;
+    /// `history` records of epoch 1 already in its log (epochs {1, 1} then), and `opts`.
+    explicit hand_leader(std::uint32_t history = 0, options opts = {}) {
         opts.fixed_leader = 3;
+        for (std::uint32_t i = 1; i <= history; ++i)
+            log.records.push_back({zxid{1, i}, shared_bytes{std::vector<std::byte>(100)}});
+        if (history > 0) log.stored = epochs{1, 1};
         auto created = leader_peer::create(3, voters(3), opts, transport, log, machine);
         REQUIRE(created.has_value());
         p = std::move(created).value();
@@ -242,4 +245,66 @@ TEST_CASE("an unestablished leader whose quorum voted elsewhere gives up at once
         s3.receive(1, looking(2, 1, zxid{1, 6}, 1));
         CHECK(s3.p->state() == peer_state::leading);
     }
+}
+
+// Issue 15 defect 2. A learner far behind is sent more history than max_learner_backlog
+// frames. It used to be queued in one step and the learner dropped for it, again and again,
+// while the group waited; now the history streams, a window at a time, each answered by a
+// SYNCACK, and the leader never holds more than a window for it.
+TEST_CASE("a long sync streams under flow control and is never dropped for its length") {
+    options opts;
+    opts.sync_window_records = 64;
+    opts.max_outstanding_proposals = 10;
+    opts.max_learner_backlog = 2 * 64 + 2 * 10 + 16;
+    hand_leader l{500, opts};  // 500 records: 1,000 frames of history, backlog 164
+    const epoch_t e = 2;
+    l.from(1, follower_info{0});
+    l.from(2, follower_info{1});
+    l.disk_catches_up();
+    l.from(2, ack_epoch{zxid{1, 500}, epoch_t{1}});  // up to date: an empty DIFF
+    l.from(1, ack_epoch{zxid{}, epoch_t{0}});        // empty: all 500 records
+    l.disk_catches_up();
+
+    std::size_t proposals = 0;
+    zxid last;
+    for (int round = 0; round < 100; ++round) {
+        REQUIRE(l.p->context().connection_to(1).has_value());  // never dropped
+        const auto sent = sent_to<proposal>(l.transport, 1);
+        CHECK(sent.size() <= 64);  // one window at a time
+        proposals += sent.size();
+        const bool done = !sent_to<new_leader>(l.transport, 1).empty();
+        l.transport.sent.clear();
+        if (done) break;
+        REQUIRE_FALSE(sent.empty());
+        last = sent.back().id;
+        l.from(1, sync_ack{last});  // what the learner answers after each window
+    }
+    CHECK(proposals == 500);
+    CHECK(l.p->counters().learners_over_backlog == 0);
+    l.from(1, ack{zxid{e, 0}});
+    l.from(2, ack{zxid{e, 0}});
+    CHECK(l.p->established());
+}
+
+// A SYNCACK naming history that was never sent is the learner's error: it is dropped, and
+// the failed sync is counted and reported.
+TEST_CASE("a SYNCACK of history never sent drops the learner, and its failed syncs are reported") {
+    options opts;
+    opts.sync_window_records = 64;
+    opts.max_outstanding_proposals = 10;
+    opts.max_learner_backlog = 2 * 64 + 2 * 10 + 16;
+    hand_leader l{500, opts};
+    l.from(1, follower_info{0});
+    l.from(2, follower_info{1});
+    l.disk_catches_up();
+    l.from(2, ack_epoch{zxid{1, 500}, epoch_t{1}});
+    l.from(1, ack_epoch{zxid{}, epoch_t{0}});
+    l.disk_catches_up();
+    l.from(1, sync_ack{zxid{1, 400}});  // only 64 were sent
+    CHECK_FALSE(l.p->context().connection_to(1).has_value());
+    CHECK(l.p->counters().learner_sync_failures == 1);
+    const auto learners = l.p->learners();
+    REQUIRE(learners.size() == 1);  // learner 2, syncing; 1 is gone but its trouble is kept
+    CHECK(l.p->sync_trouble(1).failures == 1);
+    CHECK(std::string{l.p->sync_trouble(1).last_reason} == "a SYNCACK of history never sent");
 }

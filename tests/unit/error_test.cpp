@@ -26,6 +26,7 @@ const std::vector<zab::errc> all_errors{
     zab::errc::shutting_down,
     zab::errc::outcome_unknown,
     zab::errc::zxid_exhausted,
+    zab::errc::too_large,
     zab::errc::storage_failed,
     zab::errc::corrupt,
 };

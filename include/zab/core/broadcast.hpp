@@ -27,8 +27,12 @@ public:
 
     /// Proposes `txn` (leader only, once established) on behalf of `origin` (a learner that
     /// forwarded it, or 0). Returns its zxid. Errors, all definite (nothing was proposed):
-    /// `not_leader`, `backpressure` (max_outstanding_proposals), `zxid_exhausted` (§1).
+    /// `too_large` (options::max_txn_bytes), `not_leader`, `backpressure`
+    /// (max_outstanding_proposals), `zxid_exhausted` (§1).
     result<zxid> propose(byte_view txn, peer_id origin = 0) {
+        // Every replica logs what the leader proposes: one oversized write must be refused
+        // here, never become a record some replica's log cannot take (issue 15 defect 5).
+        if (txn.size() > ctx_.opts().max_txn_bytes) return make_error_code(errc::too_large);
         if (!ctx_.leading || !ctx_.leading->established)
             return make_error_code(errc::not_leader);
         auto& l = *ctx_.leading;
@@ -67,7 +71,7 @@ public:
         if (m.acked.is_epoch_marker()) return;  // NEWLEADER/UPTODATE acks: nothing to count
         if (m.acked.epoch() != l.epoch || m.acked > l.last_proposed) {
             ++ctx_.counters.unexpected_messages;
-            ctx_.drop_learner(link.id);
+            ctx_.drop_learner(link.id, "an ACK of a proposal never made");
             return;
         }
         link.last_acked = std::max(link.last_acked, m.acked);
@@ -90,10 +94,20 @@ public:
         auto& l = *ctx_.leading;
         if (link.at != learner_link::stage::broadcasting) {
             ++ctx_.counters.unexpected_messages;  // learners forward only once UPTODATE
-            ctx_.drop_learner(link.id);
+            ctx_.drop_learner(link.id, "a request before UPTODATE");
             return;
         }
         if (m.kind == request_kind::sync) {
+            // Bounded like its writes: one learner's syncs cannot grow the leader's table
+            // without limit (issue 15 defect 6); a refusal is definite.
+            const auto waiting = static_cast<std::size_t>(std::count_if(
+                l.syncs.begin(), l.syncs.end(),
+                [&](const pending_sync& s) { return s.origin == link.id; }));
+            if (waiting >= ctx_.opts().max_forwarded_per_learner) {
+                ++ctx_.counters.requests_refused;
+                ctx_.send(link.id, reply{m.request_id, reply_outcome::backpressure, zxid{}});
+                return;
+            }
             l.syncs.push_back({link.id, link.connection, m.request_id, l.ping_round + 1});
             l.round_wanted = true;
             return;
@@ -157,7 +171,7 @@ public:
         for (peer_id id : silent) {
             zab::log(log_level::info, "peer {}: learner {} silent for {} ticks, dropped",
                      ctx_.self(), id, limit);
-            ctx_.drop_learner(id);
+            ctx_.drop_learner(id, "silent for sync_limit");
         }
         if (!l.established) return;  // until then init_limit bounds the leader (§4)
         peer_set synced;
@@ -261,6 +275,7 @@ protected:  // the building blocks of the phase, for policies derived from this 
         switch (e) {
             case errc::backpressure: return reply_outcome::backpressure;
             case errc::zxid_exhausted: return reply_outcome::zxid_exhausted;
+            case errc::too_large: return reply_outcome::too_large;
             default: return reply_outcome::not_leader;
         }
     }
@@ -268,6 +283,7 @@ protected:  // the building blocks of the phase, for policies derived from this 
         switch (o) {
             case reply_outcome::backpressure: return errc::backpressure;
             case reply_outcome::zxid_exhausted: return errc::zxid_exhausted;
+            case reply_outcome::too_large: return errc::too_large;
             default: return errc::not_leader;
         }
     }

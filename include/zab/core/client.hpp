@@ -66,8 +66,12 @@ public:
         by_zxid_[z] = id;
     }
 
-    /// The leader refused forwarded write `id`: definite.
+    /// The leader refused forwarded write or sync `id`: definite.
     void refuse(request_id id, errc e, peer_id hint) {
+        if (syncs_.erase(id) != 0) {  // a forwarded sync the leader would not hold
+            fail_now(id, client_op::sync, e, hint);
+            return;
+        }
         const auto it = writes_.find(id);
         if (it == writes_.end() || it->second) return;
         writes_.erase(it);

@@ -58,7 +58,7 @@ namespace zab {
 inline constexpr std::uint32_t frame_magic = 0x3142415Au;
 
 /// The frame format version this build writes and the only one it reads.
-inline constexpr std::uint8_t frame_version = 2;
+inline constexpr std::uint8_t frame_version = 3;
 
 /// Size of the fixed frame header. A stream transport reads exactly this many bytes, calls
 /// `decode_header`, and only then knows how many payload bytes to read.
@@ -255,7 +255,7 @@ struct wire_enum_traits<request_kind> {
 };
 template <>
 struct wire_enum_traits<reply_outcome> {
-    static constexpr auto max = static_cast<std::uint8_t>(reply_outcome::zxid_exhausted);
+    static constexpr auto max = static_cast<std::uint8_t>(reply_outcome::too_large);
 };
 
 template <typename E>
@@ -369,6 +369,7 @@ void fields(auto& a, message_of<snap> auto& m) {
     a(m.last_included, m.total_size, m.offset, m.chunk);
 }
 void fields(auto& a, message_of<snap_ack> auto& m) { a(m.received); }
+void fields(auto& a, message_of<sync_ack> auto& m) { a(m.received); }
 void fields(auto& a, message_of<new_leader> auto& m) { a(m.epoch_zxid); }
 void fields(auto& a, message_of<ack> auto& m) { a(m.acked); }
 void fields(auto& a, message_of<up_to_date> auto&) { a(); }

@@ -76,7 +76,7 @@ public:
             ctx_.close(from);
             return;
         }
-        ctx_.forget_learner(from);
+        ctx_.forget_learner(from, "a new FOLLOWERINFO");
         learner_link link;
         link.id = from;
         link.connection = *ctx_.connection_to(from);
@@ -118,7 +118,7 @@ public:
             ++ctx_.counters.learners_refused;
             // Read before the drop: it erases the link `link` points into.
             const bool voter = link->type == learner_type::participant;
-            ctx_.drop_learner(from);
+            ctx_.drop_learner(from, "its history is ahead of the leader's");
             // Established, I would keep it out for as long as I lead: a new election lets
             // the most recent history lead instead.
             if (l.established && voter)
@@ -144,7 +144,7 @@ public:
                 if (link.accepted_epoch > l.epoch) {
                     // It already promised a later epoch; it will not follow this one.
                     ++ctx_.counters.learners_refused;
-                    ctx_.drop_learner(link.id);
+                    ctx_.drop_learner(link.id, "it promised a later epoch");
                     return leader_advance();
                 }
                 // Held until acceptedEpoch is durable on the leader (ZOOKEEPER-1291).

@@ -27,6 +27,7 @@ enum class errc {
     shutting_down,          ///< the peer is stopping; the operation never took effect
     outcome_unknown,        ///< the operation may or may not commit
     zxid_exhausted,         ///< the epoch's counter is used up (§1); a new election follows
+    too_large,              ///< a transaction above options::max_txn_bytes: never proposed
     // Storage.
     storage_failed = 300,   ///< fsync/truncate failed: the replica is in its terminal failed state
     corrupt,                ///< persistent data fails its checks
@@ -53,6 +54,7 @@ public:
             case errc::shutting_down: return "shutting down";
             case errc::outcome_unknown: return "outcome unknown";
             case errc::zxid_exhausted: return "zxid counter exhausted in this epoch";
+            case errc::too_large: return "transaction larger than the configured maximum";
             case errc::storage_failed: return "storage failed; replica stopped";
             case errc::corrupt: return "persistent data is corrupt";
             case errc::compacted: return "log range compacted into a snapshot";

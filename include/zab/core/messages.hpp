@@ -102,6 +102,19 @@ struct snap_ack {
     friend bool operator==(const snap_ack&, const snap_ack&) = default;
 };
 
+/// Learner → leader: the synced history up to `received` arrived (SYNCACK). The learner
+/// sends one every `sync_ack_every_records` records or `sync_ack_every_bytes` bytes of
+/// history; the leader keeps at most `options::sync_window_records` records and
+/// `options::sync_window_bytes` bytes of history unanswered (flow control, §5.2).
+struct sync_ack {
+    zxid received;
+    friend bool operator==(const sync_ack&, const sync_ack&) = default;
+};
+/// When a syncing learner answers with SYNCACK: protocol constants, not options, so that a
+/// leader's window (validated to be at least these) always gets an answer.
+inline constexpr std::uint64_t sync_ack_every_records = 64;
+inline constexpr std::uint64_t sync_ack_every_bytes = 256 * 1024;
+
 /// Leader → learner: all sync traffic is queued; acknowledge once it is durable (§5.3).
 /// `epoch_zxid` is `(e, 0)`.
 struct new_leader {
@@ -183,6 +196,7 @@ enum class reply_outcome : std::uint8_t {
     not_leader = 1,      ///< the leader is not established (or steps down): never proposed
     backpressure = 2,    ///< a bound of the leader's was reached: never proposed
     zxid_exhausted = 3,  ///< the epoch's counter is used up (§1): never proposed
+    too_large = 4,       ///< above the leader's options::max_txn_bytes: never proposed
 };
 
 /// Leader → learner: the answer to the write REQUEST `request_id` (§6.1). A refusal is
@@ -196,8 +210,8 @@ struct reply {
 
 /// Any message. The variant index is not the wire type: see `message_type`.
 using message = std::variant<notification, follower_info, observer_info, leader_info, ack_epoch,
-                             diff, trunc, snap, snap_ack, new_leader, ack, up_to_date, proposal, commit,
-                             inform, request, ping, sync, reply>;
+                             diff, trunc, snap, snap_ack, sync_ack, new_leader, ack, up_to_date,
+                             proposal, commit, inform, request, ping, sync, reply>;
 
 /// Wire type byte of each message. Stable: never renumber, only add.
 enum class message_type : std::uint8_t {
@@ -213,6 +227,7 @@ enum class message_type : std::uint8_t {
     ack = 24,
     up_to_date = 25,
     snap_ack = 26,
+    sync_ack = 27,
     proposal = 30,
     commit = 31,
     inform = 32,
@@ -235,6 +250,7 @@ ZAB_MESSAGE_TYPE(diff)
 ZAB_MESSAGE_TYPE(trunc)
 ZAB_MESSAGE_TYPE(snap)
 ZAB_MESSAGE_TYPE(snap_ack)
+ZAB_MESSAGE_TYPE(sync_ack)
 ZAB_MESSAGE_TYPE(new_leader)
 ZAB_MESSAGE_TYPE(ack)
 ZAB_MESSAGE_TYPE(up_to_date)
@@ -269,6 +285,7 @@ constexpr std::string_view to_string(message_type t) noexcept {
         case message_type::trunc: return "TRUNC";
         case message_type::snap: return "SNAP";
         case message_type::snap_ack: return "SNAPACK";
+        case message_type::sync_ack: return "SYNCACK";
         case message_type::new_leader: return "NEWLEADER";
         case message_type::ack: return "ACK";
         case message_type::up_to_date: return "UPTODATE";

@@ -6,6 +6,7 @@
 
 #include "zab/core/error.hpp"
 #include "zab/core/logging.hpp"
+#include "zab/core/messages.hpp"
 
 namespace zab {
 
@@ -80,6 +81,30 @@ struct options {
     std::uint32_t snapshot_chunk_bytes = 1u << 20;
     std::uint32_t snapshot_chunks_in_flight = 4;
 
+    /// The committed history a sync sends (after DIFF, TRUNC or the last SNAP chunk) is
+    /// streamed: at most this many records and bytes of it unanswered by the learner's
+    /// SYNCACK, so a learner far behind adds a bounded amount to the leader's queues (and
+    /// is never dropped for the size of its sync). At least `sync_ack_every_records` /
+    /// `sync_ack_every_bytes` (messages.hpp), which is when a learner answers.
+    std::uint32_t sync_window_records = 1024;
+    std::uint32_t sync_window_bytes = 4u << 20;
+    /// A syncing learner holds the history in memory until NEWLEADER makes it durable
+    /// (§5.3); beyond this many bytes it gives up the sync with a logged reason. A leader
+    /// whose log's snapshot is followed by more history than this syncs a learner from the
+    /// state machine's snapshot instead (see `snapshot_every_bytes`).
+    std::uint64_t max_sync_buffer_bytes = 256ull << 20;
+    /// The largest snapshot a learner accepts by SNAP (it is held in memory until NEWLEADER
+    /// installs it); a larger announced size ends the sync with a logged reason before any
+    /// of it is buffered. zab::file_log refuses to write a snapshot above its own
+    /// `file_log_options::max_snapshot_bytes` (1 GiB by default): keep the two equal.
+    std::uint64_t max_snapshot_bytes = 1ull << 30;
+
+    /// The largest transaction `submit` and `propose` accept (and the leader accepts from a
+    /// learner); larger ones are refused with `errc::too_large`, definitely. It must fit a
+    /// frame (`codec_limits::max_payload_bytes` less framing) and the log's record limit
+    /// (zab::file_log: `file_log_options::max_record_bytes`, checked by zab::asio::node).
+    std::uint32_t max_txn_bytes = 1u << 20;
+
     /// ZOOKEEPER-261: this replica's data directory was wiped or replaced (its disk lost
     /// what it may have acknowledged). Until a leader has synced it — until its durable
     /// current epoch is above 0 — it votes for nobody, joins the leader as an observer and
@@ -116,6 +141,22 @@ struct options {
             return "snapshot_chunk_bytes must leave room for framing in a 64 MiB frame";
         if (snapshot_chunks_in_flight == 0)
             return "snapshot_chunks_in_flight must be at least 1";
+        if (sync_window_records < sync_ack_every_records)
+            return "sync_window_records must be at least sync_ack_every_records (64)";
+        if (sync_window_bytes < sync_ack_every_bytes)
+            return "sync_window_bytes must be at least sync_ack_every_bytes (256 KiB)";
+        if (max_txn_bytes == 0) return "max_txn_bytes must be at least 1";
+        if (max_txn_bytes > (64u << 20) - 64)
+            return "max_txn_bytes must leave room for framing in a 64 MiB frame";
+        if (max_sync_buffer_bytes < max_txn_bytes)
+            return "max_sync_buffer_bytes must hold at least one transaction (max_txn_bytes)";
+        // What one step of a sync may queue for a learner beyond its window: the proposals
+        // in flight, each with its COMMIT, and the handful of sync messages around them.
+        if (std::uint64_t{max_learner_backlog} <
+            2ull * sync_window_records + 2ull * max_outstanding_proposals + 16)
+            return "max_learner_backlog must exceed 2 * (sync_window_records + "
+                   "max_outstanding_proposals) + 16: a learner's sync would be dropped for its "
+                   "size";
         if (initial_counter >= 0xfffffffeu)
             return "initial_counter must leave room for a proposal (below 2^32 - 2)";
         return {};

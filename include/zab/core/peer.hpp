@@ -131,7 +131,7 @@ public:
         }
         // A learner's earlier connection is gone: so is what it had been told, and what it
         // acknowledged, on it.
-        ctx_.forget_learner(from);
+        ctx_.forget_learner(from, "a new connection");
         set_connection(from, connection);
         if (election_started_) election_.on_connected(from);
         if (ctx_.learning) discovery_.learner_on_connected(from);
@@ -143,7 +143,7 @@ public:
         if (failed()) return;
         if (ctx_.connection_to(from) != connection) return;  // an older connection
         erase_connection(from);
-        ctx_.forget_learner(from);
+        ctx_.forget_learner(from, "its connection was lost");
         // §0: a learner that loses its leader goes back to election.
         if (ctx_.learning && from == ctx_.learning->leader) ctx_.request_election("lost the leader");
         end_step();
@@ -204,7 +204,7 @@ public:
     }
 
     /// Proposes a transaction at the established leader and returns its zxid at once
-    /// (`errc::not_leader`, `backpressure` or `zxid_exhausted` otherwise). The low-level path:
+    /// (`errc::too_large`, `not_leader`, `backpressure` or `zxid_exhausted` otherwise). The low-level path:
     /// no completion follows; the state machine sees the transaction once committed. To
     /// write from any replica with an outcome, use `submit`.
     result<zxid> propose(byte_view txn) {
@@ -216,13 +216,16 @@ public:
 
     /// Submits a client write on this replica, leader or learner (§6.1). Exactly one
     /// `client_completion` with the returned id follows (from `take_completions`): the zxid
-    /// once the write is applied here; a definite error (`not_leader` with the known
-    /// leader as hint, `backpressure`, `zxid_exhausted`, `storage_failed`) when it was never
-    /// proposed; `outcome_unknown` when this replica lost its leader before learning.
+    /// once the write is applied here; a definite error (`too_large` above
+    /// options::max_txn_bytes, `not_leader` with the known leader as hint, `backpressure`,
+    /// `zxid_exhausted`, `storage_failed`) when it was never proposed; `outcome_unknown` when
+    /// this replica lost its leader before learning.
     request_id submit(byte_view txn) {
         const request_id id = ctx_.clients.next_id();
         if (const auto refusal = client_refusal()) {
             ctx_.clients.fail_now(id, client_op::write, *refusal);
+        } else if (txn.size() > ctx_.opts().max_txn_bytes) {
+            ctx_.clients.fail_now(id, client_op::write, errc::too_large);
         } else if (ctx_.leading && ctx_.leading->established) {
             auto proposed = broadcast_.propose(txn);
             if (proposed)
@@ -323,6 +326,30 @@ public:
     bool established() const noexcept {
         return (ctx_.leading && ctx_.leading->established) ||
                (ctx_.learning && ctx_.learning->at == learner_state::stage::broadcasting);
+    }
+    /// Leader: every learner connected now, with its sync stage and how many of its syncs in
+    /// a row have failed (and why the last one did). Empty unless LEADING.
+    std::vector<learner_status> learners() const {
+        std::vector<learner_status> out;
+        if (!ctx_.leading) return out;
+        for (const auto& link : ctx_.leading->links) {
+            const auto trouble = sync_trouble(link.id);
+            out.push_back({link.id, link.type, link.at, link.last_acked, trouble.failures,
+                           trouble.last_reason});
+        }
+        return out;
+    }
+    /// Leader: learner `id`'s failed syncs in a row, connected or not (zero once synced).
+    learner_sync_trouble sync_trouble(peer_id id) const {
+        if (ctx_.leading)
+            for (const auto& [learner, trouble] : ctx_.leading->sync_trouble)
+                if (learner == id) return trouble;
+        return {};
+    }
+    /// Learner: its own stage with its leader (nothing unless FOLLOWING or OBSERVING).
+    std::optional<learner_state::stage> learner_stage() const {
+        if (!ctx_.learning) return std::nullopt;
+        return ctx_.learning->at;
     }
     const election_type& election() const noexcept { return election_; }
     const peer_context& context() const noexcept { return ctx_; }
@@ -575,19 +602,26 @@ private:
     void dispatch(peer_id from, const snap& m, const shared_bytes& frame) {
         if (!from_my_leader(from)) return ignore();
         synchronization_.learner_on_snap(m, frame);
-        snapshot_progress();
+        sync_progress();
     }
     void dispatch(peer_id from, const snap_ack& m, const shared_bytes&) {
         learner_link* link = find_link(from);
         if (link == nullptr) return ignore();
         synchronization_.leader_on_snap_ack(*link, m);
-        snapshot_progress();
+        sync_progress();
+    }
+    void dispatch(peer_id from, const sync_ack& m, const shared_bytes&) {
+        learner_link* link = find_link(from);
+        if (link == nullptr) return ignore();
+        synchronization_.leader_on_sync_ack(*link, m);
+        sync_progress();
     }
 
-    /// A SNAP chunk went through: init_limit bounds the time between chunks, not the whole
-    /// transfer, so a large state can still be synced (§4: initLimit exists to catch a peer
-    /// that stopped, and one that keeps streaming has not).
-    void snapshot_progress() {
+    /// A SNAP chunk or a window of history went through: init_limit bounds the time between
+    /// them, not the whole transfer, so a large state or a long history can still be synced
+    /// (§4: initLimit exists to catch a peer that stopped, and one that keeps streaming has
+    /// not).
+    void sync_progress() {
         if (establish_deadline_ && (ctx_.learning || ctx_.leading))
             establish_deadline_ = std::max(*establish_deadline_,
                                            ctx_.now_tick + ctx_.opts().init_limit_ticks);
@@ -611,7 +645,7 @@ private:
             broadcast_.leader_on_ack(*link, m);
         else {
             ignore();
-            ctx_.drop_learner(from);
+            ctx_.drop_learner(from, "an ACK before NEWLEADER");
         }
     }
 
@@ -620,12 +654,14 @@ private:
         if (!at) return ignore();
         const log_record record{m.id, frame.slice(m.txn)};
         using stage = learner_state::stage;
-        if (*at == stage::syncing)
+        if (*at == stage::syncing) {
             synchronization_.learner_on_sync_proposal(record);
-        else if (*at == stage::awaiting_uptodate || *at == stage::broadcasting)
+            sync_progress();
+        } else if (*at == stage::awaiting_uptodate || *at == stage::broadcasting) {
             broadcast_.learner_on_proposal(record);
-        else
+        } else {
             ctx_.leader_misbehaved("PROPOSAL before the sync began");
+        }
     }
 
     void dispatch(peer_id from, const commit& m, const shared_bytes&) {
@@ -682,7 +718,7 @@ private:
         ++ctx_.counters.bad_frames;
         zab::log(log_level::warn, "peer {}: bad frame from {}: {}; closing the connection",
                  ctx_.self(), from, why);
-        if (ctx_.leading) ctx_.drop_learner(from);
+        if (ctx_.leading) ctx_.drop_learner(from, "a bad frame");
         else ctx_.close(from);
         if (ctx_.learning && from == ctx_.learning->leader)
             ctx_.request_election("bad frame from the leader");
@@ -717,32 +753,39 @@ private:
             if (ctx_.learning) synchronization_.learner_advance();
             if (established()) establish_deadline_.reset();
             rejoin_as_voter_once_synced();
+            if (ctx_.storage_error_) break;
             if (!std::exchange(ctx_.election_requested_, false)) break;
             zab::log(log_level::info, "peer {}: back to LOOKING: {}", ctx_.self(),
                      ctx_.election_reason_);
             leave_role();
             enter_looking();
         }
+        if (ctx_.storage_error_) return on_storage_failed(ctx_.storage_error_);
         if (!failed()) ctx_.maybe_compact();
         ctx_.flush_storage();
         maybe_start_election();
-        drop_learners_over_backlog();
         release_frames();
+        if (drop_learners_over_backlog()) release_frames();  // their closes, and the rest
     }
 
-    /// A learner whose held frames exceed `max_learner_backlog` is disconnected: it resyncs
-    /// when it comes back, and nobody else waits for it.
-    void drop_learners_over_backlog() {
-        if (!ctx_.leading || ctx_.outbox_.size() <= ctx_.opts().max_learner_backlog) return;
+    /// A learner whose frames still held after the release exceed `max_learner_backlog`
+    /// (waiting for durability it cannot get) is disconnected: it resyncs when it comes
+    /// back, and nobody else waits for it. Frames the release handed to the transport do
+    /// not count: a sync streams under flow control, and is never dropped for its length.
+    bool drop_learners_over_backlog() {
+        if (!ctx_.leading || ctx_.outbox_.size() <= ctx_.opts().max_learner_backlog) return false;
         std::map<peer_id, std::size_t> held;
         for (const auto& f : ctx_.outbox_) ++held[f.to];
+        bool dropped = false;
         for (const auto& [id, count] : held) {
             if (count <= ctx_.opts().max_learner_backlog) continue;
             zab::log(log_level::warn, "peer {}: learner {} has {} frames held (max {}); dropped",
                      ctx_.self(), id, count, ctx_.opts().max_learner_backlog);
             ++ctx_.counters.learners_over_backlog;
-            ctx_.drop_learner(id);
+            ctx_.drop_learner(id, "too many frames held for it (max_learner_backlog)");
+            dropped = true;
         }
+        return dropped;
     }
 
     /// Hands every queued frame whose durability conditions hold to the transport, in order

@@ -74,6 +74,8 @@ struct peer_counters {
     std::uint64_t requests_refused = 0;     ///< leader: forwarded writes refused (a REPLY error)
     std::uint64_t syncs_answered = 0;       ///< leader: syncs confirmed by a quorum round (§7)
     std::uint64_t learners_over_backlog = 0;///< leader: learners dropped for their backlog
+    std::uint64_t learner_sync_failures = 0;///< leader: learner links ended before synced
+    std::uint64_t sync_buffer_overflows = 0;///< learner: syncs given up (max_sync_buffer_bytes)
     std::uint64_t compactions = 0;          ///< log compactions (options::snapshot_every)
     std::uint64_t snapshots_handed_off = 0; ///< snapshots serialized by the driver
 };
@@ -202,9 +204,10 @@ public:
     }
 
     /// Leader: forgets learner `id` and closes its connection (a protocol violation, or
-    /// silence). It may come back on a new connection with a new FOLLOWERINFO.
-    void drop_learner(peer_id id) {
-        forget_learner(id);
+    /// silence; `why` says which). It may come back on a new connection with a new
+    /// FOLLOWERINFO.
+    void drop_learner(peer_id id, const char* why) {
+        forget_learner(id, why);
         close(id);
     }
 
@@ -215,13 +218,45 @@ public:
     /// learner that comes back is synced again, and that sync may TRUNC away a proposal it
     /// had acknowledged; counting the old ACK with the leader's own would commit a write
     /// that only the leader holds durably (§10.7; issue 15 defect 1).
-    void forget_learner(peer_id id) {
+    /// A link that ends before its learner was synced counts as a failed sync (`why`):
+    /// repeated failures are logged at warning level and reported by `peer::learners()`.
+    void forget_learner(peer_id id, const char* why) {
         if (!leading) return;
+        for (const auto& link : leading->links)
+            if (link.id == id && link.at != learner_link::stage::broadcasting)
+                note_sync_failure(id, why);
         std::erase_if(leading->links, [&](const learner_link& k) { return k.id == id; });
         for (auto& p : leading->outstanding) p.acks.erase(id);
         leading->newleader_acks.erase(id);
     }
 
+    /// Leader: learner `id`'s sync trouble (failures in a row), created on first use.
+    learner_sync_trouble& sync_trouble_of(peer_id id) {
+        for (auto& [learner, trouble] : leading->sync_trouble)
+            if (learner == id) return trouble;
+        return leading->sync_trouble.emplace_back(id, learner_sync_trouble{}).second;
+    }
+
+    /// Syncs in a row that fail before this is reported as a learner that cannot sync.
+    static constexpr std::uint64_t sync_failures_reported = 3;
+
+    void note_sync_failure(peer_id id, const char* why) {
+        auto& trouble = sync_trouble_of(id);
+        ++trouble.failures;
+        trouble.last_reason = why;
+        ++counters.learner_sync_failures;
+        if (trouble.failures >= sync_failures_reported)
+            log(log_level::warn, "peer {}: learner {} failed to sync {} times in a row; last: {}",
+                self_, id, trouble.failures, why);
+    }
+
+    /// Storage failed outside a completion (a read of the log): the peer stops at the end
+    /// of the step, as at a failed fsync (DESIGN.md rule 6). A read error never stands for a
+    /// shorter history (issue 15 defect 7).
+    void storage_error(std::error_code error, const char* what) {
+        log(log_level::error, "peer {}: {}: {}", self_, what, error.message());
+        if (!storage_error_) storage_error_ = error;
+    }
     /// Learner: the leader sent something that breaks the protocol; count it and look for a
     /// leader again (never an assertion: DESIGN.md rule 6).
     void leader_misbehaved(const char* what) {
@@ -328,7 +363,15 @@ public:
             if (upto.epoch() == last_applied.epoch())
                 wanted = std::min<std::size_t>(wanted, upto.counter() - last_applied.counter());
             auto chunk = storage_->read(last_applied, wanted);
-            if (!chunk || chunk.value().empty()) return;
+            if (!chunk) return storage_error(chunk.error(), "reading committed records to apply");
+            if (chunk.value().empty()) {
+                // Committed by the leader's word, and logged: a log that ends before it
+                // lost records it reported durable.
+                log(log_level::error, "peer {}: the log ends at {}, before committed {}", self_,
+                    last_applied, upto);
+                return storage_error(make_error_code(errc::corrupt),
+                                     "the log lacks committed records");
+            }
             for (const auto& record : chunk.value()) {
                 if (record.id > upto) return;
                 apply(record);
@@ -345,6 +388,11 @@ public:
     }
 
     shared_bytes machine_snapshot() const { return machine_->snapshot(); }
+    /// Bytes of transactions applied since the last compaction: about how much history
+    /// follows the log's snapshot.
+    std::uint64_t history_bytes_after_snapshot() const noexcept {
+        return applied_bytes_since_compaction_;
+    }
     result<void> restore_machine(zxid z, byte_view state) {
         auto restored = machine_->restore(z, state);
         if (restored) {
@@ -521,6 +569,7 @@ private:
     storage_op durable_log_op_ = 0;
     storage_op durable_epoch_op_ = 0;
 
+    std::error_code storage_error_;  ///< a read failed in this step: the peer stops
     std::optional<election_decision> pending_decision_;
     std::optional<election_decision> last_decision_;
     std::uint64_t decisions_ = 0;

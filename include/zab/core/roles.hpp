@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <deque>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "zab/core/bytes.hpp"
@@ -29,6 +30,7 @@ struct learner_link {
         awaiting_ack_epoch, ///< LEADERINFO sent
         awaiting_sync,      ///< ACKEPOCH in; waits for the epoch quorum before its sync
         streaming_snapshot, ///< SNAP chunks going out as SNAPACKs come back (§5.2 step 5)
+        streaming_history,  ///< committed history going out as SYNCACKs come back
         awaiting_newleader_ack,  ///< sync traffic and NEWLEADER queued
         awaiting_uptodate,  ///< NEWLEADER acknowledged; UPTODATE once the leader is established
         broadcasting,       ///< UPTODATE sent
@@ -50,6 +52,33 @@ struct learner_link {
     /// one at a time) and the zxid it was taken at.
     shared_bytes snapshot;
     zxid snapshot_base;
+    /// History flow control (§5.2 steps 3–5): the last committed record queued for the
+    /// learner, and the records queued that its SYNCACKs have not confirmed yet, oldest first.
+    zxid history_queued;
+    std::deque<std::pair<zxid, std::uint64_t>> history_unacked;  ///< (zxid, bytes)
+    std::uint64_t history_unacked_bytes = 0;
+};
+
+/// Name of a leader-side learner stage, for logs and status output.
+constexpr const char* to_string(learner_link::stage s) noexcept {
+    switch (s) {
+        case learner_link::stage::awaiting_epoch: return "awaiting_epoch";
+        case learner_link::stage::awaiting_ack_epoch: return "awaiting_ack_epoch";
+        case learner_link::stage::awaiting_sync: return "awaiting_sync";
+        case learner_link::stage::streaming_snapshot: return "streaming_snapshot";
+        case learner_link::stage::streaming_history: return "streaming_history";
+        case learner_link::stage::awaiting_newleader_ack: return "awaiting_newleader_ack";
+        case learner_link::stage::awaiting_uptodate: return "awaiting_uptodate";
+        case learner_link::stage::broadcasting: return "broadcasting";
+    }
+    return "?";
+}
+
+/// Why a learner's last syncs ended before it was synced, kept by the leader across the
+/// learner's connections (issue 15 defect 2: a learner that cannot sync is reported).
+struct learner_sync_trouble {
+    std::uint64_t failures = 0;   ///< syncs in a row that ended before UPTODATE
+    const char* last_reason = "";
 };
 
 /// A sync waiting at the leader for a heartbeat round that a quorum answers (§7): answered
@@ -87,6 +116,8 @@ struct leader_state {
     peer_set loyal_voters;
     std::uint64_t election_round = 0;
     std::vector<learner_link> links;
+    /// Learners whose syncs keep failing (failures in a row, reset once one is synced).
+    std::vector<std::pair<peer_id, learner_sync_trouble>> sync_trouble;
     zxid last_proposed;
     /// How many of `outstanding`, from the front, carry the leader's own (durable) ack.
     std::size_t self_acked_count = 0;
@@ -138,6 +169,10 @@ struct learner_state {
     /// history, SNAP) and every COMMIT received.
     zxid known_committed;
     std::vector<log_record> buffered;  ///< proposals received during sync, not yet logged
+    std::uint64_t buffered_bytes = 0;  ///< their transactions' bytes (max_sync_buffer_bytes)
+    /// History received since the last SYNCACK (flow control, messages.hpp).
+    std::uint64_t unacked_records = 0;
+    std::uint64_t unacked_bytes = 0;
     /// Logged or buffered proposals not yet applied, oldest first: COMMITs must name the head.
     std::deque<log_record> unapplied;
     std::uint64_t last_heard_tick = 0;
@@ -145,7 +180,6 @@ struct learner_state {
     storage_op newleader_log_op = 0;
     storage_op newleader_epoch_op = 0;
     bool newleader_pending = false;
-    bool truncated = false;                  ///< this sync truncated the log (TRUNC)
     std::optional<log_snapshot> snapshot;    ///< this sync installed a snapshot (SNAP)
     /// A SNAP arriving in chunks; `snapshot` is set once the last one is in. (No default
     /// member initializers: clang 14 cannot default-construct a nested class that has them
@@ -156,6 +190,29 @@ struct learner_state {
         std::vector<std::byte> bytes;
     };
     std::optional<incoming_snapshot> receiving;
+};
+
+/// Name of a learner's own stage, for logs and status output.
+constexpr const char* to_string(learner_state::stage s) noexcept {
+    switch (s) {
+        case learner_state::stage::awaiting_leader_info: return "awaiting_leader_info";
+        case learner_state::stage::awaiting_sync: return "awaiting_sync";
+        case learner_state::stage::syncing: return "syncing";
+        case learner_state::stage::awaiting_uptodate: return "awaiting_uptodate";
+        case learner_state::stage::broadcasting: return "broadcasting";
+    }
+    return "?";
+}
+
+/// One learner as its leader sees it: `peer::learners()` (the stable view for drivers,
+/// metrics and tests; the rest of `leader_state` is the core's own).
+struct learner_status {
+    peer_id id = 0;
+    learner_type type = learner_type::participant;
+    learner_link::stage stage = learner_link::stage::awaiting_epoch;
+    zxid last_acked;                   ///< highest proposal it acknowledged on this link
+    std::uint64_t sync_failures = 0;   ///< its syncs in a row that ended before UPTODATE
+    const char* last_sync_failure = "";
 };
 
 }  // namespace zab

@@ -27,7 +27,7 @@ public:
     // --- leader side ----------------------------------------------------------------------
 
     /// The peer just became LEADING: its history (all of its log) is what it will sync from.
-    /// Returns false if the log cannot be read (the peer then stops leading).
+    /// Returns false if the log cannot be read (a storage failure: the peer stops).
     bool leader_start() {
         auto& l = *ctx_.leading;
         zxid after;
@@ -39,8 +39,7 @@ public:
         for (;;) {
             auto chunk = ctx_.read_log(after, 1024);
             if (!chunk) {
-                zab::log(log_level::error, "peer {}: cannot read its own log ({})", ctx_.self(),
-                         chunk.error().message());
+                ctx_.storage_error(chunk.error(), "reading its own log to lead");
                 return false;
             }
             if (chunk.value().empty()) break;
@@ -76,6 +75,7 @@ public:
                 if (link.at != learner_link::stage::awaiting_uptodate) continue;
                 ctx_.send(link.id, up_to_date{});
                 link.at = learner_link::stage::broadcasting;
+                std::erase_if(l.sync_trouble, [&](const auto& t) { return t.first == link.id; });
             }
         }
     }
@@ -85,7 +85,7 @@ public:
         auto& l = *ctx_.leading;
         if (m.acked != zxid{l.epoch, 0}) {
             ++ctx_.counters.unexpected_messages;
-            ctx_.drop_learner(link.id);
+            ctx_.drop_learner(link.id, "its first message after NEWLEADER is not its ACK");
             return;
         }
         link.at = learner_link::stage::awaiting_uptodate;
@@ -99,11 +99,34 @@ public:
     void leader_on_snap_ack(learner_link& link, const snap_ack& m) {
         if (m.received <= link.snapshot_acknowledged || m.received > link.snapshot_queued) {
             ++ctx_.counters.unexpected_messages;
-            ctx_.drop_learner(link.id);
+            ctx_.drop_learner(link.id, "a SNAPACK of bytes never sent");
             return;
         }
         link.snapshot_acknowledged = m.received;
         if (link.at == learner_link::stage::streaming_snapshot) stream_snapshot(link);
+    }
+
+    /// SYNCACK: the learner has the history up to `received`; more may go. While the
+    /// history streams it must name a record queued and not yet confirmed; once the sync has
+    /// moved on (NEWLEADER queued) late answers are ignored — they may then also name
+    /// proposals of the broadcast that followed, up to the leader's last one.
+    void leader_on_sync_ack(learner_link& link, const sync_ack& m) {
+        const auto& l = *ctx_.leading;
+        const bool streaming = link.at == learner_link::stage::streaming_history;
+        const zxid bound =
+            streaming ? link.history_queued : std::max(l.last_proposed, l.max_committed());
+        const bool known = m.received <= bound;
+        if (!known || (streaming && (link.history_unacked.empty() ||
+                                     m.received < link.history_unacked.front().first))) {
+            ++ctx_.counters.unexpected_messages;
+            ctx_.drop_learner(link.id, "a SYNCACK of history never sent");
+            return;
+        }
+        while (!link.history_unacked.empty() && link.history_unacked.front().first <= m.received) {
+            link.history_unacked_bytes -= link.history_unacked.front().second;
+            link.history_unacked.pop_front();
+        }
+        if (streaming) stream_history(link);
     }
 
     // --- learner side ---------------------------------------------------------------------
@@ -125,7 +148,6 @@ public:
         auto& s = *ctx_.learning;
         std::erase_if(s.unapplied, [&](const log_record& r) { return r.id > m.truncate_to; });
         s.known_committed = std::max(s.known_committed, m.truncate_to);
-        s.truncated = true;
     }
 
     /// One SNAP chunk (§5.2 step 5). The first begins the sync; each must continue the one
@@ -134,6 +156,17 @@ public:
         auto& s = *ctx_.learning;
         if (m.offset == 0 && !s.receiving) {
             if (!begin_sync()) return;
+            if (m.total_size > ctx_.opts().max_snapshot_bytes) {
+                // Held in memory until NEWLEADER: an announced size is refused up front,
+                // before any of it is buffered (issue 15 defect 6).
+                zab::log(log_level::warn,
+                         "peer {}: leader {} announces a {}-byte snapshot, above "
+                         "max_snapshot_bytes ({}); giving up this sync",
+                         ctx_.self(), s.leader, m.total_size, ctx_.opts().max_snapshot_bytes);
+                ++ctx_.counters.sync_buffer_overflows;
+                ctx_.request_election("a snapshot above max_snapshot_bytes");
+                return;
+            }
             if (m.chunk.size() > m.total_size) {
                 ctx_.leader_misbehaved("a SNAP chunk beyond the snapshot's size");
                 return;
@@ -180,7 +213,18 @@ public:
             ctx_.leader_misbehaved("a hole in the synced history");
             return;
         }
+        s.buffered_bytes += record.txn.size();
+        if (s.buffered_bytes > ctx_.opts().max_sync_buffer_bytes) {
+            zab::log(log_level::warn,
+                     "peer {}: the history leader {} syncs passes max_sync_buffer_bytes ({}) at "
+                     "{}; giving up this sync",
+                     ctx_.self(), s.leader, ctx_.opts().max_sync_buffer_bytes, record.id);
+            ++ctx_.counters.sync_buffer_overflows;
+            ctx_.request_election("synced history above max_sync_buffer_bytes");
+            return;
+        }
         s.buffered.push_back(record);
+        s.unacked_bytes += record.txn.size();
     }
 
     /// A COMMIT during synchronization or before UPTODATE: remembered (§5.3, ZOOKEEPER-4394).
@@ -196,6 +240,14 @@ public:
             return false;
         }
         s.known_committed = std::max(s.known_committed, m.id);
+        // Flow control: the leader streams at most its window unanswered (messages.hpp).
+        if (s.at == learner_state::stage::syncing &&
+            (++s.unacked_records >= sync_ack_every_records ||
+             s.unacked_bytes >= sync_ack_every_bytes)) {
+            ctx_.send(s.leader, sync_ack{m.id});
+            s.unacked_records = 0;
+            s.unacked_bytes = 0;
+        }
         return true;
     }
 
@@ -218,6 +270,7 @@ public:
             }
         }
         s.buffered.clear();
+        s.buffered_bytes = 0;
         // The history's last log operation (append, TRUNC or SNAP): everything before it too.
         s.newleader_log_op = std::max(op, ctx_.last_log_op());
         s.newleader_pending = true;
@@ -268,12 +321,23 @@ public:
 
 protected:  // the building blocks of the phase, for policies derived from this one
     std::optional<zxid> last_record_before_epoch(epoch_t e) {
-        // The log's records are ascending: the last one below epoch e.
+        // The log's records are ascending: the last one below epoch e. A snapshot in the
+        // log (an earlier sync's SNAP, interrupted before UPTODATE) stands for the records up
+        // to it, and reading starts there: below it the log has nothing to read.
         std::optional<zxid> found;
         zxid after = ctx_.last_applied;
+        if (const auto snapshot = ctx_.log_snapshot_in_effect();
+            snapshot && snapshot->last_included > after) {
+            after = snapshot->last_included;
+            if (after.epoch() < e) found = after;
+        }
         for (;;) {
             auto chunk = ctx_.read_log(after, 1024);
-            if (!chunk || chunk.value().empty()) return found;
+            if (!chunk) {
+                ctx_.storage_error(chunk.error(), "reading the log for its older epochs");
+                return found;
+            }
+            if (chunk.value().empty()) return found;
             for (const auto& record : chunk.value()) {
                 if (record.id.epoch() >= e) return found;
                 found = record.id;
@@ -339,12 +403,8 @@ protected:  // the building blocks of the phase, for policies derived from this 
                 ++ctx_.counters.syncs_diff;
                 ctx_.send(link.id, diff{max});
             }
-            for (const auto& record : l.committed) {
-                if (record.id <= plan->send_after) continue;
-                ctx_.send(link.id, proposal{record.id, record.txn.view()});
-                ctx_.send(link.id, commit{record.id});
-            }
-            queued = max;
+            start_history(link, plan->send_after);
+            return;
         } else {
             // Anything else: SNAP (§5.2 step 5): committed state, streamed in chunks; the
             // rest of the sync follows its last chunk (finish_snapshot_sync).
@@ -375,7 +435,13 @@ protected:  // the building blocks of the phase, for policies derived from this 
     void start_snapshot_sync(learner_link& link) {
         zxid base = ctx_.last_applied;
         shared_bytes state;
-        if (auto logged = ctx_.log_snapshot_in_effect()) {
+        // The log's snapshot, unless so much history follows it that a learner could not
+        // buffer it until NEWLEADER (max_sync_buffer_bytes): then the state machine's, taken
+        // now, which the recent window follows.
+        auto logged = ctx_.log_snapshot_in_effect();
+        if (logged && ctx_.history_bytes_after_snapshot() > ctx_.opts().max_sync_buffer_bytes / 2)
+            logged.reset();
+        if (logged) {
             base = logged->last_included;
             state = logged->state;
         } else {
@@ -414,49 +480,84 @@ protected:  // the building blocks of the phase, for policies derived from this 
         if (link.snapshot_queued == total) finish_snapshot_sync(link);
     }
 
-    /// The last chunk is queued: every committed record after the snapshot up to the
-    /// history's end now — gapless, or no NEWLEADER at all (the learner is dropped).
+    /// The last chunk is queued: the committed history after the snapshot streams next.
     void finish_snapshot_sync(learner_link& link) {
-        auto& l = *ctx_.leading;
-        const zxid max = l.max_committed();
-        auto history = committed_after(link.snapshot_base, max);
         link.snapshot = {};
-        if (!history) {
-            zab::log(log_level::error,
-                     "peer {}: cannot read its committed history after {} for a SNAP to {}; "
-                     "learner dropped",
-                     ctx_.self(), link.snapshot_base, link.id);
-            ctx_.drop_learner(link.id);
-            return;
-        }
-        for (const auto& record : *history) {
-            ctx_.send(link.id, proposal{record.id, record.txn.view()});
-            ctx_.send(link.id, commit{record.id});
-        }
-        finish_sync(link, max);
+        start_history(link, link.snapshot_base);
     }
 
-    /// The committed records after `after` up to `upto`, gapless: from the in-memory window
-    /// when it reaches back that far, else from the log; nothing when neither can (the log
-    /// was compacted past `after`, or cannot be read).
-    std::optional<std::vector<log_record>> committed_after(zxid after, zxid upto) {
+    /// §5.2 steps 3–5: the committed records after `after` go to the learner as
+    /// PROPOSAL+COMMIT pairs, streamed under flow control (stream_history).
+    void start_history(learner_link& link, zxid after) {
+        link.history_queued = after;
+        link.history_unacked.clear();
+        link.history_unacked_bytes = 0;
+        link.at = learner_link::stage::streaming_history;
+        stream_history(link);
+    }
+
+    /// Queues committed records while fewer than `sync_window_records` records and
+    /// `sync_window_bytes` bytes are unanswered; once the learner has everything committed
+    /// so far — the commit point at that moment, which moves while the history streams —
+    /// the rest of the sync (finish_sync). Memory bound: a learner's sync adds at most a
+    /// window to the leader's queues, whatever its length (issue 15 defect 2). Gapless or
+    /// nothing: if the history cannot be read (compacted away meanwhile) the learner is
+    /// dropped and syncs again, by SNAP.
+    void stream_history(learner_link& link) {
+        auto& l = *ctx_.leading;
+        const auto& o = ctx_.opts();
+        while (link.history_unacked.size() < o.sync_window_records &&
+               link.history_unacked_bytes < o.sync_window_bytes) {
+            const zxid max = l.max_committed();
+            if (link.history_queued >= max) {
+                finish_sync(link, link.history_queued);
+                return;
+            }
+            const std::size_t room = o.sync_window_records - link.history_unacked.size();
+            auto history = committed_after(link.history_queued, max, room);
+            if (!history || history->empty()) {
+                zab::log(log_level::warn,
+                         "peer {}: cannot read its committed history after {} to sync {}; "
+                         "learner dropped",
+                         ctx_.self(), link.history_queued, link.id);
+                ctx_.drop_learner(link.id, "its history could not be read");
+                return;
+            }
+            for (const auto& record : *history) {
+                ctx_.send(link.id, proposal{record.id, record.txn.view()});
+                ctx_.send(link.id, commit{record.id});
+                link.history_queued = record.id;
+                link.history_unacked.emplace_back(record.id, record.txn.size());
+                link.history_unacked_bytes += record.txn.size();
+                if (link.history_unacked_bytes >= o.sync_window_bytes) break;
+            }
+        }
+    }
+
+    /// At most `max_records` committed records after `after` up to `upto`, gapless: from
+    /// the in-memory window when it reaches back that far, else from the log; nothing when
+    /// neither can (the log was compacted past `after`, or a read failed: a storage failure).
+    std::optional<std::vector<log_record>> committed_after(zxid after, zxid upto,
+                                                           std::size_t max_records) {
         const auto& l = *ctx_.leading;
         std::vector<log_record> history;
         if (l.committed_base <= after) {
-            for (const auto& record : l.committed)
-                if (record.id > after && record.id <= upto) history.push_back(record);
+            for (const auto& record : l.committed) {
+                if (history.size() >= max_records || record.id > upto) break;
+                if (record.id > after) history.push_back(record);
+            }
             return history;
         }
-        while (after < upto) {
-            auto chunk = ctx_.read_log(after, 1024);
-            if (!chunk || chunk.value().empty() || !after.continued_by(chunk.value().front().id)) {
-                if (!chunk)
-                    zab::log(log_level::error, "peer {}: reading the log after {}: {}",
-                             ctx_.self(), after, chunk.error().message());
+        while (after < upto && history.size() < max_records) {
+            auto chunk = ctx_.read_log(after, std::min<std::size_t>(1024, max_records - history.size()));
+            if (!chunk) {
+                ctx_.storage_error(chunk.error(), "reading the committed history for a sync");
                 return std::nullopt;
             }
+            if (chunk.value().empty() || !after.continued_by(chunk.value().front().id))
+                return std::nullopt;
             for (auto& record : chunk.value()) {
-                if (record.id > upto) break;
+                if (record.id > upto) return history;
                 after = record.id;
                 history.push_back(std::move(record));
             }

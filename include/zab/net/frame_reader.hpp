@@ -4,8 +4,10 @@
 // `commit(n)`, then calls `next()` until it says "need more bytes". Small frames are read in
 // bulk into a staging buffer (many frames per read system call) and copied out one by one;
 // once the header of a frame larger than what is buffered has been checked, the frame gets
-// its own buffer of exactly its size and the rest of it is read straight into it (a 5 MB
-// SNAP is not copied twice).
+// its own buffer and the rest of it is read straight into it (a 5 MB SNAP is not copied
+// twice). That buffer grows with the bytes that really arrive — by doubling, from
+// `large_step_bytes` — never to the announced size at once: a peer that announces 64 MiB
+// and sends nothing costs a megabyte, not 64 (issue 15 defect 6).
 //
 // Every header is validated with `zab::decode_header` (codec.hpp) before anything is
 // allocated for its payload, so a peer cannot make us allocate more than `max_frame_size`
@@ -54,6 +56,7 @@ public:
     /// Where the next read should put its bytes: never empty while the reader has not failed.
     std::span<std::byte> read_buffer() {
         if (large_active_) {
+            if (large_filled_ == large_.size()) grow_large();
             return std::span<std::byte>{large_}.subspan(large_filled_);
         }
         if (staging_.empty()) {
@@ -83,7 +86,7 @@ public:
             return failure_;
         }
         if (large_active_) {
-            if (large_filled_ < large_.size()) {
+            if (large_filled_ < large_expected_) {
                 return std::optional<shared_bytes>{};
             }
             large_active_ = false;
@@ -107,7 +110,8 @@ public:
             return std::optional<shared_bytes>{shared_bytes::copy_of(buffered.first(frame_size))};
         }
         // Only part of a frame is here: give it its own buffer and read the rest into it.
-        large_.resize(frame_size);
+        large_expected_ = frame_size;
+        large_.resize(std::min(frame_size, available + large_step_bytes));
         std::memcpy(large_.data(), buffered.data(), available);
         large_filled_ = available;
         large_active_ = true;
@@ -120,7 +124,18 @@ public:
         return (end_ - begin_) + (large_active_ ? large_filled_ : 0);
     }
 
+    /// The first growth of a large frame's buffer beyond what had arrived with its header.
+    static constexpr std::size_t large_step_bytes = std::size_t{1} << 20;
+
 private:
+    // The large frame's buffer is full but the frame is not: double it (at most to the
+    // frame's size). What was read is kept; each byte is copied O(1) times on average.
+    void grow_large() {
+        const std::size_t grown = std::min(large_expected_, std::max(large_.size() * 2,
+                                                                     large_step_bytes));
+        large_.resize(grown);
+    }
+
     // Moves a partial header to the front, so the staging buffer always has room to read.
     void compact() noexcept {
         if (begin_ == 0) {
@@ -141,6 +156,7 @@ private:
     std::size_t end_ = 0;
     std::vector<std::byte> large_;    // a frame that did not fit in what was buffered
     std::size_t large_filled_ = 0;
+    std::size_t large_expected_ = 0;  // the large frame's whole size (its header's)
     bool large_active_ = false;
     std::error_code failure_;
 };

@@ -119,6 +119,17 @@ public:
         if (started_ || stopped_) return make_error_code(errc::invalid_argument);
         zab::options peer_options = options_.peer;
         peer_options.snapshot_off_thread = true;  // maybe_serialize_snapshot runs the work
+        // Every replica logs every proposal: a transaction the log cannot store as one
+        // record would stop the whole group (issue 15 defect 5). Checked here, once.
+        if constexpr (requires { log_.options().max_record_bytes; }) {
+            if (peer_options.max_txn_bytes > log_.options().max_record_bytes) {
+                zab::log(log_level::error,
+                         "invalid options: max_txn_bytes ({}) exceeds the log's "
+                         "max_record_bytes ({})",
+                         peer_options.max_txn_bytes, log_.options().max_record_bytes);
+                return make_error_code(errc::invalid_options);
+            }
+        }
         auto created = peer_type::create(options_.transport.self, options_.config, peer_options,
                                          transport_, log_, machine_);
         if (!created) return created.error();
