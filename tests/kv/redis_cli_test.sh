@@ -37,6 +37,11 @@ bad_args "--snapshot-every-bytes: '-1' is not a number" --snapshot-every-bytes -
 bad_args "--cluster-id: '1x' is not a number" --cluster-id 1x
 bad_args "unknown option '--joint'" --joint
 bad_args "--snapshot-every needs a value" --snapshot-every
+bad_args "--max-clients: '0' is not 1..1000000" --max-clients 0
+bad_args "--timeout: 'never' is not a number of seconds" --timeout never
+bad_args "--max-input-bytes must be at least 33554432" --max-input-bytes 1000
+bad_args "--output-hard-limit must be at least --output-soft-limit + 67108864" \
+    --output-hard-limit 1000000
 
 say "starting 3 replicas in $work (client ports ${client_port[*]})"
 for id in 1 2 3; do start "$id"; done
