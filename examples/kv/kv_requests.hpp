@@ -266,20 +266,38 @@ inline request_variant classify(const resp::command& args, std::size_t max_txn_b
     return unknown_command(args);
 }
 
-/// The reply to a local read (GET, MGET, EXISTS) from `machine`'s current state.
-inline std::string execute_read(const kv_state_machine& machine, const resp::command& args) {
+/// The bytes `write_bulk_string` takes for a value of `size` bytes (or `$-1\r\n` for none).
+inline std::size_t bulk_reply_bytes(std::optional<std::size_t> size) {
+    if (!size) return 5;
+    return 1 + std::to_string(*size).size() + 2 + *size + 2;
+}
+
+/// The reply to a local read (GET, MGET, EXISTS) from `machine`'s current state. A GET or
+/// MGET whose reply would exceed `max_reply_bytes` is refused with an error before anything
+/// is built (a 20 KB MGET naming a large value thousands of times would otherwise take
+/// gigabytes).
+inline std::string execute_read(const kv_state_machine& machine, const resp::command& args,
+                                std::size_t max_reply_bytes = std::size_t{64} << 20) {
     std::string out;
     const std::string name = detail::upper(args[0]);
-    if (name == "GET") {
-        if (auto value = machine.get(args[1])) {
-            resp::write_bulk_string(out, *value);
-        } else {
-            resp::write_null_bulk(out);
+    if (name == "GET" || name == "MGET") {
+        const bool many = name == "MGET";
+        std::size_t total = many ? 1 + std::to_string(args.size() - 1).size() + 2 : 0;
+        for (std::size_t i = 1; i < args.size() && total <= max_reply_bytes; ++i) {
+            const std::string* value = machine.value_of(args[i]);
+            total += bulk_reply_bytes(value ? std::optional<std::size_t>{value->size()}
+                                            : std::nullopt);
         }
-    } else if (name == "MGET") {
-        resp::write_array_header(out, args.size() - 1);
+        if (total > max_reply_bytes) {
+            resp::write_error(out, "ERR reply too large: more than " +
+                                       std::to_string(max_reply_bytes) + " bytes; " +
+                                       (many ? "ask for fewer keys" : "the value is too large"));
+            return out;
+        }
+        out.reserve(total);
+        if (many) resp::write_array_header(out, args.size() - 1);
         for (std::size_t i = 1; i < args.size(); ++i) {
-            if (auto value = machine.get(args[i])) {
+            if (const std::string* value = machine.value_of(args[i])) {
                 resp::write_bulk_string(out, *value);
             } else {
                 resp::write_null_bulk(out);
@@ -294,6 +312,40 @@ inline std::string execute_read(const kv_state_machine& machine, const resp::com
     }
     return out;
 }
+
+/// MULTI/EXEC are not implemented. A client library pipelines MULTI, its commands and EXEC
+/// together (ioredis, node-redis): refusing only MULTI and EXEC would run the commands in
+/// between, a transaction partly applied. So a connection's MULTI opens a refused block:
+/// every command up to EXEC or DISCARD is refused too (QUIT still closes). One per
+/// connection, fed every command in order.
+class multi_refusal {
+public:
+    /// The refusal of `args` when it opens, belongs to or closes a refused block, else
+    /// nullopt (classify it as usual).
+    std::optional<request::immediate> screen(const resp::command& args) {
+        const std::string name = detail::upper(args[0]);
+        if (!open_) {
+            if (name != "MULTI" || args.size() != 1) return std::nullopt;
+            open_ = true;
+            return detail::error(
+                "ERR MULTI is not supported here; the commands up to EXEC or DISCARD are "
+                "refused");
+        }
+        if (name == "QUIT") return std::nullopt;
+        if (name == "EXEC" || name == "DISCARD") {
+            open_ = false;
+            if (name == "DISCARD") return detail::simple("OK");
+            return detail::error("EXECABORT Transaction discarded: MULTI is not supported here");
+        }
+        return detail::error("ERR command refused: inside a refused MULTI block (until EXEC or "
+                             "DISCARD)");
+    }
+    /// True between a refused MULTI and its EXEC or DISCARD.
+    bool open() const noexcept { return open_; }
+
+private:
+    bool open_ = false;
+};
 
 /// The reply to an applied write, from its outcome (kv_outcome.hpp).
 inline std::string outcome_reply(const outcome& o) {

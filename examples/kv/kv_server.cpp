@@ -6,12 +6,29 @@
 //             --client-port P (--data DIR | --memory) [--client-host 127.0.0.1]
 //             [--tick-ms 50] [--cluster-id 27510] [--log-level warn]
 //             [--snapshot-every 100000] [--snapshot-every-bytes 0] [--join]
+//             [--max-clients 10000] [--timeout 0] [--max-input-bytes 536870912]
+//             [--output-soft-limit 8388608] [--output-hard-limit 268435456]
 //
 // --snapshot-every N: every N applied writes the map's snapshot replaces the log's records
 // up to it (zab's options::snapshot_every; file_log keeps a checkpoint and removes the
 // segments it covers), so the data directory and the restart time stay bounded. 0: never.
 // --snapshot-every-bytes N: the same, every N bytes of applied writes (a cap on the log kept
 // beyond the snapshot); whichever comes first. 0 (the default): never.
+//
+// Client limits (one client must not take the process's memory or starve the others):
+// --max-clients N: connections beyond N are refused with "-ERR max number of clients
+//   reached" (Redis's maxclients). At the descriptor limit (EMFILE/ENFILE) the acceptor
+//   waits 100 ms before it tries again, so it never spins.
+// --timeout S: a connection idle for S seconds (nothing read, nothing written, no write or
+//   sync waiting at the cluster) is closed, as Redis's timeout. 0 (the default): never.
+// --max-input-bytes N: client input buffered over all connections (unfinished commands,
+//   commands queued); beyond it the connection holding most is closed with an error, as
+//   Redis's maxmemory-clients evicts. Must be at least 32 MiB (one largest write fits).
+// --output-soft-limit N: a connection whose unsent replies reach N stops reading and
+//   executing until its client reads them; --output-hard-limit N: beyond N it is closed.
+//   A GET/MGET reply above 64 MiB is refused ("ERR reply too large") before it is built.
+//   Each connection proposes at most 256 writes at once (below the leader's 1,000 per
+//   forwarding replica), so a deep pipeline through a follower waits instead of -BUSY.
 //
 // --join: this replica's data directory was wiped or replaced, in a cluster that already
 // has data (ZOOKEEPER-261). Until a leader has synced it, it votes for nobody and follows
@@ -47,6 +64,7 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/thread_pool.hpp>
 #include <boost/asio/write.hpp>
 #include <fmt/format.h>
@@ -79,10 +97,15 @@ static_assert(max_txn_bytes + 4096 < zab::codec_limits{}.max_payload_bytes);
 constexpr std::size_t max_bulk_bytes = std::size_t{64} << 20;
 constexpr std::size_t max_command_bytes = std::size_t{128} << 20;
 
-/// Bytes of replies waiting for a slow client beyond which the connection stops reading.
-constexpr std::size_t max_output_backlog_bytes = std::size_t{8} << 20;
+/// The largest GET/MGET reply: above it the read is refused before its reply is built.
+constexpr std::size_t max_reply_bytes = std::size_t{64} << 20;
 
+/// One buffer serves every connection's reads (a connection waits for readability, then
+/// reads what is there): an idle connection holds no read buffer.
 constexpr std::size_t read_chunk_bytes = 64 << 10;
+
+/// How long the acceptor waits when the process is out of descriptors.
+constexpr std::chrono::milliseconds accept_retry_delay{100};
 
 // --- command line ----------------------------------------------------------------------------
 
@@ -99,13 +122,20 @@ struct server_args {
     std::uint64_t snapshot_every = 100'000;
     std::uint64_t snapshot_every_bytes = 0;
     bool join = false;  ///< options::non_voter_until_synced (ZOOKEEPER-261)
+    std::uint64_t max_clients = 10'000;
+    std::uint64_t timeout_s = 0;  ///< idle timeout; 0: none
+    std::uint64_t max_input_bytes = std::uint64_t{512} << 20;
+    std::uint64_t output_soft_limit = std::uint64_t{8} << 20;
+    std::uint64_t output_hard_limit = std::uint64_t{256} << 20;
 };
 
 constexpr std::string_view usage_text =
     "usage: kv_server --id N --peers ID=HOST:PORT,... --client-port P (--data DIR | --memory)\n"
     "                 [--client-host 127.0.0.1] [--tick-ms 50] [--cluster-id 27510]\n"
     "                 [--log-level trace|debug|info|warn|error] [--snapshot-every 100000]\n"
-    "                 [--snapshot-every-bytes 0] [--join]\n"
+    "                 [--snapshot-every-bytes 0] [--join] [--max-clients 10000]\n"
+    "                 [--timeout 0] [--max-input-bytes 536870912]\n"
+    "                 [--output-soft-limit 8388608] [--output-hard-limit 268435456]\n"
     "example: kv_server --id 1 --peers 1=127.0.0.1:7001,2=127.0.0.1:7002,3=127.0.0.1:7003 \\\n"
     "                   --client-port 6381 --data build/cluster/replica-1/data\n";
 
@@ -165,10 +195,11 @@ std::variant<server_args, std::string> parse_args(int argc, char** argv) {
             continue;
         }
         if (flag == "-h" || flag == "--help") return std::string{};
-        static constexpr std::array<std::string_view, 10> valued{
-            "--id",       "--peers",          "--client-port",          "--client-host",
-            "--data",     "--tick-ms",        "--snapshot-every",       "--snapshot-every-bytes",
-            "--cluster-id", "--log-level"};
+        static constexpr std::array<std::string_view, 15> valued{
+            "--id",           "--peers",           "--client-port",       "--client-host",
+            "--data",         "--tick-ms",         "--snapshot-every",    "--snapshot-every-bytes",
+            "--cluster-id",   "--log-level",       "--max-clients",       "--timeout",
+            "--max-input-bytes", "--output-soft-limit", "--output-hard-limit"};
         if (std::find(valued.begin(), valued.end(), flag) == valued.end())
             return fmt::format("unknown option '{}'", flag);
         if (i + 1 >= argc) return fmt::format("{} needs a value", flag);
@@ -204,6 +235,21 @@ std::variant<server_args, std::string> parse_args(int argc, char** argv) {
             const auto id = parse_number(value, UINT64_MAX);
             if (!id) return fmt::format("--cluster-id: '{}' is not a number", value);
             a.cluster_id = *id;
+        } else if (flag == "--max-clients") {
+            const auto n = parse_number(value, 1'000'000);
+            if (!n || *n == 0) return fmt::format("--max-clients: '{}' is not 1..1000000", value);
+            a.max_clients = *n;
+        } else if (flag == "--timeout") {
+            const auto n = parse_number(value, 100'000'000);
+            if (!n) return fmt::format("--timeout: '{}' is not a number of seconds", value);
+            a.timeout_s = *n;
+        } else if (flag == "--max-input-bytes" || flag == "--output-soft-limit" ||
+                   flag == "--output-hard-limit") {
+            const auto n = parse_number(value, UINT64_MAX);
+            if (!n) return fmt::format("{}: '{}' is not a number of bytes", flag, value);
+            (flag == "--max-input-bytes"     ? a.max_input_bytes
+             : flag == "--output-soft-limit" ? a.output_soft_limit
+                                             : a.output_hard_limit) = *n;
         } else if (flag == "--log-level") {
             const auto level = parse_log_level(value);
             if (!level) return fmt::format("--log-level: '{}' is not a level", value);
@@ -218,6 +264,14 @@ std::variant<server_args, std::string> parse_args(int argc, char** argv) {
     if (!have_port) return std::string{"--client-port is required"};
     if (a.data.empty() && !a.memory) return std::string{"--data DIR (or --memory) is required"};
     if (!a.data.empty() && a.memory) return std::string{"--data and --memory exclude each other"};
+    if (a.max_input_bytes < 2 * max_txn_bytes)
+        return fmt::format("--max-input-bytes must be at least {} (two of the largest writes)",
+                           2 * max_txn_bytes);
+    if (a.output_soft_limit == 0) return std::string{"--output-soft-limit must be at least 1"};
+    if (a.output_hard_limit < a.output_soft_limit + max_reply_bytes)
+        return fmt::format("--output-hard-limit must be at least --output-soft-limit + {} "
+                           "(the largest reply)",
+                           max_reply_bytes);
     return a;
 }
 
@@ -227,6 +281,10 @@ std::variant<server_args, std::string> parse_args(int argc, char** argv) {
 struct server_counters {
     std::uint64_t connections_accepted = 0;
     std::uint64_t connected_clients = 0;
+    std::uint64_t rejected_connections = 0;  ///< beyond --max-clients
+    std::uint64_t evicted_clients = 0;       ///< closed for --max-input-bytes / output hard limit
+    std::uint64_t timed_out_clients = 0;     ///< closed by --timeout
+    std::uint64_t client_input_bytes = 0;    ///< buffered input over all connections
     std::uint64_t writes_proposed = 0;
     std::uint64_t writes_failed = 0;  ///< completed with an error (not a refused outcome)
     std::uint64_t outcomes_unknown = 0;
@@ -247,10 +305,20 @@ class server;
 template <typename Node>
 class connection : public std::enable_shared_from_this<connection<Node>> {
 public:
-    connection(server<Node>& owner, tcp::socket socket, std::uint64_t id)
-        : owner_{owner}, socket_{std::move(socket)}, id_{id}, session_{*this, options()} {}
+    using clock = std::chrono::steady_clock;
 
-    void start() { pump(); }
+    connection(server<Node>& owner, tcp::socket socket, std::uint64_t id)
+        : owner_{owner},
+          socket_{std::move(socket)},
+          id_{id},
+          session_{*this, options(owner.args())},
+          last_active_{clock::now()} {}
+
+    void start() {
+        boost::system::error_code ignored;
+        socket_.non_blocking(true, ignored);
+        pump();
+    }
 
     /// Closes the socket; completions still in flight find the session and are dropped.
     void close() {
@@ -259,8 +327,24 @@ public:
         boost::system::error_code ignored;
         socket_.shutdown(tcp::socket::shutdown_both, ignored);
         socket_.close(ignored);
-        owner_.forget(id_);
+        owner_.forget(id_, input_counted_);
+        input_counted_ = 0;
     }
+
+    /// Closes with a last error reply, best effort (the client may not be reading).
+    void close_with_error(std::string_view text) {
+        std::string out;
+        zab::kv::resp::write_error(out, text);
+        boost::system::error_code ignored;
+        socket_.send(boost::asio::buffer(out), 0, ignored);
+        close();
+    }
+
+    /// Idle: nothing read or written since `since`, and nothing waiting at the cluster.
+    bool idle_since(clock::time_point since) const {
+        return last_active_ <= since && !session_.awaiting_cluster();
+    }
+    std::size_t input_bytes() const { return input_counted_; }
 
     // --- resp_session's Backend ---------------------------------------------------------------
 
@@ -297,15 +381,17 @@ public:
             zab::kv::resp::write_bulk_string(out, digest ? owner_.digest() : owner_.info());
             return out;
         }
-        return zab::kv::execute_read(owner_.node().machine(), args);
+        return zab::kv::execute_read(owner_.node().machine(), args, max_reply_bytes);
     }
 
 private:
-    static zab::kv::session_options options() {
+    static zab::kv::session_options options(const server_args& args) {
         zab::kv::session_options o;
         o.max_txn_bytes = max_txn_bytes;
         o.parser_limits.max_bulk_bytes = max_bulk_bytes;
         o.parser_limits.max_command_bytes = max_command_bytes;
+        o.output_soft_bytes = static_cast<std::size_t>(args.output_soft_limit);
+        o.output_hard_bytes = static_cast<std::size_t>(args.output_hard_limit);
         return o;
     }
 
@@ -313,33 +399,50 @@ private:
     /// room. The only place that decides what the socket does next.
     void pump() {
         if (!open_) return;
+        if (session_.output_overflow()) {
+            ++owner_.counters().evicted_clients;
+            zab::log(zab::log_level::warn, "kv_server: client {} closed: {} bytes of unread replies",
+                     id_, session_.unsent_bytes());
+            return close();
+        }
         if (!writing_ && session_.has_output()) schedule_write();
         // Closing (QUIT, protocol error) or the client's EOF: once every reply is out.
         const bool finished = !writing_ && !session_.has_output() && session_.idle() &&
                               (session_.closing() || eof_);
         if (finished) return close();
-        const bool backlog = write_buffer_.size() > max_output_backlog_bytes;
-        if (!reading_ && !eof_ && !session_.closing() && session_.wants_input() && !backlog)
-            receive();
+        const std::size_t input = session_.buffered_input_bytes();
+        if (input != input_counted_) {
+            const std::size_t before = std::exchange(input_counted_, input);
+            owner_.input_changed(before, input);  // may close connections, this one too
+            if (!open_) return;
+        }
+        if (!reading_ && !eof_ && session_.wants_input()) receive();
     }
 
+    /// Waits until the socket is readable, then reads what is there into the server's one
+    /// read buffer and hands it to the session at once.
     void receive() {
         reading_ = true;
-        socket_.async_read_some(
-            boost::asio::buffer(read_buffer_.data(), read_buffer_.size()),
-            [self = this->shared_from_this()](boost::system::error_code error, std::size_t n) {
-                self->reading_ = false;
-                if (!self->open_) return;
-                if (error) {
-                    // EOF: the client sent everything (e.g. a pipe through nc); answer it all
-                    // before closing. Any other error: the client is gone.
-                    if (error != boost::asio::error::eof) return self->close();
-                    self->eof_ = true;
-                } else {
-                    self->session_.feed(std::string_view{self->read_buffer_.data(), n});
-                }
-                self->pump();
-            });
+        socket_.async_wait(tcp::socket::wait_read, [self = this->shared_from_this()](
+                                                       boost::system::error_code error) {
+            self->reading_ = false;
+            if (!self->open_) return;
+            if (error) return self->close();
+            auto& buffer = self->owner_.read_buffer();
+            const std::size_t n = self->socket_.read_some(boost::asio::buffer(buffer), error);
+            if (error == boost::asio::error::would_block || error == boost::asio::error::try_again) {
+                // Spurious readiness: wait again.
+            } else if (error) {
+                // EOF: the client sent everything (e.g. a pipe through nc); answer it all
+                // before closing. Any other error: the client is gone.
+                if (error != boost::asio::error::eof) return self->close();
+                self->eof_ = true;
+            } else {
+                self->last_active_ = clock::now();
+                self->session_.feed(std::string_view{buffer.data(), n});
+            }
+            self->pump();
+        });
     }
 
     /// The write is posted rather than started at once: the completions of one commit
@@ -351,21 +454,35 @@ private:
         boost::asio::post(socket_.get_executor(), [self = this->shared_from_this()] {
             self->write_posted_ = false;
             if (!self->open_) return;
-            if (!self->writing_ && self->session_.has_output()) self->write();
+            if (!self->writing_ && self->session_.has_output()) {
+                self->write_buffer_ = self->session_.take_output();
+                self->written_ = 0;
+                self->write_some();
+            }
             self->pump();
         });
     }
 
-    /// Every reply ready goes out in one write (a pipeline's replies gathered).
-    void write() {
-        write_buffer_ = session_.take_output();
+    /// Writes the rest of write_buffer_ (a pipeline's replies gathered), one part at a time:
+    /// each part written counts as activity and lets the session go on below its bound.
+    void write_some() {
         writing_ = true;
-        boost::asio::async_write(
-            socket_, boost::asio::buffer(write_buffer_),
-            [self = this->shared_from_this()](boost::system::error_code error, std::size_t) {
+        socket_.async_write_some(
+            boost::asio::buffer(write_buffer_.data() + written_, write_buffer_.size() - written_),
+            [self = this->shared_from_this()](boost::system::error_code error, std::size_t n) {
                 self->writing_ = false;
-                self->write_buffer_.clear();
-                if (error) return self->close();
+                if (!self->open_) return;
+                if (error && error != boost::asio::error::would_block &&
+                    error != boost::asio::error::try_again)
+                    return self->close();
+                self->written_ += n;
+                if (n > 0) self->last_active_ = clock::now();
+                if (self->written_ < self->write_buffer_.size()) {
+                    self->write_some();
+                } else {
+                    self->write_buffer_ = {};
+                }
+                self->session_.output_written(n);  // may release more output: pump() sends it
                 self->pump();
             });
     }
@@ -374,8 +491,10 @@ private:
     tcp::socket socket_;
     std::uint64_t id_;
     zab::kv::resp_session<connection> session_;
-    std::array<char, read_chunk_bytes> read_buffer_{};
     std::string write_buffer_;
+    std::size_t written_ = 0;       ///< of write_buffer_
+    std::size_t input_counted_ = 0;  ///< this connection's share of the server's input total
+    clock::time_point last_active_;
     bool open_ = true;
     bool reading_ = false;
     bool writing_ = false;
@@ -388,7 +507,14 @@ template <typename Node>
 class server {
 public:
     server(boost::asio::io_context& io, Node& node, const server_args& args)
-        : io_{io}, node_{node}, args_{args}, acceptor_{io}, signals_{io, SIGINT, SIGTERM} {}
+        : io_{io},
+          node_{node},
+          args_{args},
+          acceptor_{io},
+          signals_{io, SIGINT, SIGTERM},
+          accept_retry_{io},
+          idle_sweep_{io},
+          read_buffer_(read_chunk_bytes) {}
 
     /// Binds the client port and starts accepting; an error text on failure.
     std::optional<std::string> start() {
@@ -407,13 +533,42 @@ public:
             if (!e) shutdown();
         });
         accept();
+        if (args_.timeout_s > 0) sweep_idle();
         return std::nullopt;
     }
 
     Node& node() { return node_; }
+    const server_args& args() const { return args_; }
     server_counters& counters() { return counters_; }
-    void forget(std::uint64_t id) {
+    /// The one read buffer (connections read into it and hand the bytes over at once).
+    std::vector<char>& read_buffer() { return read_buffer_; }
+
+    /// A connection closed; `input_bytes` is what it still counted of the input total.
+    void forget(std::uint64_t id, std::size_t input_bytes) {
         if (connections_.erase(id) > 0) --counters_.connected_clients;
+        counters_.client_input_bytes -= input_bytes;
+    }
+
+    /// A connection's buffered input went from `before` to `after` bytes. Past
+    /// --max-input-bytes over all connections, the connections holding most are closed
+    /// until the total fits (Redis's maxmemory-clients: the clients using most are evicted).
+    void input_changed(std::size_t before, std::size_t after) {
+        counters_.client_input_bytes = counters_.client_input_bytes - before + after;
+        while (counters_.client_input_bytes > args_.max_input_bytes) {
+            std::shared_ptr<connection<Node>> largest;
+            for (auto& [id, weak] : connections_) {
+                auto c = weak.lock();
+                if (c && (!largest || c->input_bytes() > largest->input_bytes())) largest = c;
+            }
+            if (!largest || largest->input_bytes() == 0) break;
+            ++counters_.evicted_clients;
+            zab::log(zab::log_level::warn,
+                     "kv_server: closing a client holding {} bytes of input ({} over all "
+                     "clients, --max-input-bytes {})",
+                     largest->input_bytes(), counters_.client_input_bytes, args_.max_input_bytes);
+            largest->close_with_error(
+                "ERR client input limit reached (--max-input-bytes over all clients); closing");
+        }
     }
 
     /// The reply to a completed write: its outcome, or the error.
@@ -471,7 +626,12 @@ public:
         line("keys", node_.machine().size());
         out += "# Stats\r\n";
         line("connected_clients", counters_.connected_clients);
+        line("maxclients", args_.max_clients);
         line("connections_accepted", counters_.connections_accepted);
+        line("rejected_connections", counters_.rejected_connections);
+        line("evicted_clients", counters_.evicted_clients);
+        line("timed_out_clients", counters_.timed_out_clients);
+        line("client_input_bytes", counters_.client_input_bytes);
         line("writes_proposed", counters_.writes_proposed);
         line("writes_failed", counters_.writes_failed);
         line("outcomes_unknown", counters_.outcomes_unknown);
@@ -495,21 +655,72 @@ public:
 private:
     void accept() {
         acceptor_.async_accept([this](boost::system::error_code error, tcp::socket socket) {
-            if (stopping_) return;
+            if (stopping_ || error == boost::asio::error::operation_aborted) return;
             if (!error) {
-                boost::system::error_code ignored;
-                socket.set_option(tcp::no_delay(true), ignored);
-                const std::uint64_t id = ++last_connection_id_;
-                auto c = std::make_shared<connection<Node>>(*this, std::move(socket), id);
-                connections_.emplace(id, c);
-                ++counters_.connections_accepted;
-                ++counters_.connected_clients;
-                c->start();
-            } else if (error == boost::asio::error::operation_aborted) {
+                if (out_of_descriptors_) {
+                    out_of_descriptors_ = false;
+                    zab::log(zab::log_level::warn, "kv_server {}: accepting clients again",
+                             args_.id);
+                }
+                admit(std::move(socket));
+            } else if (error == boost::asio::error::no_descriptors ||
+                       error == boost::system::errc::too_many_files_open_in_system ||
+                       error == boost::asio::error::no_buffer_space ||
+                       error == boost::asio::error::no_memory) {
+                // The connection stays in the listen queue; accepting again at once would
+                // fail again at once (a busy loop). Wait, then retry: once descriptors are
+                // free it is accepted.
+                if (!out_of_descriptors_) {
+                    out_of_descriptors_ = true;
+                    zab::log(zab::log_level::warn,
+                             "kv_server {}: cannot accept a client ({}); retrying every {} ms",
+                             args_.id, error.message(), accept_retry_delay.count());
+                }
+                accept_retry_.expires_after(accept_retry_delay);
+                accept_retry_.async_wait([this](boost::system::error_code e) {
+                    if (!e && !stopping_) accept();
+                });
                 return;
             }
-            // Other accept errors (EMFILE, a connection reset before accept) are transient.
+            // Other accept errors (a connection reset before accept) concern that client.
             accept();
+        });
+    }
+
+    /// A new client: served, or refused beyond --max-clients with Redis's error.
+    void admit(tcp::socket socket) {
+        boost::system::error_code ignored;
+        if (connections_.size() >= args_.max_clients) {
+            ++counters_.rejected_connections;
+            static constexpr std::string_view refusal = "-ERR max number of clients reached\r\n";
+            socket.non_blocking(true, ignored);
+            socket.send(boost::asio::buffer(refusal.data(), refusal.size()), 0, ignored);
+            socket.close(ignored);
+            return;
+        }
+        socket.set_option(tcp::no_delay(true), ignored);
+        const std::uint64_t id = ++last_connection_id_;
+        auto c = std::make_shared<connection<Node>>(*this, std::move(socket), id);
+        connections_.emplace(id, c);
+        ++counters_.connections_accepted;
+        ++counters_.connected_clients;
+        c->start();
+    }
+
+    /// --timeout: once a second, closes the connections idle for that long.
+    void sweep_idle() {
+        idle_sweep_.expires_after(std::chrono::seconds{1});
+        idle_sweep_.async_wait([this](boost::system::error_code e) {
+            if (e || stopping_) return;
+            const auto since = connection<Node>::clock::now() - std::chrono::seconds{args_.timeout_s};
+            std::vector<std::shared_ptr<connection<Node>>> idle;
+            for (auto& [id, weak] : connections_)
+                if (auto c = weak.lock(); c && c->idle_since(since)) idle.push_back(std::move(c));
+            for (auto& c : idle) {
+                ++counters_.timed_out_clients;
+                c->close();
+            }
+            sweep_idle();
         });
     }
 
@@ -521,6 +732,8 @@ private:
         zab::log(zab::log_level::warn, "kv_server {}: stopping", args_.id);
         boost::system::error_code ignored;
         acceptor_.close(ignored);
+        accept_retry_.cancel();
+        idle_sweep_.cancel();
         node_.stop();
         auto open = connections_;  // close() erases from connections_
         for (auto& [id, weak] : open)
@@ -532,10 +745,14 @@ private:
     const server_args& args_;
     tcp::acceptor acceptor_;
     boost::asio::signal_set signals_;
+    boost::asio::steady_timer accept_retry_;
+    boost::asio::steady_timer idle_sweep_;
+    std::vector<char> read_buffer_;
     std::map<std::uint64_t, std::weak_ptr<connection<Node>>> connections_;
     std::uint64_t last_connection_id_ = 0;
     server_counters counters_;
     bool stopping_ = false;
+    bool out_of_descriptors_ = false;
 };
 
 zab::asio::node_options node_options_for(const server_args& args) {

@@ -148,6 +148,11 @@ public:
         return it->second;
     }
     bool exists(std::string_view key) const { return find(key) != state_.data.end(); }
+    /// The value of `key` in place (no copy), or nullptr; valid until the next apply.
+    const std::string* value_of(std::string_view key) const {
+        const auto it = find(key);
+        return it == state_.data.end() ? nullptr : &it->second;
+    }
     /// Number of keys.
     std::size_t size() const noexcept { return state_.data.size(); }
     /// Every key and value, in key order.

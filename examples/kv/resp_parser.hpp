@@ -69,11 +69,21 @@ public:
         if (ready_.empty()) return std::nullopt;
         command c = std::move(ready_.front());
         ready_.pop_front();
+        ready_bytes_ -= argument_bytes(c);
         return c;
     }
 
     /// Complete commands waiting in `next()`.
     std::size_t ready() const noexcept { return ready_.size(); }
+
+    /// Bytes of client input this parser holds: the commands waiting in `next()` and the one
+    /// being read (its partial argument counted by capacity, which is what it occupies).
+    /// What a server adds up to cap the memory its clients' unfinished commands take.
+    std::size_t buffered_bytes() const noexcept {
+        std::size_t partial = line_.size();  // at most max_inline_bytes
+        if (!args_.empty()) partial += command_bytes_ - current_bulk_bytes_ + args_.back().capacity();
+        return ready_bytes_ + partial;
+    }
 
     /// True after a protocol error: answer `error()` and close the connection.
     bool failed() const noexcept { return !error_.empty(); }
@@ -129,7 +139,7 @@ private:
         if (!args) {
             fail("unbalanced quotes in request");
         } else if (!args->empty()) {
-            ready_.push_back(std::move(*args));
+            push_ready(std::move(*args));
         }
         return take + 1;
     }
@@ -214,6 +224,7 @@ private:
         if (bulk_remaining_ > limits_.max_command_bytes - command_bytes_)
             return fail("command too big");
         command_bytes_ += bulk_remaining_;
+        current_bulk_bytes_ = bulk_remaining_;
         args_.emplace_back();
         state_ = bulk_remaining_ == 0 ? state::bulk_cr : state::bulk_data;
     }
@@ -223,9 +234,20 @@ private:
             state_ = state::bulk_start;
             return;
         }
-        ready_.push_back(std::move(args_));
+        push_ready(std::move(args_));
         args_ = {};
         state_ = state::request_start;
+    }
+
+    static std::size_t argument_bytes(const command& c) noexcept {
+        std::size_t n = 0;
+        for (const auto& arg : c) n += arg.size();
+        return n;
+    }
+
+    void push_ready(command c) {
+        ready_bytes_ += argument_bytes(c);
+        ready_.push_back(std::move(c));
     }
 
     void fail(const std::string& what) {
@@ -241,7 +263,9 @@ private:
     std::size_t elements_remaining_ = 0;
     std::size_t bulk_remaining_ = 0;
     std::size_t command_bytes_ = 0;  ///< argument bytes of the array being read
+    std::size_t current_bulk_bytes_ = 0;  ///< the declared length of its last argument
     std::deque<command> ready_;
+    std::size_t ready_bytes_ = 0;  ///< argument bytes of `ready_`
     std::string error_;
 };
 

@@ -12,9 +12,20 @@
 //   only once that read executed (otherwise the read could see a later write);
 // - in READMODE linearizable a GET/MGET/EXISTS asks for a sync as soon as it is read, and
 //   executes once both its sync and every earlier command completed;
-// - at most `max_outstanding` commands are queued: beyond it the session takes no more
-//   commands from the parser and `wants_input()` turns false, so the server stops reading
-//   the socket until replies drain (TCP then pushes back on the client).
+// - at most `max_outstanding` commands (and `max_queued_bytes` of them) are queued: beyond
+//   it the session takes no more commands from the parser and `wants_input()` turns false,
+//   so the server stops reading the socket until replies drain (TCP then pushes back on the
+//   client);
+// - at most `max_writes_in_flight` writes are proposed at once: the next waits (and so does
+//   everything after it) until one completes. Below zab's options::max_forwarded_per_learner,
+//   so that one pipeline through a follower waits instead of being refused -BUSY;
+// - replies not yet written to the socket (`unsent_bytes()`: the output buffer, and what was
+//   taken but not yet reported by `output_written`) pause the session at
+//   `output_soft_bytes`: no read executes and no command is taken until the client reads
+//   (Redis's client-output-buffer-limit). A reply is bounded when built (execute_read), so
+//   the output stays below soft + one reply; `output_overflow()` past `output_hard_bytes`
+//   tells the server to disconnect;
+// - inside a MULTI block every command is refused (multi_refusal, kv_requests.hpp).
 //
 // The Backend does the work (kv_server: the zab node; tests: a fake). It must never complete
 // from inside a call — completions arrive later through `write_done` / `sync_done`:
@@ -27,6 +38,7 @@
 // a completion for a slot of a session that closed meanwhile: it simply drops it).
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -46,6 +58,16 @@ namespace zab::kv {
 struct session_options {
     /// Commands queued on one connection (waiting, in flight, or complete but not flushed).
     std::size_t max_outstanding = 10'000;
+    /// Bytes held by the queued commands (their arguments, or replies not yet flushed)
+    /// beyond which no more commands are taken from the parser.
+    std::size_t max_queued_bytes = std::size_t{32} << 20;
+    /// Writes proposed and not yet completed; kept below zab's max_forwarded_per_learner
+    /// (1,000) so that a pipeline through a follower waits rather than getting -BUSY.
+    std::size_t max_writes_in_flight = 256;
+    /// Unsent replies at which the session pauses (no read executes, nothing is taken).
+    std::size_t output_soft_bytes = std::size_t{8} << 20;
+    /// Unsent replies beyond which `output_overflow()`: the server closes the connection.
+    std::size_t output_hard_bytes = std::size_t{256} << 20;
     /// The largest encoded write (see kv_requests.hpp, make_write).
     std::size_t max_txn_bytes = 16u << 20;
     resp::limits parser_limits{};
@@ -71,6 +93,8 @@ public:
     void write_done(std::uint64_t ticket, std::string reply) {
         slot* s = find(ticket);
         if (s == nullptr || s->done) return;
+        --writes_in_flight_;
+        hold(*s, reply.size());
         s->reply = std::move(reply);
         s->done = true;
         progress();
@@ -82,6 +106,7 @@ public:
         slot* s = find(ticket);
         if (s == nullptr || s->done || !s->sync_pending) return;
         s->sync_pending = false;
+        --syncs_in_flight_;
         if (error_reply) {
             s->reply = std::move(*error_reply);
             s->done = true;
@@ -92,14 +117,34 @@ public:
         progress();
     }
 
-    /// Replies ready to be written, in request order (moved out: the caller writes them).
-    std::string take_output() { return std::exchange(output_, {}); }
-    bool has_output() const noexcept { return !output_.empty(); }
-
-    /// False while the queue is full (or after QUIT / a protocol error): stop reading.
-    bool wants_input() const noexcept {
-        return !closing_ && slots_.size() < options_.max_outstanding && parser_.ready() == 0;
+    /// Replies ready to be written, in request order (moved out: the caller writes them,
+    /// and reports each part written with `output_written`).
+    std::string take_output() {
+        taken_unwritten_ += output_.size();
+        return std::exchange(output_, {});
     }
+    bool has_output() const noexcept { return !output_.empty(); }
+    /// `n` bytes of what `take_output` returned reached the socket.
+    void output_written(std::size_t n) {
+        taken_unwritten_ -= std::min(n, taken_unwritten_);
+        progress();  // below the soft bound again: waiting reads run, commands are taken
+    }
+    /// Replies built and not yet written.
+    std::size_t unsent_bytes() const noexcept { return output_.size() + taken_unwritten_; }
+    /// True past `output_hard_bytes` of unsent replies: disconnect the client.
+    bool output_overflow() const noexcept { return unsent_bytes() > options_.output_hard_bytes; }
+
+    /// False while the queue is full or the output paused (or after QUIT / a protocol
+    /// error): stop reading.
+    bool wants_input() const noexcept { return room() && parser_.ready() == 0; }
+    /// Client input this session holds: the parser's and that of queued commands. What the
+    /// server adds up over its connections to bound them all (kv_server --max-input-bytes).
+    std::size_t buffered_input_bytes() const noexcept {
+        return parser_.buffered_bytes() + queued_bytes_;
+    }
+    /// True while a write or a sync is at the cluster: the client waits for us, not we for
+    /// it (an idle timeout does not apply).
+    bool awaiting_cluster() const noexcept { return writes_in_flight_ + syncs_in_flight_ > 0; }
     /// True after QUIT or a protocol error: once `take_output()` is written, close.
     bool closing() const noexcept { return closing_; }
     /// True once every command taken has been answered (and its reply taken into output).
@@ -116,6 +161,7 @@ private:
         bool started = false;       ///< write proposed / read executed (or answered)
         bool done = false;          ///< `reply` is final
         bool sync_pending = false;  ///< a sync asked for it has not completed yet
+        std::size_t held = 0;       ///< its share of queued_bytes_
         std::string reply;
         std::vector<std::byte> txn;  ///< write: until proposed
         resp::command args;          ///< read
@@ -127,13 +173,30 @@ private:
     }
     std::uint64_t ticket_of(std::size_t index) const { return front_ticket_ + index; }
 
+    /// Room for one more command: the queue, its bytes and the unsent output are below
+    /// their bounds.
+    bool room() const noexcept {
+        return !closing_ && slots_.size() < options_.max_outstanding &&
+               queued_bytes_ < options_.max_queued_bytes &&
+               unsent_bytes() < options_.output_soft_bytes;
+    }
+
+    /// Sets what slot `s` holds of queued_bytes_.
+    void hold(slot& s, std::size_t bytes) {
+        queued_bytes_ = queued_bytes_ - s.held + bytes;
+        s.held = bytes;
+    }
+
     /// Moves commands from the parser into slots while there is room; true if any moved.
     bool pull() {
         bool pulled = false;
-        while (!closing_ && slots_.size() < options_.max_outstanding) {
+        while (room()) {
             auto args = parser_.next();
             if (!args) break;
-            push(classify(*args, options_.max_txn_bytes));
+            if (auto refused = multi_.screen(*args))
+                push(std::move(*refused));
+            else
+                push(classify(*args, options_.max_txn_bytes));
             pulled = true;
         }
         // Commands parsed before a protocol error run first (as in Redis); then the error
@@ -153,9 +216,15 @@ private:
     void push(request_variant r) {
         slot s;
         std::visit([&](auto& request) { fill(s, request); }, r);
+        std::size_t bytes = s.reply.size() + s.txn.size();
+        for (const auto& arg : s.args) bytes += arg.size();
         slots_.push_back(std::move(s));
         slot& pushed = slots_.back();
-        if (pushed.sync_pending) backend_.sync(ticket_of(slots_.size() - 1));
+        hold(pushed, bytes);
+        if (pushed.sync_pending) {
+            ++syncs_in_flight_;
+            backend_.sync(ticket_of(slots_.size() - 1));
+        }
     }
 
     void fill(slot& s, request::immediate& r) {
@@ -209,16 +278,24 @@ private:
         while (scan_ < slots_.size()) {
             slot& s = slots_[scan_];
             if (s.what == kind::write && !s.started) {
+                // In order: a write waiting for room holds back everything after it.
+                if (writes_in_flight_ >= options_.max_writes_in_flight) return;
                 s.started = true;
+                ++writes_in_flight_;
+                hold(s, 0);
                 backend_.propose(ticket_of(scan_), std::move(s.txn));
                 s.txn = {};
             } else if (s.what == kind::read && !s.started) {
                 if (s.done) {  // its sync failed: answered already
                     s.started = true;
-                } else if (scan_ == 0 && !s.sync_pending) {
+                } else if (scan_ == 0 && !s.sync_pending &&
+                           unsent_bytes() < options_.output_soft_bytes) {
                     // Every earlier command completed and was flushed: read-your-writes.
+                    // Not while the client leaves its replies unread: each could be large.
                     s.started = true;
                     s.reply = backend_.read(s.args);
+                    s.args = {};
+                    hold(s, s.reply.size());
                     s.done = true;
                 } else {
                     return;
@@ -234,6 +311,7 @@ private:
         while (!slots_.empty() && slots_.front().done) {
             slot& s = slots_.front();
             output_ += s.reply;
+            hold(s, 0);
             flushed = true;
             const bool close = s.what == kind::close;
             slots_.pop_front();
@@ -243,6 +321,7 @@ private:
                 // Nothing after QUIT / a protocol error is answered.
                 front_ticket_ += slots_.size();
                 slots_.clear();
+                queued_bytes_ = 0;
                 scan_ = 0;
                 return true;
             }
@@ -257,6 +336,11 @@ private:
     std::uint64_t front_ticket_ = 0;  ///< ticket of slots_.front()
     std::size_t scan_ = 0;            ///< slots before it are started (or wait on nothing)
     std::string output_;
+    std::size_t taken_unwritten_ = 0;  ///< taken by take_output, not yet output_written
+    std::size_t queued_bytes_ = 0;     ///< sum of the slots' `held`
+    std::size_t writes_in_flight_ = 0;
+    std::size_t syncs_in_flight_ = 0;
+    multi_refusal multi_;
     read_mode mode_ = read_mode::local;
     bool closing_ = false;
     bool in_progress_ = false;

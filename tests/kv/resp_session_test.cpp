@@ -3,6 +3,7 @@
 // QUIT and protocol errors; and kv_requests' command table and reply texts.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -215,4 +216,153 @@ TEST_CASE("kv_requests: node errors become the documented RESP errors") {
               .starts_with("-SHUTDOWN "));
     CHECK(zab::kv::error_reply(make_error_code(errc::storage_failed), 0, "")
               .starts_with("-IOERR "));
+}
+
+TEST_CASE("resp_session: unread replies pause reads and input at the soft bound") {
+    fake_backend backend;
+    backend.data["v"] = std::string(1000, 'x');
+    zab::kv::session_options options;
+    options.output_soft_bytes = 2500;
+    options.output_hard_bytes = 10'000;
+    resp_session<fake_backend> session{backend, options};
+    std::string pipeline;
+    for (int i = 0; i < 100; ++i) pipeline += request_bytes({"GET", "v"});
+    session.feed(pipeline);
+    // Each reply is 1009 bytes ("$1000\r\n" + 1000 + CRLF): the third reaches the bound,
+    // and the fourth GET does not execute, nor is more input wanted.
+    constexpr std::size_t reply = 1009;
+    CHECK(backend.reads.size() == 3);
+    CHECK(session.unsent_bytes() == 3 * reply);
+    CHECK_FALSE(session.wants_input());
+    // Taking the output to write it does not make room: only bytes written do.
+    std::string out = session.take_output();
+    CHECK(out.size() == 3 * reply);
+    CHECK(backend.reads.size() == 3);
+    CHECK(session.unsent_bytes() == 3 * reply);
+    session.output_written(reply);  // 2018 unsent: one more read, then paused again
+    CHECK(backend.reads.size() == 4);
+    CHECK(session.unsent_bytes() == 3 * reply);
+    CHECK_FALSE(session.output_overflow());
+    // Draining everything answers all 100, never more than soft + one reply unsent.
+    std::size_t answered = 3, peak = 0;
+    session.output_written(out.size() - reply);
+    while (session.has_output()) {
+        out = session.take_output();
+        answered += out.size() / reply;
+        peak = std::max(peak, session.unsent_bytes());
+        session.output_written(out.size());
+    }
+    CHECK(answered == 100);
+    CHECK(peak <= 2500 + reply);
+    CHECK(session.idle());
+    CHECK(session.wants_input());
+}
+
+TEST_CASE("resp_session: past the hard bound of unsent replies the server must disconnect") {
+    fake_backend backend;
+    zab::kv::session_options options;
+    options.output_soft_bytes = 10;
+    options.output_hard_bytes = 100;
+    resp_session<fake_backend> session{backend, options};
+    // An immediate reply is built when it is read: ECHO of 200 bytes goes past the bound.
+    session.feed(request_bytes({"ECHO", std::string(200, 'e')}));
+    CHECK(session.output_overflow());
+}
+
+TEST_CASE("resp_session: at most max_writes_in_flight writes are proposed; the rest wait") {
+    fake_backend backend;
+    zab::kv::session_options options;
+    options.max_writes_in_flight = 3;
+    resp_session<fake_backend> session{backend, options};
+    std::string pipeline;
+    for (int i = 0; i < 10; ++i) pipeline += request_bytes({"SET", "k", std::to_string(i)});
+    session.feed(pipeline);
+    CHECK(backend.proposed.size() == 3);
+    CHECK(session.outstanding() == 10);  // read and queued: the client is not refused
+    CHECK(session.awaiting_cluster());
+    // Each completion starts the next, in order.
+    session.write_done(backend.proposed[1], "+OK\r\n");
+    CHECK(backend.proposed == std::vector<std::uint64_t>{0, 1, 2, 3});
+    for (std::size_t i = 0; i < backend.proposed.size(); ++i)
+        session.write_done(backend.proposed[i], "+OK\r\n");
+    CHECK(backend.proposed.size() == 10);
+    CHECK_FALSE(session.awaiting_cluster());
+    std::string expected;
+    for (int i = 0; i < 10; ++i) expected += "+OK\r\n";
+    CHECK(session.take_output() == expected);
+}
+
+TEST_CASE("resp_session: every command of a refused MULTI block is refused, none runs") {
+    fake_backend backend;
+    resp_session<fake_backend> session{backend};
+    // What ioredis and node-redis send for a transaction: one pipeline.
+    session.feed(request_bytes({"MULTI"}) + request_bytes({"SET", "a", "1"}) +
+                 request_bytes({"INCR", "n"}) + request_bytes({"GET", "a"}) +
+                 request_bytes({"EXEC"}) + request_bytes({"SET", "after", "1"}));
+    CHECK(backend.proposed.size() == 1);  // only the SET after EXEC
+    CHECK(backend.reads.empty());
+    session.write_done(backend.proposed[0], "+OK\r\n");
+    CHECK(session.take_output() ==
+          "-ERR MULTI is not supported here; the commands up to EXEC or DISCARD are refused\r\n"
+          "-ERR command refused: inside a refused MULTI block (until EXEC or DISCARD)\r\n"
+          "-ERR command refused: inside a refused MULTI block (until EXEC or DISCARD)\r\n"
+          "-ERR command refused: inside a refused MULTI block (until EXEC or DISCARD)\r\n"
+          "-EXECABORT Transaction discarded: MULTI is not supported here\r\n"
+          "+OK\r\n");
+
+    // DISCARD ends a block too; a nested MULTI is refused inside it; QUIT still closes.
+    session.feed(request_bytes({"MULTI"}) + request_bytes({"MULTI"}) + request_bytes({"DISCARD"}) +
+                 request_bytes({"DEL", "a"}));
+    CHECK(backend.proposed.size() == 2);  // the DEL after DISCARD
+    session.write_done(backend.proposed[1], ":1\r\n");
+    CHECK(session.take_output().ends_with("block (until EXEC or DISCARD)\r\n+OK\r\n:1\r\n"));
+    session.feed(request_bytes({"MULTI"}) + request_bytes({"QUIT"}));
+    CHECK(session.closing());
+}
+
+TEST_CASE("resp_session: buffered input counts the partial command and the queued ones") {
+    fake_backend backend;
+    zab::kv::session_options options;
+    options.max_writes_in_flight = 1;
+    options.max_queued_bytes = 3000;
+    resp_session<fake_backend> session{backend, options};
+    CHECK(session.buffered_input_bytes() == 0);
+    // A partial 1 MB value: what has arrived of it is held (by capacity).
+    session.feed("*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$1000000\r\n" + std::string(100'000, 'v'));
+    CHECK(session.buffered_input_bytes() >= 100'000);
+    CHECK(session.buffered_input_bytes() < 300'000);
+    session.feed(std::string(900'000, 'v') + "\r\n");
+    CHECK(backend.proposed.size() == 1);  // proposed: its bytes are the node's now
+    CHECK(session.buffered_input_bytes() < 1000);
+
+    // Queued commands waiting for the write before them hold their bytes, up to the bound.
+    std::string pipeline;
+    for (int i = 0; i < 10; ++i) pipeline += request_bytes({"SET", "k", std::string(1000, 'w')});
+    session.feed(pipeline);
+    CHECK(backend.proposed.size() == 1);
+    CHECK(session.outstanding() == 4);  // 1 in flight + 3 queued (3 x 1004 bytes >= 3000)
+    CHECK_FALSE(session.wants_input());
+    const std::size_t held = session.buffered_input_bytes();
+    CHECK(held >= 10 * 1000);  // the 7 the parser still holds count too
+    session.write_done(backend.proposed[0], "+OK\r\n");
+    CHECK(session.buffered_input_bytes() < held);
+}
+
+TEST_CASE("kv_requests: a GET or MGET reply above the bound is refused before it is built") {
+    zab::kv::kv_state_machine machine;
+    zab::kv::command c{zab::kv::set_op{"v", std::string(1000, 'x')}, {}};
+    const auto txn = zab::kv::encode(c);
+    REQUIRE(txn);
+    machine.apply(zab::zxid{1, 1}, zab::byte_view{txn.value().data(), txn.value().size()});
+    zab::kv::resp::command mget{"MGET"};
+    for (int i = 0; i < 10; ++i) mget.push_back("v");
+    mget.push_back("missing");
+    // 10 x "$1000\r\n...\r\n" + "$-1\r\n" + "*11\r\n"
+    const std::size_t exact = 10 * 1009 + 5 + 5;
+    CHECK(zab::kv::execute_read(machine, mget, exact).size() == exact);
+    CHECK(zab::kv::execute_read(machine, mget, exact - 1) ==
+          "-ERR reply too large: more than " + std::to_string(exact - 1) +
+              " bytes; ask for fewer keys\r\n");
+    CHECK(zab::kv::execute_read(machine, {"GET", "v"}, 1009) == "$1000\r\n" + std::string(1000, 'x') + "\r\n");
+    CHECK(zab::kv::execute_read(machine, {"GET", "v"}, 1008).starts_with("-ERR reply too large"));
 }

@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# tests/kv/client_limits_test.sh KV_SERVER — hostile clients against live kv_server processes
+# on 127.0.0.1 (issue 16): one client must not take the process's memory, its descriptors,
+# the CPU or the cluster's forwarding budget. Three replicas (replica 2 with --timeout 2,
+# replica 3 with --max-clients 8, all with --max-input-bytes 40000000), and one single-replica
+# kv_server under `ulimit -n 32`; the clients are tests/kv/hostile_client.py:
+# - 200 pipelined GETs of a 4 MB value, never read: RSS grows < 100 MB, PING still answered;
+# - one MGET naming that value 2,000 times (14 KB): refused "reply too large", RSS < 100 MB;
+# - 10 connections each holding 16 MB of an unfinished value: some closed at the input cap,
+#   RSS grows < 80 MB;
+# - --max-clients 8: the 9th client gets "-ERR max number of clients reached";
+# - at the descriptor limit the acceptor uses < 200 ms of CPU in 2 s (/proc/PID/stat) and
+#   serves the waiting client once descriptors are free;
+# - --timeout 2: an idle client is closed, an active one kept;
+# - MULTI, SET, INCR, EXEC in one pipeline: nothing of it applied, on every replica;
+# - 100,000 pipelined SETs through a follower: no -BUSY, and none for a bystander writing
+#   through the other follower meanwhile.
+#
+# Registered with ctest (label kv-cluster). Exit 0: passed; 1: failed (the message says
+# which check, and the replicas' logs are printed); 77: skipped (no redis-cli or python3).
+set -euo pipefail
+
+server="${1:?usage: client_limits_test.sh PATH/TO/kv_server}"
+[[ -x "$server" ]] || { echo "error: $server is not executable" >&2; exit 1; }
+for tool in redis-cli python3; do
+    if ! command -v "$tool" >/dev/null 2>&1; then
+        echo "skipped: $tool is not installed"
+        exit 77
+    fi
+done
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+hostile() { timeout 60 python3 "$here/hostile_client.py" "$@" || fail "hostile_client.py $*"; }
+
+# shellcheck source=tests/kv/cluster_lib.sh
+source "$here/cluster_lib.sh"
+
+say "starting 3 replicas in $work (client ports ${client_port[*]})"
+start 1 --max-input-bytes 40000000
+start 2 --max-input-bytes 40000000 --timeout 2
+start 3 --max-input-bytes 40000000 --max-clients 8
+leader=$(wait_leader 1 2 3)
+followers=()
+for id in 1 2 3; do [[ "$id" == "$leader" ]] || followers+=("$id"); done
+say "leader: replica $leader"
+
+say "memory: unread pipelined GETs and one huge MGET on replica 1"
+head -c 4000000 /dev/zero | tr '\0' v >"$work/value"
+expect "SET a 4 MB value" OK "$(cli 1 -x SET big <"$work/value")"
+hostile unread "${client_port[1]}" "${pids[1]}" big 200 100
+hostile mget "${client_port[1]}" "${pids[1]}" big 2000 100
+
+say "input: 10 connections holding 16 MB of unfinished values each (cap 40 MB)"
+hostile partial "${client_port[1]}" "${pids[1]}" 10 16 80
+[[ "$(info_field 1 evicted_clients)" -ge 1 ]] || fail "INFO evicted_clients did not count the closed clients"
+
+say "--max-clients 8 on replica 3"
+hostile maxclients "${client_port[3]}" 8
+[[ "$(info_field 3 rejected_connections)" -ge 1 ]] || fail "INFO rejected_connections is 0"
+
+say "--timeout 2 on replica 2"
+hostile timeout "${client_port[2]}" 2
+
+say "the descriptor limit: a single replica under ulimit -n 32"
+solo_peer=$(free_port)
+client_port[solo]=$(free_port)
+(
+    ulimit -n 32
+    exec "$server" --id 1 --peers "1=127.0.0.1:$solo_peer" --client-port "${client_port[solo]}" \
+        --memory --tick-ms 20
+) >>"$work/solo.log" 2>&1 &
+pids[solo]=$!
+deadline=$((SECONDS + 10))
+until [[ "$(cli solo PING 2>/dev/null)" == PONG ]]; do
+    ((SECONDS < deadline)) || fail "the single replica did not answer within 10 s"
+    sleep 0.1
+done
+hostile nofile "${client_port[solo]}" "${pids[solo]}" 200
+grep -q "retrying every 100 ms" "$work/solo.log" || fail "the acceptor did not report the descriptor limit"
+
+say "a refused MULTI block applies nothing (every replica)"
+raw_pipeline() {  # raw_pipeline ID: stdin on one connection, every reply until the close
+    exec 8<>"/dev/tcp/127.0.0.1/${client_port[$1]}"
+    cat >&8
+    timeout 10 cat <&8
+    exec 8<&-
+}
+printf 'MULTI\r\nSET in-multi x\r\nINCR multi-counter\r\nEXEC\r\nSET after-multi done\r\nQUIT\r\n' |
+    raw_pipeline "${followers[0]}" | tr -d '\r' >"$work/multi.out"
+expect "replies to the MULTI pipeline" \
+    "-ERR MULTI is not supported here; the commands up to EXEC or DISCARD are refused
+-ERR command refused: inside a refused MULTI block (until EXEC or DISCARD)
+-ERR command refused: inside a refused MULTI block (until EXEC or DISCARD)
+-EXECABORT Transaction discarded: MULTI is not supported here
++OK
++OK" "$(cat "$work/multi.out")"
+for id in 1 2 3; do
+    caught_up_within "$id" after-multi done "replica $id after the MULTI pipeline"
+    expect "keys of the refused MULTI block on replica $id" 0 "$(cli "$id" EXISTS in-multi multi-counter)"
+done
+
+say "100,000 pipelined SETs through follower ${followers[0]}, a bystander on ${followers[1]}"
+hostile pipeline "${client_port[${followers[0]}]}" "${client_port[${followers[1]}]}" 100000
+
+for id in 1 2 3; do
+    [[ -d "/proc/${pids[$id]}" ]] || fail "replica $id exited"
+done
+say "PASSED"
