@@ -19,7 +19,7 @@ using zab::errc;
 namespace {
 
 constexpr std::size_t header_size = zab::storage_format::segment_header_size;
-constexpr std::size_t record_size = zab::storage_format::record_header_size + 60;
+constexpr std::size_t record_size = zab::storage_format::record_header_size + payload_size;
 
 /// Writes records 1..n of epoch 1 in one flush, then `tail` more in a second flush.
 void write_log(const file_log_options& options, std::uint32_t n, std::uint32_t tail = 0) {

@@ -41,7 +41,8 @@ enum class sync_site : std::uint8_t {
     initial_epoch_directory,       ///< fsync of the directory after renaming it into place
     identity_file,                 ///< fsync of identity.tmp (initialization)
     identity_directory,            ///< fsync of the directory after renaming it into place
-    torn_tail_data,                ///< recovery: fdatasync after cutting a torn tail
+    torn_tail_data,                ///< recovery: fdatasync of the newest segment (after
+                                   ///< cutting a torn tail, or of what it found whole)
     recovery_removal_directory,    ///< recovery: fsync of the directory after its unlinks
     truncation_removal_directory,  ///< TRUNC: fsync of the directory after each unlink
     truncation_data,               ///< TRUNC: fdatasync after the ftruncate
