@@ -207,6 +207,28 @@ inline result<std::optional<scanned_record>> find_synced_past(block_reader& read
     return std::optional<scanned_record>{};
 }
 
+/// Success when the damage (`problem`) at `damaged_at` may be a torn write: no record from
+/// `from` on proves it synced (find_synced_past). Else `errc::corrupt` (or the read error),
+/// `why` naming the file, the offset and the proof.
+inline result<void> refuse_if_synced_past(block_reader& reader, const std::string& path,
+                                          std::uint64_t from, std::uint64_t damaged_at,
+                                          std::uint64_t file_size,
+                                          std::uint32_t max_record_bytes,
+                                          const std::string& problem, std::string& why) {
+    auto synced = find_synced_past(reader, from, damaged_at, file_size, max_record_bytes);
+    if (!synced) {
+        why = fmt::format("{}: read failed: {}", path, synced.error().message());
+        return synced.error();
+    }
+    if (!synced.value()) return success();
+    why = fmt::format("{}: offset {}: {}; but record {} at offset {} was written after the "
+                      "segment had been synced to offset {}: the damaged bytes had been "
+                      "synced, not a torn tail: corruption",
+                      path, damaged_at, problem, synced.value()->id, synced.value()->offset,
+                      synced.value()->synced);
+    return make_error_code(errc::corrupt);
+}
+
 }  // namespace scan_detail
 
 /// Reads and checks the header of segment `path` (open as `fd` in `fs`). A damaged header is
@@ -258,20 +280,11 @@ inline result<segment_head> read_segment_head(file_system& fs, int fd, const std
         // The header went out with the segment's first step: if a record names a synced
         // offset past 0, that step — the header with it — had been synced.
         block_reader reader{fs, fd, head.file_size};
-        auto synced = scan_detail::find_synced_past(reader, segment_header_size, 0,
-                                                    head.file_size, record_bytes_limit);
-        if (!synced) {
-            why = fmt::format("{}: read failed: {}", path, synced.error().message());
-            return synced.error();
-        }
-        if (synced.value()) {
-            why = fmt::format("{}: offset 0: segment header: {}; but record {} at offset {} was "
-                              "written after the segment had been synced to offset {}: the "
-                              "header had been synced, this is corruption, not a torn write",
-                              path, problem, synced.value()->id, synced.value()->offset,
-                              synced.value()->synced);
-            return make_error_code(errc::corrupt);
-        }
+        if (auto torn = scan_detail::refuse_if_synced_past(
+                reader, path, segment_header_size, 0, head.file_size, record_bytes_limit,
+                "segment header: " + problem, why);
+            !torn)
+            return torn.error();
         head.torn = true;
         head.damage = problem;
         return head;
@@ -340,20 +353,11 @@ inline result<segment_scan> scan_records(file_system& fs, int fd, const std::str
                           path, offset, problem);
         return make_error_code(errc::corrupt);
     }
-    auto synced = scan_detail::find_synced_past(reader, offset + 1, offset, head.file_size,
-                                                h.max_record_bytes);
-    if (!synced) {
-        why = fmt::format("{}: read failed: {}", path, synced.error().message());
-        return synced.error();
-    }
-    if (synced.value()) {
-        why = fmt::format("{}: offset {}: {}; but record {} at offset {} was written after the "
-                          "segment had been synced to offset {}: the damaged bytes had been "
-                          "synced, not a torn tail",
-                          path, offset, problem, synced.value()->id, synced.value()->offset,
-                          synced.value()->synced);
-        return make_error_code(errc::corrupt);
-    }
+    if (auto torn = scan_detail::refuse_if_synced_past(reader, path, offset + 1, offset,
+                                                       head.file_size, h.max_record_bytes,
+                                                       problem, why);
+        !torn)
+        return torn.error();
     scan.tail_damage = problem;
     return scan;
 }
