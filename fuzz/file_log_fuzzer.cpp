@@ -270,7 +270,7 @@ std::map<std::uint64_t, std::vector<std::byte>> segments_of(const std::string& d
                                 std::istreambuf_iterator<char>());
         auto& bytes = out[*number];
         bytes.resize(chars.size());
-        std::memcpy(bytes.data(), chars.data(), chars.size());
+        if (!chars.empty()) std::memcpy(bytes.data(), chars.data(), chars.size());
     }
     return out;
 }
