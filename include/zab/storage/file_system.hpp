@@ -108,7 +108,9 @@ public:
 
     /// openat(directory_fd, name, mode, 0644).
     virtual int open_file(int directory_fd, const std::string& name, open_mode mode, int& fd) = 0;
-    /// renameat within one directory, replacing `to` atomically.
+    /// renameat within one directory, replacing `to` atomically. `to` may also name an entry
+    /// of a subdirectory ("damaged-1/log.…"): corruption_policy::resync moves files aside so
+    /// (POSIX renameat does it; testing::durable_image_fs does not model subdirectories).
     virtual int rename_file(int directory_fd, const std::string& from, const std::string& to) = 0;
     /// unlinkat; ENOENT when it does not exist.
     virtual int remove_file(int directory_fd, const std::string& name) = 0;
