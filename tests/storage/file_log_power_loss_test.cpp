@@ -799,3 +799,96 @@ TEST_CASE(
     while (seed <= 200 && !simulated_run(seed, sync_site::segment_data)) ++seed;
     CHECK(seed <= 200);
 }
+
+// --- issue #15: a torn last write step is never taken for corruption ------------------------
+
+namespace {
+
+/// Makes `bytes` the durable content of file `name` of the log's directory (the crash image
+/// a test wants recovery to find), then cuts the power.
+void set_crash_image(durable_image_fs& fs, const std::string& directory, const std::string& name,
+                     const std::vector<std::byte>& bytes) {
+    int dir = -1, fd = -1;
+    REQUIRE(fs.open_directory(directory, dir) == 0);
+    REQUIRE(fs.open_file(dir, name, zab::open_mode::create_or_truncate, fd) == 0);
+    REQUIRE(fs.write_at(fd, bytes, 0) == 0);
+    REQUIRE(fs.sync_data(fd, sync_site::segment_data) == 0);
+    REQUIRE(fs.sync_directory(dir, sync_site::segment_created_directory) == 0);
+    fs.close(fd);
+    fs.close(dir);
+    fs.power_loss();
+}
+
+}  // namespace
+
+TEST_CASE("file_log power loss in the last write step: a torn tail at every position, or with "
+          "any sector of it lost while later ones landed, is cut; every synced record is kept",
+          "[file_log][power_loss]") {
+    // Records of 300 bytes take 320 on disk: 15 fill a segment of 5000 bytes, a batch of 5
+    // is one write step (1600 bytes, window 2000).
+    const bool new_segment = GENERATE(false, true);
+    INFO((new_segment ? "the last batch starts a new segment" : "the last batch extends one"));
+    durable_image_fs fs;
+    fs.make_durable_directories("/volume");
+    const file_log_options options = power_loss_options(fs);
+    const std::uint32_t synced = new_segment ? 15 : 20;
+    const std::string name = "log.0000000000000002";
+    const std::string path = options.directory + "/" + name;
+    std::vector<std::byte> written;  // the last segment with the whole batch
+    std::size_t step_start = 0;      // where the un-synced step begins in it
+    {
+        file_log log = open_new(options);
+        for (std::uint32_t first = 1; first <= synced; first += 5) {
+            log.append(first, records(1, first, first + 4, 300));
+            log.sync(first);
+            flush_ok(log);
+        }
+        step_start = new_segment ? 0 : fs.contents(path)->size();
+        fs.skip_syncs(sync_site::segment_data);  // the batch reaches the page cache only
+        log.append(100, records(1, synced + 1, synced + 5, 300));
+        flush_ok(log);
+        fs.skip_syncs(sync_site::segment_data, false);
+        written = *fs.contents(path);
+    }
+    const std::size_t first_record = new_segment ? zab::storage_format::segment_header_size : step_start;
+    REQUIRE(written.size() == first_record + 5 * 320);
+    // How many records of the batch lie whole in [first_record, end).
+    const auto whole_before = [&](std::size_t end) {
+        return end < first_record ? 0u : static_cast<std::uint32_t>((end - first_record) / 320);
+    };
+    const auto check_recovers = [&](std::uint32_t batch_kept) {
+        std::string why;
+        auto opened = file_log::open(options, &why);
+        INFO("open failed: " << why);
+        REQUIRE(opened.has_value());
+        REQUIRE(opened.value().last_zxid() == zxid{1, synced + batch_kept});
+        require_records(read_all(opened.value()), ids(1, 1, synced + batch_kept), 300);
+    };
+
+    SECTION("cut at every byte of the step") {
+        for (std::size_t end = step_start; end <= written.size(); ++end) {
+            INFO("cut at " << end);
+            set_crash_image(fs, options.directory, name,
+                            {written.begin(), written.begin() + static_cast<std::ptrdiff_t>(end)});
+            check_recovers(whole_before(end));
+        }
+    }
+    SECTION("one sector of the step lost (garbage or zeros), the later ones landed") {
+        prng random{new_segment ? 7u : 8u};
+        for (std::size_t from = step_start; from < written.size();
+             from = (from / durable_image_fs::sector_bytes + 1) * durable_image_fs::sector_bytes) {
+            const std::size_t to = std::min(
+                written.size(), (from / durable_image_fs::sector_bytes + 1) *
+                                    durable_image_fs::sector_bytes);
+            for (const bool zeros : {false, true}) {
+                INFO("sector [" << from << ", " << to << ") " << (zeros ? "zeros" : "garbage"));
+                auto image = written;
+                for (std::size_t i = from; i < to; ++i)
+                    image[i] = zeros ? std::byte{0} : static_cast<std::byte>(random.below(256));
+                set_crash_image(fs, options.directory, name, image);
+                // A damaged header takes the segment; else the records before the sector stay.
+                check_recovers(from < first_record ? 0 : whole_before(from));
+            }
+        }
+    }
+}

@@ -5,6 +5,7 @@
 // (ZOOKEEPER-2832/2872: never a stale record after the snapshot).
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -19,7 +20,7 @@ using zab::errc;
 namespace {
 
 constexpr std::size_t header_size = zab::storage_format::segment_header_size;
-constexpr std::size_t record_size = zab::storage_format::record_header_size + 60;
+constexpr std::size_t record_size = zab::storage_format::record_header_size + payload_size;
 
 /// Writes records 1..n of epoch 1 in one flush, then `tail` more in a second flush.
 void write_log(const file_log_options& options, std::uint32_t n, std::uint32_t tail = 0) {
@@ -134,15 +135,17 @@ TEST_CASE("file_log corruption is refused, with the file and offset named") {
                                       Catch::Contains("offset 444") &&
                                       Catch::Contains("checksum"));
     }
-    SECTION("a flipped byte further than the window before the end of the last segment") {
-        write_log(options, 70);  // the last segment holds 18 records: 1368 bytes of records
+    SECTION("a flipped byte in an earlier write step of the last segment") {
+        // The last segment holds 18 records (1368 bytes), written in two steps of one flush:
+        // the records of the second name the first as synced.
+        write_log(options, 70);
         flip_byte(dir.data() + "/log.0000000000000003", header_size + 20);
         const auto failure = open_must_fail(options);
         REQUIRE(failure.error == errc::corrupt);
         REQUIRE_THAT(failure.why, Catch::Contains("log.0000000000000003") &&
                                       Catch::Contains("not a torn tail"));
     }
-    SECTION("a flipped byte within the window before the end is a torn tail") {
+    SECTION("a flipped byte in the last write step is a torn tail") {
         write_log(options, 70);
         flip_byte(dir.data() + "/log.0000000000000003", header_size + 17 * record_size + 20);
         file_log log = open_log(options);
@@ -449,4 +452,287 @@ TEST_CASE("file_log snapshot install interrupted by a crash (ZOOKEEPER-2832/2872
         REQUIRE(failure.error == errc::corrupt);
         REQUIRE_THAT(failure.why, Catch::Contains(snapshots[0]) && Catch::Contains("checksum"));
     }
+}
+
+// --- issue #15: corruption is never taken for a torn tail --------------------------------
+
+namespace {
+
+/// 60 records of epoch 1 in flushes of 3 (one write step each): segment 1 holds 1..26,
+/// segment 2 27..52, segment 3 53..60. The last write step — the only bytes a power loss may
+/// have torn — holds records 58..60.
+constexpr std::uint32_t flushed_records = 60;
+constexpr std::uint32_t last_step_first = 58;
+
+void write_in_steps(const file_log_options& options) {
+    file_log log = open_new(options);
+    for (std::uint32_t first = 1; first <= flushed_records; first += 3) {
+        log.append(first, records(1, first, first + 2));
+        log.sync(first);
+        flush_ok(log);
+    }
+}
+
+/// Where each record of a segment file starts, walking the lengths (the file is intact).
+std::vector<std::size_t> record_starts(const std::vector<std::byte>& file) {
+    std::vector<std::size_t> out;
+    for (std::size_t at = header_size; at < file.size();
+         at += zab::storage_format::record_header_size +
+               zab::storage_format::get_u32(&file[at + 4]))
+        out.push_back(at);
+    return out;
+}
+
+}  // namespace
+
+TEST_CASE("file_log a flipped byte in any header or record of a synced log is refused as "
+          "corruption, with the file and offset named, unless it lies in the newest segment's "
+          "last write step") {
+    temporary_directory dir;
+    const auto options = small_options(dir.data());
+    write_in_steps(options);
+    const auto names = segment_files(dir.data());
+    REQUIRE(names.size() == 3);
+    std::uint32_t first_in_file = 1;
+    std::size_t refused = 0, cut = 0, total = 0;
+    for (std::size_t f = 0; f < names.size(); ++f) {
+        const std::string path = dir.data() + "/" + names[f];
+        const auto pristine = read_file(path);
+        const auto starts = record_starts(pristine);
+        const bool newest = f + 1 == names.size();
+        // Every byte of the header, and in every record a byte of each field (CRC, length,
+        // zxid, sync distance) and the first and last byte of its payload.
+        std::vector<std::size_t> positions;
+        for (std::size_t at = 0; at < header_size; ++at) positions.push_back(at);
+        for (std::size_t start : starts)
+            for (std::size_t field : {std::size_t{0}, std::size_t{5}, std::size_t{11},
+                                      std::size_t{17}, std::size_t{20}, record_size - 1})
+                positions.push_back(start + field);
+        total += positions.size();
+        for (std::size_t at : positions) {
+            // The record the byte belongs to (or the header) and its zxid counter.
+            std::size_t r = 0;
+            while (r + 1 < starts.size() && starts[r + 1] <= at) ++r;
+            const bool in_header = at < header_size;
+            const auto counter = static_cast<std::uint32_t>(first_in_file + r);
+            INFO(names[f] << " byte " << at);
+            flip_byte(path, at);
+            std::string why;
+            auto opened = file_log::open(options, &why);
+            if (newest && !in_header && counter >= last_step_first) {
+                // Indistinguishable from a torn write of the last step: cut at the damaged
+                // record; every record before it is kept.
+                INFO("open failed: " << why);
+                REQUIRE(opened.has_value());
+                REQUIRE(opened.value().last_zxid() == zxid{1, counter - 1});
+                require_records(read_all(opened.value()), ids(1, 1, counter - 1));
+                ++cut;
+            } else {
+                REQUIRE_FALSE(opened.has_value());
+                REQUIRE(opened.error() == errc::corrupt);
+                const std::size_t offset = in_header ? 0 : starts[r];
+                REQUIRE_THAT(why, Catch::Contains(names[f]) &&
+                                      Catch::Contains(fmt::format("offset {}:", offset)));
+                ++refused;
+            }
+            write_file(path, pristine);
+        }
+        first_in_file += static_cast<std::uint32_t>(starts.size());
+    }
+    REQUIRE(first_in_file == flushed_records + 1);
+    CHECK(cut == 3 * 6);  // the last step: records 58..60
+    CHECK(refused + cut == total);
+}
+
+TEST_CASE("file_log a damaged header of the newest segment is corruption once a record in it "
+          "proves the header synced, a torn header only while it does not") {
+    temporary_directory dir;
+    const auto options = small_options(dir.data());
+    const std::string newest = dir.data() + "/log.0000000000000003";
+    SECTION("several write steps in the segment: corruption") {
+        write_in_steps(options);  // segment 3: records 53..60 in three steps
+        for (std::size_t at = 0; at < header_size; ++at) {
+            INFO("byte " << at);
+            flip_byte(newest, at);
+            const auto failure = open_must_fail(options);
+            REQUIRE(failure.error == errc::corrupt);
+            REQUIRE_THAT(failure.why, Catch::Contains("log.0000000000000003: offset 0") &&
+                                          Catch::Contains("segment header") &&
+                                          Catch::Contains("had been synced"));
+            flip_byte(newest, at);
+        }
+    }
+    SECTION("one write step in the segment: a torn header, the segment goes") {
+        {
+            file_log log = open_new(options);
+            log.append(1, records(1, 1, 52));  // segments 1 and 2, full
+            flush_ok(log);
+            log.append(2, records(1, 53, 55));  // segment 3: one step, header included
+            flush_ok(log);
+        }
+        const auto pristine = read_file(newest);
+        for (std::size_t at = 0; at < header_size; ++at) {
+            INFO("byte " << at);
+            flip_byte(newest, at);
+            {
+                file_log log = open_log(options);
+                REQUIRE(log.last_zxid() == zxid{1, 52});
+            }
+            REQUIRE_FALSE(std::filesystem::exists(newest));
+            write_file(newest, pristine);
+        }
+    }
+}
+
+TEST_CASE("file_log only the newest segment file may be torn: a torn header after a segment "
+          "proves that segment synced") {
+    temporary_directory dir;
+    const auto options = small_options(dir.data());
+    write_log(options, 40, 3);  // segment 2 ends in the last step: records 41..43
+    const std::string segment = last_segment(dir.data());
+    // A new segment whose header never made it: segment 2 had been synced whole before it
+    // was created, so damage in segment 2's last records is corruption.
+    write_file(dir.data() + "/log.0000000000000003", std::vector<std::byte>(30, std::byte{0}));
+    flip_byte(segment, header_size + 16 * record_size + 30);
+    const auto failure = open_must_fail(options);
+    REQUIRE(failure.error == errc::corrupt);
+    REQUIRE_THAT(failure.why, Catch::Contains("log.0000000000000002") &&
+                                  Catch::Contains("only the newest segment"));
+}
+
+TEST_CASE("file_log corruption_policy::resync: the damaged files are moved aside, the log "
+          "comes up empty with acceptedEpoch kept and currentEpoch 0, and says so") {
+    temporary_directory dir;
+    auto options = small_options(dir.data());
+    options.on_corruption = zab::corruption_policy::resync;
+    {
+        file_log log = open_log(options);
+        log.write_epochs(1, {4, 3});
+        log.append(2, records(3, 1, 60));
+        flush_ok(log);
+    }
+    const auto before = directory_state(dir.data());
+    SECTION("a damaged segment; the epoch file is intact") {
+        flip_byte(dir.data() + "/log.0000000000000002", header_size + 5 * record_size + 30);
+        std::string why;
+        auto opened = file_log::open(options, &why);
+        REQUIRE(opened.has_value());
+        file_log& log = opened.value();
+        REQUIRE(log.resynced_after_corruption());
+        REQUIRE_FALSE(log.fresh());
+        REQUIRE(log.last_zxid() == zxid{});
+        REQUIRE_FALSE(log.snapshot());
+        REQUIRE(log.stored_epochs() == epochs{4, 0});
+        REQUIRE_THAT(why, Catch::Contains("log.0000000000000002: offset 444") &&
+                              Catch::Contains("damaged-1"));
+        // Everything that was there is kept in damaged-1/, byte for byte the same sizes.
+        REQUIRE(directory_state(dir.data() + "/damaged-1") == before);
+        REQUIRE(segment_files(dir.data()).empty());
+        // The replica goes on: a leader's sync lands, and it is an ordinary log again.
+        log.install_snapshot(3, zxid{4, 2}, shared_bytes::copy_of(zab::as_bytes("leader")),
+                             records(4, 3, 5));
+        log.write_epochs(4, {4, 4});
+        flush_ok(log);
+    }
+    SECTION("a damaged epoch file: acceptedEpoch 0") {
+        flip_byte(dir.data() + "/epochs", 9);
+        file_log log = open_log(options);
+        REQUIRE(log.resynced_after_corruption());
+        REQUIRE(log.stored_epochs() == epochs{0, 0});
+    }
+    SECTION("a second damage later goes to damaged-2") {
+        flip_byte(dir.data() + "/log.0000000000000001", 3);
+        { REQUIRE(open_log(options).resynced_after_corruption()); }
+        // Until a leader syncs it, reopening still reports the resync (a crash right after
+        // the move must not make it a voter).
+        { REQUIRE(open_log(options).resynced_after_corruption()); }
+        {
+            file_log log = open_log(options);
+            log.append(1, records(4, 1, 30));
+            log.write_epochs(2, {4, 4});
+            flush_ok(log);
+        }
+        REQUIRE_FALSE(open_log(options).resynced_after_corruption());
+        flip_byte(dir.data() + "/log.0000000000000001", 3);
+        REQUIRE(open_log(options).resynced_after_corruption());
+        REQUIRE(std::filesystem::exists(dir.data() + "/damaged-2/log.0000000000000001"));
+    }
+    // After the sync, the log is an ordinary one.
+    if (std::filesystem::exists(dir.data() + "/snapshot.0000000000000001")) {
+        file_log log = open_log(options);
+        REQUIRE_FALSE(log.resynced_after_corruption());
+        REQUIRE(log.last_zxid() == zxid{4, 5});
+    }
+}
+
+TEST_CASE("file_log corruption_policy::refuse is the default and changes nothing") {
+    temporary_directory dir;
+    const auto options = small_options(dir.data());
+    REQUIRE(options.on_corruption == zab::corruption_policy::refuse);
+    write_log(options, 60);
+    flip_byte(dir.data() + "/log.0000000000000001", 3);
+    const auto before = directory_state(dir.data());
+    REQUIRE(open_must_fail(options).error == errc::corrupt);
+    REQUIRE(directory_state(dir.data()) == before);
+}
+
+TEST_CASE("file_log max_snapshot_bytes is checked where a snapshot is written") {
+    temporary_directory dir;
+    auto options = small_options(dir.data());
+    options.max_snapshot_bytes = 100;
+    const auto small = shared_bytes::copy_of(zab::as_bytes(std::string(100, 's')));
+    const auto large = shared_bytes::copy_of(zab::as_bytes(std::string(101, 'l')));
+    std::optional<file_log> log{open_new(options)};
+    log->append(1, records(1, 1, 10));
+    flush_ok(*log);
+    SECTION("compact refuses a state that open could not load, and the log goes on") {
+        REQUIRE_FALSE(log->compact(zxid{1, 5}, large));
+        REQUIRE_FALSE(log->snapshot());
+        REQUIRE_FALSE(log->failed());
+        REQUIRE(log->compact(zxid{1, 5}, small));
+        flush_ok(*log);
+    }
+    SECTION("install_snapshot of such a state fails the log, with the reason") {
+        log->install_snapshot(2, zxid{1, 20}, large);
+        REQUIRE(log->failed());
+        const auto result = log->flush();
+        REQUIRE(result.failed());
+        REQUIRE_THAT(result.reason, Catch::Contains("101 bytes") &&
+                                        Catch::Contains("max_snapshot_bytes (100)"));
+        REQUIRE(files_with_prefix(dir.data(), "snapshot.").empty());
+    }
+    SECTION("a state of the limit is written and reopens") {
+        log->install_snapshot(2, zxid{1, 20}, small);
+        flush_ok(*log);
+    }
+    const bool failed = log->failed();
+    log.reset();
+    file_log again = open_log(options);
+    REQUIRE(again.snapshot().has_value() != failed);
+    if (!failed) REQUIRE(again.snapshot()->state == small);
+}
+
+TEST_CASE("file_log read: a read that fails is an error with its cause, never fewer records") {
+    temporary_directory dir;
+    const auto options = small_options(dir.data());
+    write_log(options, 40);
+    file_log log = open_log(options);
+    const std::string segment = dir.data() + "/log.0000000000000002";
+    SECTION("the file was cut behind the log's back") {
+        std::filesystem::resize_file(segment, header_size + 3 * record_size);
+        const auto got = log.read(zxid{1, 26}, 100);
+        REQUIRE_FALSE(got.has_value());
+        REQUIRE(got.error() == errc::storage_failed);
+        REQUIRE_THAT(log.last_read_failure(),
+                     Catch::Contains("log.0000000000000002") && Catch::Contains("short read"));
+    }
+    SECTION("a record changed behind the log's back") {
+        flip_byte(segment, header_size + 2 * record_size + 40);
+        const auto got = log.read(zxid{1, 26}, 100);
+        REQUIRE_FALSE(got.has_value());
+        REQUIRE(got.error() == errc::corrupt);
+        REQUIRE_THAT(log.last_read_failure(), Catch::Contains("log.0000000000000002") &&
+                                                  Catch::Contains("<1, 29>"));
+    }
+    REQUIRE(log.read(zxid{1, 1}, 10).value().size() == 10);  // the rest still reads
 }

@@ -68,8 +68,13 @@ inline file_log_options small_options(const std::string& directory) {
     return o;
 }
 
+/// The payload of the tests' records: with its 20-byte header a record takes 76 bytes on disk,
+/// the size the layouts the tests describe (records per segment, steps) are counted in.
+inline constexpr std::size_t payload_size = 56;
+
 /// A record whose payload names its zxid, padded to `size` bytes.
-inline log_record record(std::uint32_t epoch, std::uint32_t counter, std::size_t size = 60) {
+inline log_record record(std::uint32_t epoch, std::uint32_t counter,
+                         std::size_t size = payload_size) {
     std::string text = "txn " + std::to_string(epoch) + "." + std::to_string(counter) + " ";
     while (text.size() < size) text += static_cast<char>('a' + (text.size() + counter) % 26);
     text.resize(size);
@@ -77,7 +82,7 @@ inline log_record record(std::uint32_t epoch, std::uint32_t counter, std::size_t
 }
 
 inline std::vector<log_record> records(std::uint32_t epoch, std::uint32_t first,
-                                       std::uint32_t last, std::size_t size = 60) {
+                                       std::uint32_t last, std::size_t size = payload_size) {
     std::vector<log_record> out;
     for (std::uint32_t c = first; c <= last; ++c) out.push_back(record(epoch, c, size));
     return out;
@@ -131,7 +136,7 @@ inline std::vector<zxid> ids(std::uint32_t epoch, std::uint32_t first, std::uint
 
 /// Checks ids and payload bytes against what `record()` makes.
 inline void require_records(const std::vector<log_record>& got, const std::vector<zxid>& want,
-                            std::size_t size = 60) {
+                            std::size_t size = payload_size) {
     REQUIRE(ids(got) == want);
     for (const auto& r : got) REQUIRE(r.txn == record(r.id.epoch(), r.id.counter(), size).txn);
 }

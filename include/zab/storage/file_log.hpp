@@ -39,6 +39,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <system_error>
 #include <utility>
 #include <vector>
@@ -76,14 +77,43 @@ public:
     ///     logged zxid — the snapshot's when the log is empty — ≤ current);
     ///   - `unsupported_version`: a file of another format version;
     ///   - `storage_failed`: a system call failed (the errno text is in the diagnostic).
+    ///
+    /// With `options.on_corruption == corruption_policy::resync`, a `corrupt` directory is
+    /// moved aside into `damaged-<n>/` instead and the log opens empty (see
+    /// file_log_options.hpp); `resynced_after_corruption()` then reports it, the diagnostic
+    /// holds what was wrong, and the driver must make the peer a non-voter until synced.
     static result<file_log> open(const file_log_options& options,
                                  std::string* diagnostic = nullptr) {
         std::string why;
         auto opened = recover(options, why);
+        if (!opened && opened.error() == errc::corrupt &&
+            options.on_corruption == corruption_policy::resync) {
+            log(log_level::error, "file_log: {} is corrupt: {}; moving its files aside to "
+                "resync from the leader as a non-voter", options.directory, why);
+            std::string moved_why;
+            auto moved = move_damaged_aside(options, moved_why);
+            if (!moved) {
+                why = fmt::format("{}; and moving the damaged files aside failed: {}", why,
+                                  moved_why);
+                opened = moved.error();
+            } else {
+                why = fmt::format("{}; moved to {}", why, moved.value());
+                opened = recover(options, moved_why);
+                if (opened) {
+                    opened.value().resynced_ = true;
+                    log(log_level::warn, "file_log: {} comes up empty (damaged files in {}), "
+                        "epochs {}/{}: it must rejoin as a non-voter until synced",
+                        options.directory, moved.value(), opened.value().epochs_.accepted,
+                        opened.value().epochs_.current);
+                } else {
+                    why = fmt::format("{}; reopening failed: {}", why, moved_why);
+                }
+            }
+        }
         if (!opened) {
             log(log_level::error, "file_log: cannot open {}: {}", options.directory, why);
-            if (diagnostic != nullptr) *diagnostic = why;
         }
+        if (diagnostic != nullptr && (!opened || opened.value().resynced_)) *diagnostic = why;
         return opened;
     }
 
@@ -137,9 +167,17 @@ public:
     /// drops segments of a newer one (an install the crash interrupted). So a crash finds
     /// the old log, or the snapshot with all of `following`: never a mix, never a stale
     /// record after `last_included` (ZOOKEEPER-2832/2872).
+    ///
+    /// A state larger than `max_snapshot_bytes` could not be reopened: the log enters its
+    /// failed state instead (the next flush reports why), changing nothing on disk.
     void install_snapshot(storage_op op, zxid last_included, const shared_bytes& state,
                           std::span<const log_record> following) {
         note_log_op(op);
+        if (auto problem = snapshot_too_large("install_snapshot", last_included, state);
+            !problem.empty()) {
+            enter_failed(std::move(problem));
+            return;
+        }
         generation_ = next_segment_number_++;
         pending_install_ = detail::pending_install{generation_, last_included, state, owner_,
                                                    options_.snapshots_kept, false, 0, {}};
@@ -166,9 +204,16 @@ public:
     /// segment always stays). Not a log operation: nothing the peer waits for, and a crash
     /// before the checkpoint lands leaves the full log. Records after `last_included` stay
     /// where they are. Returns false, changing nothing, when `last_included` is not such a
-    /// record, while a snapshot install waits for its flush, or once the log has failed.
+    /// record, while a snapshot install waits for its flush, once the log has failed, or
+    /// when `state` is larger than `max_snapshot_bytes` (logged at error level: such a
+    /// checkpoint could not be reopened).
     bool compact(zxid last_included, const shared_bytes& state) {
         if (failed() || (pending_install_ && !pending_install_->checkpoint)) return false;
+        if (auto problem = snapshot_too_large("compact", last_included, state);
+            !problem.empty()) {
+            log(log_level::error, "file_log {}: {}", options_.directory, problem);
+            return false;
+        }
         if (snapshot_ && last_included <= snapshot_->last_included) return false;
         if (!holds(last_included)) return false;
         // A newer checkpoint replaces a pending one.
@@ -250,6 +295,7 @@ public:
         for (const detail::pending_write& write : pending_writes_) {
             segment_state& segment = segment_of(write.file->number);
             segment.handed = write.offset + write.bytes.size();
+            segment.synced_floor.reset();  // this job syncs the segment before its second step
             records += write.records;
         }
         ZAB_ASSERT(records == unwritten_.size(), "every unwritten record is in a pending write");
@@ -312,6 +358,16 @@ public:
     /// until synced (PROTOCOL.md §2, ZOOKEEPER-261).
     bool fresh() const noexcept { return fresh_; }
 
+    /// True when this `open` found the directory corrupt and, as
+    /// `corruption_policy::resync` asks, moved its files aside and came up empty. The driver
+    /// must then set `options::non_voter_until_synced` on the peer (its current epoch is 0):
+    /// the replica votes for nobody and rejoins as an observer until a leader synced it.
+    bool resynced_after_corruption() const noexcept { return resynced_; }
+
+    /// The cause of the last failed `read` (which file, which offset, the errno or the check
+    /// that failed); empty when none failed.
+    const std::string& last_read_failure() const noexcept { return read_failure_; }
+
     /// The terminal failed state, and its reason.
     bool failed() const noexcept { return !failure_.empty(); }
     const std::string& failure_reason() const noexcept { return failure_; }
@@ -343,6 +399,9 @@ private:
         std::uint64_t size = 0;      ///< bytes, pending ones included
         std::uint64_t handed = 0;    ///< bytes handed to flush jobs (on disk once they finish)
         bool accepts_appends = true; ///< false for a recovered segment cut with other options
+        /// Recovered, and not synced by a flush since: only the bytes before this offset are
+        /// known durable (the first step a flush writes to it syncs the rest with it).
+        std::optional<std::uint64_t> synced_floor;
     };
 
     /// Largest single pread of `read`, unless one record is larger.
@@ -457,8 +516,8 @@ private:
                                     generation_};
         const auto bytes = encode(header);
         pending_writes_.push_back(
-            {file, true, 0, {bytes.begin(), bytes.end()}, {segment_header_size}, 0});
-        segments_.push_back({file, last_zxid(), segment_header_size, 0, true});
+            {file, true, 0, {bytes.begin(), bytes.end()}, {segment_header_size}, 0, {0}});
+        segments_.push_back({file, last_zxid(), segment_header_size, 0, true, std::nullopt});
     }
 
     void append_one(const log_record& record) {
@@ -468,9 +527,20 @@ private:
             roll();
         segment_state& segment = segments_.back();
         if (pending_writes_.empty() || pending_writes_.back().file != segment.file)
-            pending_writes_.push_back({segment.file, false, segment.size, {}, {}, 0});
+            pending_writes_.push_back({segment.file, false, segment.size, {}, {}, 0, {0}});
         detail::pending_write& write = pending_writes_.back();
-        storage_format::encode_record(write.bytes, record.id, record.txn.view());
+        // A new write step (synced before the next) when this record would take the current
+        // one past the window. The step's start is synced before the record is written: the
+        // bytes before this write were synced by earlier jobs (or by recovery), and the job
+        // syncs each step before it writes the next.
+        if (write.bytes.size() > write.step_starts.back() &&
+            write.bytes.size() + size - write.step_starts.back() > segment.file->window_bytes)
+            write.step_starts.push_back(write.bytes.size());
+        std::uint64_t synced = write.offset + write.step_starts.back();
+        if (write.step_starts.size() == 1 && segment.synced_floor)
+            synced = std::min(synced, *segment.synced_floor);
+        storage_format::encode_record(write.bytes, record.id, record.txn.view(),
+                                      static_cast<std::uint32_t>(segment.size - synced));
         write.unit_ends.push_back(write.bytes.size());
         ++write.records;
         index_.push_back({record.id, segment.file->number, segment.size,
@@ -506,6 +576,8 @@ private:
                 write.bytes.resize(kept);
                 while (!write.unit_ends.empty() && write.unit_ends.back() > kept)
                     write.unit_ends.pop_back();
+                while (write.step_starts.size() > 1 && write.step_starts.back() >= kept)
+                    write.step_starts.pop_back();
                 write.records = write.unit_ends.size() - (write.create ? 1 : 0);
             }
         }
@@ -525,9 +597,12 @@ private:
         std::size_t got = 0;
         const int error = directory_->fs->read_at(segment.file->fd.get(), bytes, start, got);
         if (error != 0 || got != bytes.size()) {
-            log(log_level::error, "file_log: read of {} at offset {} failed: {}",
+            read_failure_ = fmt::format(
+                "read of {} bytes of {} at offset {} failed: {}", bytes.size(),
                 directory_->path + "/" + segment.file->name, start,
-                error != 0 ? detail::errno_text(error) : std::string{"short read"});
+                error != 0 ? detail::errno_text(error)
+                           : fmt::format("short read ({} bytes): the file was cut", got));
+            log(log_level::error, "file_log: {}", read_failure_);
             return make_error_code(errc::storage_failed);
         }
         const shared_bytes run{std::move(bytes)};
@@ -538,8 +613,12 @@ private:
                 record_header_size + entry.length);
             const record_header h = decode_record_header(whole.data());
             if (h.id != entry.id || h.length != entry.length || !record_checksum_matches(whole)) {
-                log(log_level::error, "file_log: {} at offset {}: record {} fails its checks",
-                    directory_->path + "/" + segment.file->name, entry.offset, entry.id);
+                read_failure_ = fmt::format(
+                    "{} at offset {}: record {} fails its checks (found zxid {}, length {}, "
+                    "checksum {})",
+                    directory_->path + "/" + segment.file->name, entry.offset, entry.id, h.id,
+                    h.length, record_checksum_matches(whole) ? "matches" : "mismatch");
+                log(log_level::error, "file_log: {}", read_failure_);
                 return make_error_code(errc::corrupt);
             }
             out.push_back({entry.id, run.slice(whole.subspan(record_header_size))});
@@ -547,10 +626,24 @@ private:
         return success();
     }
 
+    /// Why a snapshot of `state` must not be written, or an empty string.
+    std::string snapshot_too_large(std::string_view what, zxid last_included,
+                                   const shared_bytes& state) const {
+        if (state.size() <= options_.max_snapshot_bytes) return {};
+        return fmt::format("{} at {}: the state is {} bytes, more than max_snapshot_bytes ({}): "
+                           "open could not load it again (raise max_snapshot_bytes)",
+                           what, last_included, state.size(), options_.max_snapshot_bytes);
+    }
+
+    static result<std::string> move_damaged_aside(const file_log_options& options,
+                                                  std::string& why);
+
     file_log_options options_;
     std::shared_ptr<detail::directory_handle> directory_;
     storage_format::identity owner_;
     bool fresh_ = false;
+    bool resynced_ = false;
+    mutable std::string read_failure_;
 
     // What `read` and `last_zxid` see: the snapshot, the live segments, and one index entry
     // per record after the snapshot. The last `unwritten_.size()` records have not been
@@ -584,6 +677,98 @@ private:
 static_assert(compactable_log<file_log>);
 
 // --- recovery (out of line: the class above is the API) -----------------------------------
+
+/// corruption_policy::resync: moves every zab file of the directory into a new
+/// `damaged-<n>/` and initializes the directory again with epochs {accepted, 0} — the
+/// acceptedEpoch kept when the epoch file is intact — and the identity. Returns the path of
+/// the subdirectory. Crash-safe by its order: the identity goes first, so until the new one
+/// lands every state in between is a directory recovery refuses (log files or epochs
+/// without an identity) and resyncs again; the old epoch file is copied, then replaced
+/// atomically, so the acceptedEpoch is never lost on the way.
+inline result<std::string> file_log::move_damaged_aside(const file_log_options& options,
+                                                        std::string& why) {
+    using namespace storage_format;
+    auto directory = detail::open_directory(options, why);
+    if (!directory) return directory.error();
+    file_system& fs = *options.filesystem;
+    const int directory_fd = directory.value()->fd.get();
+    std::vector<std::string> names;
+    if (const int error = fs.list_directory(options.directory, names); error != 0) {
+        why = fmt::format("cannot list {}: {}", options.directory, detail::errno_text(error));
+        return make_error_code(errc::storage_failed);
+    }
+    const detail::directory_contents contents = detail::classify(names);
+    std::optional<epochs> old_epochs;
+    if (std::string ignored; contents.has_epochs)
+        if (auto found = detail::read_epochs(*directory.value(), ignored)) old_epochs = found.value();
+    std::string aside;
+    for (std::uint64_t n = 1;; ++n) {
+        aside = fmt::format("{}{}", damaged_prefix, n);
+        if (std::find(names.begin(), names.end(), aside) == names.end()) break;
+    }
+    const std::string aside_path = fmt::format("{}/{}", options.directory, aside);
+    int aside_descriptor = -1;
+    int error = fs.make_directory(aside_path);
+    if (error == 0) error = fs.open_directory(aside_path, aside_descriptor);
+    if (error != 0) {
+        why = fmt::format("cannot make {}: {}", aside_path, detail::errno_text(error));
+        return make_error_code(errc::storage_failed);
+    }
+    const detail::unique_fd aside_fd{fs, aside_descriptor};
+    detail::durable_io io{fs, options.directory, directory_fd};
+    detail::durable_io aside_io{fs, aside_path, aside_fd.get()};
+    const auto move = [&](const std::string& name) {
+        if (const int failed = fs.rename_file(directory_fd, name, aside + "/" + name);
+            failed != 0)
+            io.fail(fmt::format("rename of {}/{} into {} failed: {}", options.directory, name,
+                                aside_path, detail::errno_text(failed)));
+    };
+    const auto both_synced = [&] {
+        aside_io.sync_directory(sync_site::recovery_removal_directory);
+        io.sync_directory(sync_site::recovery_removal_directory);
+    };
+    if (contents.has_identity) {
+        move(std::string{identity_file_name});
+        both_synced();
+    }
+    for (const std::string& name : names) {
+        const std::string_view n = name;
+        const bool temporary = n.size() > temporary_suffix.size() &&
+                               n.substr(n.size() - temporary_suffix.size()) == temporary_suffix;
+        if (n == epochs_file_name || n == identity_file_name ||
+            !detail::is_zab_file_name(
+                temporary ? n.substr(0, n.size() - temporary_suffix.size()) : n))
+            continue;
+        if (io.ok()) move(name);
+    }
+    if (contents.has_epochs && io.ok()) {
+        std::string unread;
+        auto bytes = detail::read_small_file(*directory.value(), std::string{epochs_file_name},
+                                             4096, unread);
+        if (bytes) {
+            const std::array<byte_view, 1> parts{byte_view{bytes.value()}};
+            aside_io.write_file_atomically(epochs_file_name, parts, sync_site::epoch_file,
+                                           sync_site::epoch_rename_directory);
+        }
+    }
+    if (io.ok() && aside_io.ok()) both_synced();
+    const auto epoch_bytes =
+        encode(epochs{old_epochs ? old_epochs->accepted : std::uint32_t{0}, 0});
+    const auto identity_bytes = encode(identity{options.cluster_id, options.replica_id});
+    const std::array<byte_view, 1> epoch_parts{byte_view{epoch_bytes}};
+    const std::array<byte_view, 1> identity_parts{byte_view{identity_bytes}};
+    if (aside_io.ok()) {
+        io.write_file_atomically(epochs_file_name, epoch_parts, sync_site::initial_epoch_file,
+                                 sync_site::initial_epoch_directory);
+        io.write_file_atomically(identity_file_name, identity_parts, sync_site::identity_file,
+                                 sync_site::identity_directory);
+    }
+    if (!io.ok() || !aside_io.ok()) {
+        why = !io.ok() ? io.failure() : aside_io.failure();
+        return make_error_code(errc::storage_failed);
+    }
+    return aside_path;
+}
 
 inline result<file_log> file_log::recover(const file_log_options& options, std::string& why) {
     using namespace storage_format;
@@ -704,6 +889,15 @@ inline result<file_log> file_log::recover(const file_log_options& options, std::
     for (std::size_t i = 0; i + options.snapshots_kept < contents.snapshots.size(); ++i)
         removed = repairs.remove(snapshot_file_name(contents.snapshots[i])) || removed;
     if (removed) repairs.sync_directory(sync_site::recovery_removal_directory);
+    // A resync that began (a `damaged-<n>/` is here) and that no leader has completed yet
+    // (nothing logged, currentEpoch 0) — also after a crash at its very end.
+    recovered.resynced_ =
+        !recovered.fresh_ && recovered.index_.empty() && !recovered.snapshot_ &&
+        recovered.epochs_.current == 0 &&
+        std::any_of(names.begin(), names.end(), [](const std::string& name) {
+            return name.size() > damaged_prefix.size() &&
+                   std::string_view{name}.substr(0, damaged_prefix.size()) == damaged_prefix;
+        });
     recovered.stats_ += repairs.counters();
     if (!repairs.ok()) {
         why = fmt::format("recovery of {} failed: {}", options.directory, repairs.failure());
@@ -795,8 +989,12 @@ inline result<void> file_log::recover_segments(const detail::directory_contents&
                               path, head.header.base, expected_base);
             return make_error_code(errc::corrupt);
         }
-        auto scanned = detail::scan_records(*directory_->fs, file->fd.get(), path, head,
-                                            i + 1 == live.size(), why);
+        // Only the newest segment file may end in a torn write: a later file — even one
+        // whose header was torn, or one of an install that never landed — was created only
+        // once this one was synced whole.
+        const bool newest = file->number == candidates.back();
+        auto scanned =
+            detail::scan_records(*directory_->fs, file->fd.get(), path, head, newest, why);
         if (!scanned) return failure(scanned.error());
         const detail::segment_scan& scan = scanned.value();
         if (scan.valid_end < head.file_size) {
@@ -809,8 +1007,17 @@ inline result<void> file_log::recover_segments(const detail::directory_contents&
         expected_base = scan.records.empty() ? head.header.base : scan.records.back().id;
         const bool same_format = head.header.max_record_bytes == options_.max_record_bytes &&
                                  head.header.window_bytes == options_.group_commit_window_bytes;
-        segments_.push_back(
-            {std::move(file), head.header.base, scan.valid_end, scan.valid_end, same_format});
+        // What a killed process left in the page cache reads as whole but may not be on
+        // disk: records appended to the newest segment before a flush has synced it name
+        // only the offset its last record found names (or the cut a torn tail got, synced).
+        std::optional<std::uint64_t> synced_floor;
+        if (newest && scan.valid_end == head.file_size) {
+            synced_floor = 0;
+            for (const detail::scanned_record& r : scan.records)
+                synced_floor = std::max(*synced_floor, r.synced);
+        }
+        segments_.push_back({std::move(file), head.header.base, scan.valid_end, scan.valid_end,
+                             same_format, synced_floor});
     }
     if (checkpoint && !segments_.empty()) {
         // The log must reach the checkpoint: its zxid is a record (written durably before the

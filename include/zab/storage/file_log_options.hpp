@@ -13,6 +13,22 @@
 
 namespace zab {
 
+/// What `file_log::open` does with a data directory that fails its checks beyond a torn
+/// tail (issue #15): a replica must never silently vote with a shorter history.
+enum class corruption_policy : std::uint8_t {
+    /// `open` fails with `errc::corrupt`; the error (logged, and in the diagnostic) names the
+    /// file and the byte offset. An operator inspects the directory and decides.
+    refuse,
+    /// `open` moves the directory's zab files aside into a subdirectory `damaged-<n>/` (the
+    /// first n from 1 not taken; kept for forensics, never read again), and comes up with an
+    /// empty log whose acceptedEpoch is kept when the epoch file was intact (a promise made
+    /// is kept) and whose currentEpoch is 0. `file_log::resynced_after_corruption()` then
+    /// reports it: the driver must set `options::non_voter_until_synced` on the peer, so
+    /// that the replica votes for nobody and rejoins as an observer until a leader has
+    /// synced it — as `--join` does for a wiped directory (PROTOCOL.md §2, ZOOKEEPER-261).
+    resync,
+};
+
 /// Options of `zab::file_log`, checked by `problem()` / `validate()` (and by `open`).
 struct file_log_options {
     /// The data directory. Its parent must exist.
@@ -43,8 +59,15 @@ struct file_log_options {
     /// The largest transaction payload `append` accepts (≤ storage_format::record_bytes_limit).
     std::uint32_t max_record_bytes = 4u << 20;
 
-    /// The largest snapshot state `open` loads.
+    /// The largest snapshot state, in bytes. `open` refuses to load a larger one (it would
+    /// not know it from a damaged length), so no larger one is ever written: `compact`
+    /// refuses a larger state (returns false, logs why), and `install_snapshot` of one puts
+    /// the log in its failed state with the reason (the next flush reports it). Raise it
+    /// when the state machine's snapshots legitimately grow past it (at most 1 TiB).
     std::uint64_t max_snapshot_bytes = std::uint64_t{1} << 30;
+
+    /// What `open` does with a directory that fails its checks beyond a torn tail.
+    corruption_policy on_corruption = corruption_policy::refuse;
 
     /// How many snapshot files are kept: the one in effect and the newest older ones.
     std::uint32_t snapshots_kept = 2;

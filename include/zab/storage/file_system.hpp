@@ -41,7 +41,8 @@ enum class sync_site : std::uint8_t {
     initial_epoch_directory,       ///< fsync of the directory after renaming it into place
     identity_file,                 ///< fsync of identity.tmp (initialization)
     identity_directory,            ///< fsync of the directory after renaming it into place
-    torn_tail_data,                ///< recovery: fdatasync after cutting a torn tail
+    torn_tail_data,                ///< recovery: fdatasync of the newest segment (after
+                                   ///< cutting a torn tail, or of what it found whole)
     recovery_removal_directory,    ///< recovery: fsync of the directory after its unlinks
     truncation_removal_directory,  ///< TRUNC: fsync of the directory after each unlink
     truncation_data,               ///< TRUNC: fdatasync after the ftruncate
@@ -107,7 +108,9 @@ public:
 
     /// openat(directory_fd, name, mode, 0644).
     virtual int open_file(int directory_fd, const std::string& name, open_mode mode, int& fd) = 0;
-    /// renameat within one directory, replacing `to` atomically.
+    /// renameat within one directory, replacing `to` atomically. `to` may also name an entry
+    /// of a subdirectory ("damaged-1/log.…"): corruption_policy::resync moves files aside so
+    /// (POSIX renameat does it; testing::durable_image_fs does not model subdirectories).
     virtual int rename_file(int directory_fd, const std::string& from, const std::string& to) = 0;
     /// unlinkat; ENOENT when it does not exist.
     virtual int remove_file(int directory_fd, const std::string& name) = 0;

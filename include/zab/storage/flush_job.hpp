@@ -10,9 +10,10 @@
 //   1. truncation: newer segments unlinked newest first (a directory fsync each, so the
 //      survivors are always a prefix of the log), then ftruncate + fdatasync;
 //   2. appends, segment by segment in order: a new segment is created and the directory
-//      fsynced before data goes in; data is written in steps of at most the group-commit
-//      window, on record boundaries, each followed by fdatasync — one per touched segment
-//      when the batch fits in one window;
+//      fsynced before data goes in; data is written in the steps the log cut when it
+//      encoded the records (at most the group-commit window each, on record boundaries;
+//      each record names its step's start as synced), each followed by fdatasync — one per
+//      touched segment when the batch fits in one window;
 //   3. snapshot install (instead of 1; then every append of the job belongs to the new
 //      generation): the new generation's segments as in 2, then the snapshot file (temp +
 //      fsync + rename + directory fsync) — the instant the install happens — then the old
@@ -72,6 +73,10 @@ struct pending_write {
     std::vector<std::byte> bytes;
     std::vector<std::size_t> unit_ends;  ///< end (in `bytes`) of the header and of each record
     std::size_t records = 0;
+    /// Where (in `bytes`, ascending, the first 0) each write step begins: the job writes and
+    /// fdatasyncs one step at a time. Each record names the start of its step as its
+    /// segment's synced offset (format.hpp), so the job must sync at every one of them.
+    std::vector<std::size_t> step_starts{0};
 };
 
 /// Cut `file` to `size` bytes and remove every segment numbered above it.
@@ -208,17 +213,15 @@ private:
                 return;
         }
         ZAB_ASSERT(file.fd, "append to a segment no job created");
-        // Steps of at most one window, each ending on a record boundary.
-        std::size_t start = 0;
-        auto next_end = write.unit_ends.begin();
-        while (start < write.bytes.size()) {
-            std::size_t end = *next_end++;
-            while (next_end != write.unit_ends.end() && *next_end - start <= file.window_bytes)
-                end = *next_end++;
+        // The steps the log cut (at most one window each, on record boundaries): each one
+        // written, then synced, before the next — its records say so (format.hpp).
+        for (std::size_t k = 0; k < write.step_starts.size(); ++k) {
+            const std::size_t start = write.step_starts[k];
+            const std::size_t end =
+                k + 1 < write.step_starts.size() ? write.step_starts[k + 1] : write.bytes.size();
             const byte_view step{write.bytes.data() + start, end - start};
             if (!io_.write(file.fd.get(), step, write.offset + start, file.name)) return;
             if (!io_.sync_data(file.fd.get(), file.name, sync_site::segment_data)) return;
-            start = end;
         }
         io_.counters().records_written += write.records;
     }

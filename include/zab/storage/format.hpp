@@ -12,6 +12,8 @@
 //                         whose segments go on after it, and the records up to its zxid in
 //                         them are no longer needed
 //   <name>.tmp            a file being written atomically; ignored and removed at open
+//   damaged-<n>/          the files of a log found corrupt, moved aside by
+//                         corruption_policy::resync (never read again; for an operator)
 //
 // Every integer is little-endian and fixed-width. Every file starts with a magic and a format
 // version and ends its header with a CRC32C, so a file of another kind, a newer format, or a
@@ -69,8 +71,12 @@ inline bool all_zero(byte_view bytes) noexcept {
 
 // --- Constants -----------------------------------------------------------------------------
 
-/// The only format version this build writes and reads.
+/// The only format version this build writes and reads (snapshot, epochs, identity files).
 inline constexpr std::uint32_t format_version = 1;
+
+/// The format version of log segments. 2: each record names the offset its segment had been
+/// synced to before the record was written (issue #15; version 1 records did not).
+inline constexpr std::uint32_t segment_format_version = 2;
 
 /// "ZSEG", "ZSNP", "ZEPO", "ZIDN" read as little-endian u32.
 inline constexpr std::uint32_t segment_magic = 0x4745535Au;
@@ -79,7 +85,7 @@ inline constexpr std::uint32_t epochs_magic = 0x4F50455Au;
 inline constexpr std::uint32_t identity_magic = 0x4E44495Au;
 
 inline constexpr std::size_t segment_header_size = 64;
-inline constexpr std::size_t record_header_size = 16;
+inline constexpr std::size_t record_header_size = 20;
 inline constexpr std::size_t snapshot_header_size = 64;
 inline constexpr std::size_t epochs_file_size = 20;
 inline constexpr std::size_t identity_file_size = 32;
@@ -93,6 +99,8 @@ inline constexpr std::string_view identity_file_name = "identity";
 inline constexpr std::string_view segment_prefix = "log.";
 inline constexpr std::string_view snapshot_prefix = "snapshot.";
 inline constexpr std::string_view temporary_suffix = ".tmp";
+/// `damaged-<n>/`: a subdirectory where corruption_policy::resync moved a damaged log.
+inline constexpr std::string_view damaged_prefix = "damaged-";
 
 // --- File names ----------------------------------------------------------------------------
 
@@ -148,7 +156,7 @@ struct segment_header {
 inline std::array<std::byte, segment_header_size> encode(const segment_header& h) noexcept {
     std::array<std::byte, segment_header_size> out{};
     put_u32(&out[0], segment_magic);
-    put_u32(&out[4], format_version);
+    put_u32(&out[4], segment_format_version);
     put_u64(&out[8], h.cluster_id);
     put_u64(&out[16], h.replica_id);
     put_u64(&out[24], h.number);
@@ -176,9 +184,9 @@ inline result<segment_header> decode_segment_header(byte_view in, std::string& p
         problem = "header checksum mismatch";
         return make_error_code(errc::bad_checksum);
     }
-    if (get_u32(&in[4]) != format_version) {
+    if (get_u32(&in[4]) != segment_format_version) {
         problem = fmt::format("format version {} (this build reads {})", get_u32(&in[4]),
-                              format_version);
+                              segment_format_version);
         return make_error_code(errc::unsupported_version);
     }
     if (!all_zero(in.subspan(56, 4))) {
@@ -196,28 +204,38 @@ inline result<segment_header> decode_segment_header(byte_view in, std::string& p
     return h;
 }
 
-// --- Record (16 bytes + payload) -----------------------------------------------------------
-//   0 u32 CRC32C of bytes [4, 16 + length)   4 u32 length   8 u64 zxid   16 payload
-// All-zero bytes never form a valid record (the CRC of twelve zero bytes is not zero), so a
+// --- Record (20 bytes + payload) -----------------------------------------------------------
+//   0 u32 CRC32C of bytes [4, 20 + length)   4 u32 length   8 u64 zxid
+//  16 u32 sync distance: the record's offset minus its segment's synced offset when it was
+//         written — every byte of the segment before (offset - distance) was durable
+//         (fdatasync returned) before this record's bytes were written   20 payload
+// All-zero bytes never form a valid record (the CRC of sixteen zero bytes is not zero), so a
 // preallocated or hole-filled tail reads as damage, not as records.
+//
+// The sync distance is what lets recovery tell a torn tail from corruption (segment_scan.hpp):
+// a valid record that names a synced offset beyond damaged bytes proves that those bytes had
+// been synced, so their damage is not the unsynced end of a write.
 
 struct record_header {
     std::uint32_t checksum = 0;
     std::uint32_t length = 0;
     zxid id;
+    std::uint32_t sync_distance = 0;
 };
 
 inline record_header decode_record_header(const std::byte* at) noexcept {
-    return {get_u32(at), get_u32(at + 4), zxid::from_value(get_u64(at + 8))};
+    return {get_u32(at), get_u32(at + 4), zxid::from_value(get_u64(at + 8)), get_u32(at + 16)};
 }
 
-/// Appends the encoded record to `out`.
-inline void encode_record(std::vector<std::byte>& out, zxid id, byte_view payload) {
+/// Appends the encoded record to `out`; `sync_distance` as in the layout above.
+inline void encode_record(std::vector<std::byte>& out, zxid id, byte_view payload,
+                          std::uint32_t sync_distance) {
     const std::size_t start = out.size();
     out.resize(start + record_header_size + payload.size());
     std::byte* at = out.data() + start;
     put_u32(at + 4, static_cast<std::uint32_t>(payload.size()));
     put_u64(at + 8, id.value());
+    put_u32(at + 16, sync_distance);
     if (!payload.empty()) std::memcpy(at + record_header_size, payload.data(), payload.size());
     put_u32(at, crc32c(byte_view{at + 4, record_header_size - 4 + payload.size()}));
 }

@@ -1,15 +1,24 @@
 // zab/storage/segment_scan.hpp — recovery's reading of one log segment: which records are
 // valid, and whether what follows them is a torn tail (cut it) or corruption (refuse).
 //
-// The rule (issue #6): a flush never leaves more than the segment's group-commit window of
-// bytes un-synced, and it starts syncing on a record boundary (durable_io, flush_job). So a
-// crash can damage only the last segment, and only within one window after the last synced
-// record. Recovery therefore accepts damage only
-//   - in the last segment, and
-//   - when no valid record starts a window or more after the first damaged byte,
-// and cuts the file there. Anything else (damage in an earlier segment, a valid record
-// further on, records out of order, another replica's segment) is corruption: reported, never
-// dropped silently.
+// What a power loss can leave (issue #6, #15). A flush writes a segment in steps (at most
+// the group-commit window each, on record boundaries) and fdatasyncs each step before it
+// writes the next; a new segment is created only once every earlier one is synced whole.
+// So the only bytes a crash may damage are those of the newest segment's last step — and,
+// when that step is the segment's first, its header. Every record names the offset its
+// segment had been synced to before the record was written (format.hpp), so:
+//   - damage in a segment that is not the newest file is corruption (a later file exists
+//     only once this one was synced);
+//   - damage at offset D of the newest segment is a torn tail — cut there — unless a valid
+//     record after D names a synced offset beyond D: then D's bytes had been synced before
+//     that record was written, and their damage is corruption;
+//   - a damaged header is a torn one — the file goes — only on the newest file, no longer
+//     than one window, and when no valid record in it names a synced offset past 0;
+//   - records out of order, another replica's segment, a segment missing in the middle
+//     (file_log.hpp checks the bases) are corruption.
+// Corruption is reported (`errc::corrupt`, with the file and the offset), never dropped
+// silently. Damage that no later record proves synced cannot be told from a torn tail: it
+// is confined to the newest segment's last write step (one flush, at most a window).
 #pragma once
 
 #include <algorithm>
@@ -73,6 +82,7 @@ struct scanned_record {
     zxid id;
     std::uint64_t offset = 0;   ///< of its header
     std::uint32_t length = 0;   ///< of its payload
+    std::uint64_t synced = 0;   ///< the segment was durable up to here before it was written
     std::uint64_t end() const noexcept {
         return offset + storage_format::record_header_size + length;
     }
@@ -111,70 +121,120 @@ namespace scan_detail {
 
 enum class verdict { valid, damaged, corrupt };
 
-/// Judges the record at `offset`: valid (and then `out` describes it), damaged (a torn
-/// write may explain it) or corrupt (it is whole and valid but out of order).
-inline result<verdict> judge_record(block_reader& reader, std::uint64_t offset,
-                                    std::uint64_t file_size,
-                                    const storage_format::segment_header& header, zxid previous,
-                                    scanned_record& out, std::string& problem) {
+/// Reads the record at `offset`: true when it is whole (within the file and
+/// `max_record_bytes`) and its checksum matches, and then `out` (and `distance`, its sync
+/// distance) describe it; false, with `problem` saying why, when it is damaged.
+inline result<bool> read_whole_record(block_reader& reader, std::uint64_t offset,
+                                      std::uint64_t file_size, std::uint32_t max_record_bytes,
+                                      scanned_record& out, std::uint32_t& distance,
+                                      std::string& problem) {
     using namespace storage_format;
     if (file_size - offset < record_header_size) {
         problem = fmt::format("{} bytes left, less than a record header", file_size - offset);
-        return verdict::damaged;
+        return false;
     }
     auto head = reader.bytes(offset, record_header_size);
     if (!head) return head.error();
     const record_header h = decode_record_header(head.value().data());
-    if (h.length > header.max_record_bytes) {
+    if (h.length > max_record_bytes) {
         problem = fmt::format("record length {} exceeds the segment's max_record_bytes {}",
-                              h.length, header.max_record_bytes);
-        return verdict::damaged;
+                              h.length, max_record_bytes);
+        return false;
     }
     if (file_size - offset - record_header_size < h.length) {
         problem = fmt::format("record of {} bytes runs past the end of the file", h.length);
-        return verdict::damaged;
+        return false;
     }
     auto whole = reader.bytes(offset, record_header_size + h.length);
     if (!whole) return whole.error();
     if (!record_checksum_matches(whole.value())) {
         problem = "record checksum mismatch";
-        return verdict::damaged;
+        return false;
     }
-    out = {h.id, offset, h.length};
-    if (h.id <= previous) {
+    distance = h.sync_distance;
+    out = {h.id, offset, h.length, offset - std::min<std::uint64_t>(h.sync_distance, offset)};
+    return true;
+}
+
+/// Judges the record at `offset`: valid (and then `out` describes it), damaged (a torn
+/// write may explain it) or corrupt (it is whole and valid but out of order, or names a
+/// synced offset before the start of the file).
+inline result<verdict> judge_record(block_reader& reader, std::uint64_t offset,
+                                    std::uint64_t file_size, std::uint32_t max_record_bytes,
+                                    zxid previous, scanned_record& out, std::string& problem) {
+    std::uint32_t distance = 0;
+    auto whole =
+        read_whole_record(reader, offset, file_size, max_record_bytes, out, distance, problem);
+    if (!whole) return whole.error();
+    if (!whole.value()) return verdict::damaged;
+    if (distance > offset) {
+        problem = fmt::format("valid record {} names a synced offset {} bytes before itself, "
+                              "before the start of the file",
+                              out.id, distance);
+        return verdict::corrupt;
+    }
+    if (out.id <= previous) {
         problem = fmt::format("valid record {} does not follow {}: records out of order",
-                              h.id, previous);
+                              out.id, previous);
         return verdict::corrupt;
     }
     return verdict::valid;
 }
 
-/// The offset of a whole, checksum-valid record starting in [from, file end), if any.
-inline result<std::optional<std::uint64_t>> find_valid_record(
-    block_reader& reader, std::uint64_t from, std::uint64_t file_size,
-    const storage_format::segment_header& header) {
-    using namespace storage_format;
-    for (std::uint64_t at = from; file_size >= record_header_size &&
-                                  at <= file_size - record_header_size;
-         ++at) {
-        auto head = reader.bytes(at, record_header_size);
-        if (!head) return head.error();
-        const record_header h = decode_record_header(head.value().data());
-        if (h.length > header.max_record_bytes ||
-            file_size - at - record_header_size < h.length)
-            continue;
-        auto whole = reader.bytes(at, record_header_size + h.length);
+/// The first whole, checksum-valid record in [from, file end) that names a synced offset
+/// past `damaged_at`: the proof that the byte there had been synced before that record was
+/// written. Walks from record to record where it finds them, byte by byte elsewhere.
+inline result<std::optional<scanned_record>> find_synced_past(block_reader& reader,
+                                                              std::uint64_t from,
+                                                              std::uint64_t damaged_at,
+                                                              std::uint64_t file_size,
+                                                              std::uint32_t max_record_bytes) {
+    std::string ignored;
+    for (std::uint64_t at = from; at < file_size;) {
+        scanned_record record;
+        std::uint32_t distance = 0;
+        auto whole =
+            read_whole_record(reader, at, file_size, max_record_bytes, record, distance, ignored);
         if (!whole) return whole.error();
-        if (record_checksum_matches(whole.value())) return std::optional<std::uint64_t>{at};
+        if (!whole.value()) {
+            ++at;
+            continue;
+        }
+        if (distance <= at && record.synced > damaged_at)
+            return std::optional<scanned_record>{record};
+        at = record.end();
     }
-    return std::optional<std::uint64_t>{};
+    return std::optional<scanned_record>{};
+}
+
+/// Success when the damage (`problem`) at `damaged_at` may be a torn write: no record from
+/// `from` on proves it synced (find_synced_past). Else `errc::corrupt` (or the read error),
+/// `why` naming the file, the offset and the proof.
+inline result<void> refuse_if_synced_past(block_reader& reader, const std::string& path,
+                                          std::uint64_t from, std::uint64_t damaged_at,
+                                          std::uint64_t file_size,
+                                          std::uint32_t max_record_bytes,
+                                          const std::string& problem, std::string& why) {
+    auto synced = find_synced_past(reader, from, damaged_at, file_size, max_record_bytes);
+    if (!synced) {
+        why = fmt::format("{}: read failed: {}", path, synced.error().message());
+        return synced.error();
+    }
+    if (!synced.value()) return success();
+    why = fmt::format("{}: offset {}: {}; but record {} at offset {} was written after the "
+                      "segment had been synced to offset {}: the damaged bytes had been "
+                      "synced, not a torn tail: corruption",
+                      path, damaged_at, problem, synced.value()->id, synced.value()->offset,
+                      synced.value()->synced);
+    return make_error_code(errc::corrupt);
 }
 
 }  // namespace scan_detail
 
 /// Reads and checks the header of segment `path` (open as `fd` in `fs`). A damaged header is
-/// a torn one (`torn`) only for the newest file and only if the file is no longer than one
-/// window: it was being created when the power went. Otherwise fails with `errc::corrupt` (or
+/// a torn one (`torn`) only for the newest file, only if the file is no longer than one
+/// window, and only if no record in it proves the header synced: it was being created when
+/// the power went. Otherwise fails with `errc::corrupt` (or
 /// `unsupported_version`, or the errno of a failed read), `why` naming the file and the check.
 inline result<segment_head> read_segment_head(file_system& fs, int fd, const std::string& path,
                                               const segment_expectation& expect,
@@ -199,15 +259,35 @@ inline result<segment_head> read_segment_head(file_system& fs, int fd, const std
         header = decode_segment_header(bytes.value(), problem);
     }
     if (!header) {
-        if (expect.last && header.error() != errc::unsupported_version &&
-            head.file_size <= expect.fallback_window_bytes) {
-            head.torn = true;
-            head.damage = problem;
-            return head;
+        if (header.error() == errc::unsupported_version) {
+            why = fmt::format("{}: offset 0: segment header: {}", path, problem);
+            return header.error();
         }
-        why = fmt::format("{}: offset 0: segment header: {}", path, problem);
-        return header.error() == errc::unsupported_version ? header.error()
-                                                           : make_error_code(errc::corrupt);
+        if (!expect.last) {
+            why = fmt::format("{}: offset 0: segment header: {}; only the newest segment may "
+                              "have a torn header (a later one exists only once this one was "
+                              "synced)",
+                              path, problem);
+            return make_error_code(errc::corrupt);
+        }
+        if (head.file_size > expect.fallback_window_bytes) {
+            why = fmt::format("{}: offset 0: segment header: {}; the file holds {} bytes, more "
+                              "than the first write step (a window of {} bytes) that a torn "
+                              "header could belong to",
+                              path, problem, head.file_size, expect.fallback_window_bytes);
+            return make_error_code(errc::corrupt);
+        }
+        // The header went out with the segment's first step: if a record names a synced
+        // offset past 0, that step — the header with it — had been synced.
+        block_reader reader{fs, fd, head.file_size};
+        if (auto torn = scan_detail::refuse_if_synced_past(
+                reader, path, segment_header_size, 0, head.file_size, record_bytes_limit,
+                "segment header: " + problem, why);
+            !torn)
+            return torn.error();
+        head.torn = true;
+        head.damage = problem;
+        return head;
     }
     head.header = header.value();
     const segment_header& h = head.header;
@@ -246,8 +326,8 @@ inline result<segment_scan> scan_records(file_system& fs, int fd, const std::str
     zxid previous = h.base;
     while (offset < head.file_size) {
         scanned_record record;
-        auto verdict = scan_detail::judge_record(reader, offset, head.file_size, h, previous,
-                                                 record, problem);
+        auto verdict = scan_detail::judge_record(reader, offset, head.file_size,
+                                                 h.max_record_bytes, previous, record, problem);
         if (!verdict) {
             why = fmt::format("{}: read at offset {} failed: {}", path, offset,
                               verdict.error().message());
@@ -265,25 +345,19 @@ inline result<segment_scan> scan_records(file_system& fs, int fd, const std::str
     scan.valid_end = offset;
     if (offset == head.file_size) return scan;
 
-    // Damage at `offset`: a torn tail only in the last segment, and only if nothing valid
-    // lies a window or more beyond it.
+    // Damage at `offset`: a torn tail only in the newest segment, and only if no valid
+    // record after it names a synced offset past it (see the file comment).
     if (!last) {
-        why = fmt::format("{}: offset {}: {}; only the newest segment may end in a torn write",
+        why = fmt::format("{}: offset {}: {}; only the newest segment may end in a torn write "
+                          "(a later one exists only once this one was synced): not a torn tail",
                           path, offset, problem);
         return make_error_code(errc::corrupt);
     }
-    auto found =
-        scan_detail::find_valid_record(reader, offset + h.window_bytes, head.file_size, h);
-    if (!found) {
-        why = fmt::format("{}: read failed: {}", path, found.error().message());
-        return found.error();
-    }
-    if (found.value()) {
-        why = fmt::format("{}: offset {}: {}, but a valid record starts at offset {}, more than "
-                          "the group-commit window ({} bytes) further: not a torn tail",
-                          path, offset, problem, *found.value(), h.window_bytes);
-        return make_error_code(errc::corrupt);
-    }
+    if (auto torn = scan_detail::refuse_if_synced_past(reader, path, offset + 1, offset,
+                                                       head.file_size, h.max_record_bytes,
+                                                       problem, why);
+        !torn)
+        return torn.error();
     scan.tail_damage = problem;
     return scan;
 }
