@@ -29,12 +29,23 @@ class protocol_observer {
 public:
     protocol_observer(Simulator& sim, invariant_checker& checker)
         : sim_{sim}, checker_{checker}, seen_(sim.nodes().size() + 1) {
-        sim.network().set_observer([this](const network_event& e) { on_network(e); });
-        sim.set_message_observer([this](peer_id receiver, peer_id sender, const message& m) {
-            on_delivery(receiver, sender, m);
-        });
+        // Added next to any other observer (the test's own, the simulator's crash points).
+        network_observer_ =
+            sim.network().add_observer([this](const network_event& e) { on_network(e); });
+        message_observer_ =
+            sim.add_message_observer([this](peer_id receiver, peer_id sender, const message& m) {
+                on_delivery(receiver, sender, m);
+            });
         sim.add_checker([this](Simulator&) { poll(); });
         poll();
+    }
+
+    protocol_observer(const protocol_observer&) = delete;
+    protocol_observer& operator=(const protocol_observer&) = delete;
+    /// Stops observing frames (the checker it added stays: destroy it with the simulator).
+    ~protocol_observer() {
+        sim_.network().remove_observer(network_observer_);
+        sim_.remove_message_observer(message_observer_);
     }
 
     /// Proposes at `id` and records the broadcast (§10: B_e).
@@ -251,6 +262,8 @@ private:
     invariant_checker& checker_;
     std::vector<node_seen> seen_;
     std::uint64_t proposals_ = 0;
+    std::uint64_t network_observer_ = 0;
+    std::uint64_t message_observer_ = 0;
 };
 
 }  // namespace zab::testing
