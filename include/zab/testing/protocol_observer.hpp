@@ -243,7 +243,9 @@ private:
         const auto* c = std::get_if<commit>(&m);
         if (c == nullptr) return;
         const auto* p = sim_.peer_of(receiver);
-        if (p == nullptr || !p->context().learning || p->context().learning->leader != sender)
+        // A replica whose disk failed handles nothing more (DESIGN.md: terminal).
+        if (p == nullptr || p->failed() || !p->context().learning ||
+            p->context().learning->leader != sender)
             return;
         const auto& s = *p->context().learning;
         if (s.at != learner_state::stage::awaiting_uptodate &&

@@ -10,6 +10,23 @@
 // Time: each replica has its own tick origin (a random phase, as real clocks have). A replica
 // is woken only when its `next_deadline()` falls due, or when something arrives for it; it is
 // first brought up to date with the ticks that passed, so idle time costs nothing.
+//
+// Writing a fault schedule — everything is called between events, from the test:
+//   - replicas: crash / restart / pause / resume / wipe;
+//   - crash points: crash_at(id, crash_point) crashes a replica (or, with id 0, whichever
+//     gets there first) right after the first event that leaves it at a named moment —
+//     NEWLEADER's four steps, acceptedEpoch issued or durable, ACKEPOCH handled by the
+//     leader, currentEpoch durable, TRUNC issued or durable, snapshot install issued or
+//     durable, a proposal appended before its ACK, its ACK counted, a COMMIT sent —
+//     and crash_reached / crash_reports say whether each arm was reached;
+//   - the network (network()): break_connection, partition, block_one_way, heal;
+//     set_link_delay / set_pair_delay (one slow direction or pair); add_frame_fault, or here
+//     break_link_at(from, to, message_type) and delay_frames(from, to, message_type, n, d)
+//     (sim_network.hpp says what a frame fault means on a TCP-like link);
+//   - the disk (at(id).log): inject(storage_fault) per operation kind, terminal or transient,
+//     once or until heal_storage_faults; set_slow(kind, extra); set_options (a slow or lying
+//     disk); the same calls on sim_log and sim_file_log (sim_log.hpp).
+// Observers add up: add_message_observer, network().add_observer, add_checker.
 #pragma once
 
 #include <array>
@@ -653,6 +670,8 @@ private:
         const peer_id id = n.id;
         n.log->set_operation_observer([this, id](const storage_event& e) { on_storage_event(id, e); });
         n.log->set_completion_handler([this, id](const storage_completion& c) {
+            if (c.what == storage_completion::kind::failed)
+                trace_line(id, "DISK FAILED", fmt::format("op {}: {}", c.op, c.error.message()));
             deliver(id, [c](peer_type& p) {
                 switch (c.what) {
                     case storage_completion::kind::log_durable: p.on_log_durable(c.op); break;
