@@ -216,10 +216,25 @@ protocol_seed_result run_protocol_seed(std::uint64_t seed, protocol_totals& t, b
         }
         if (variant.extended_faults && draw.chance(0.03)) {
             // One of the other crash points, at one replica or at whichever gets there first.
-            const auto id = draw.chance(0.5) ? 0 : static_cast<peer_id>(1 + draw.below(sim.nodes().size()));
-            const auto point = static_cast<crash_point>(
-                newleader_point_count + draw.below(crash_point_count - newleader_point_count));
-            sim.crash_at(id, point);
+            // The moments of a TRUNC or SNAP sync are rare (few seeds sync that way): they
+            // get a good share of the arms, each for whichever replica gets there.
+            static constexpr std::array rare{crash_point::truncate_issued,
+                                             crash_point::truncate_durable,
+                                             crash_point::snapshot_install_issued,
+                                             crash_point::snapshot_installed};
+            static constexpr std::array common{
+                crash_point::accepted_epoch_issued, crash_point::accepted_epoch_durable,
+                crash_point::ackepoch_received,     crash_point::current_epoch_durable,
+                crash_point::proposal_appended,     crash_point::proposal_ack_received,
+                crash_point::commit_sent};
+            if (draw.chance(0.4)) {
+                sim.crash_at(0, rare[draw.below(rare.size())]);
+            } else {
+                const auto id = draw.chance(0.5)
+                                    ? 0
+                                    : static_cast<peer_id>(1 + draw.below(sim.nodes().size()));
+                sim.crash_at(id, common[draw.below(common.size())]);
+            }
         }
         if (variant.stop_at_first_violation && !invariants.ok()) break;  // it fired: done
     }

@@ -17,8 +17,8 @@
 // recovery that fails is a bug in file_log, and is asserted. Afterwards the visible state is
 // the recovered one, as with sim_log.
 //
-// Storage faults: the calls of sim_log (`inject`, `set_slow`, `heal_storage_faults`,
-// `set_operation_observer`), with one difference that file_log's group commit makes: a
+// Storage faults: the calls of sim_log (storage_fault_calls: `inject`, `set_slow`,
+// `heal_storage_faults`, `set_operation_observer`), with one difference that file_log's group commit makes: a
 // terminal fault fails the whole flush that carries the operation (file_log's terminal failed
 // state: every sync and epoch write it answers fails, and so does every later flush until the
 // log is opened again by a crash and restart), and a delay delays that flush. The failed
@@ -68,7 +68,7 @@ inline file_log_options sim_file_log_options() {
     return o;
 }
 
-class sim_file_log {
+class sim_file_log : public storage_fault_calls {
 public:
     /// Opens (initializes) the log on an empty simulated disk. `log_options` as in
     /// `sim_file_log_options()`; a disk that lies (`lie_probability`) is not modelled.
@@ -200,18 +200,6 @@ public:
                                                                                     : EIO);
     }
 
-    /// As sim_log::inject; a terminal fault fails the flush that carries the operation.
-    void inject(const storage_fault& fault) { faults_.inject(fault); }
-    /// As sim_log::set_slow: the flush carrying an operation of `kind` takes `extra` longer.
-    void set_slow(storage_op_kind kind, sim_time extra) { faults_.set_slow(kind, extra); }
-    /// As sim_log::heal_storage_faults.
-    void heal_storage_faults() { faults_.heal(); }
-    const storage_fault_stats& fault_stats() const noexcept { return faults_.stats(); }
-    /// As sim_log::set_operation_observer.
-    void set_operation_observer(std::function<void(const storage_event&)> observer) {
-        operation_observer_ = std::move(observer);
-    }
-
     // --- inspection ----------------------------------------------------------------------
 
     /// What the delivered completions promise: the records after the durable snapshot, that
@@ -291,15 +279,11 @@ private:
     /// file_log at once: its next non-empty flush fails), then the observer hears of it.
     void issue(storage_op_kind kind, storage_op op, epochs value = {}) {
         const bool had_error = static_cast<bool>(cover_.error);
-        faults_.take(kind, cover_);
+        plan_.take(kind, cover_);
         if (cover_.error && !had_error)
             log_->inject_failure_for_testing(
                 cover_.error.category() == std::system_category() ? cover_.error.value() : EIO);
         observe({kind, storage_event::phase::issued, op, log_->stored_epochs(), value});
-    }
-
-    void observe(const storage_event& e) {
-        if (operation_observer_) operation_observer_(e);
     }
 
     sim_time draw_latency() {
@@ -414,9 +398,7 @@ private:
     std::optional<storage_op> last_log_op_;
     epochs durable_epochs_;
 
-    storage_fault_plan faults_;
     storage_fault_plan::outcome cover_;  // the faults of what the next flush carries
-    std::function<void(const storage_event&)> operation_observer_;
 };
 
 static_assert(zab::compactable_log<sim_file_log>);

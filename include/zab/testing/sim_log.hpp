@@ -213,6 +213,40 @@ struct storage_event {
     std::uint8_t covered = 0;  ///< sync completed: bit 1 << kind of each kind it made durable
 };
 
+/// The storage-fault calls sim_log and sim_file_log share (both inherit them), so that one
+/// fault schedule runs on either disk.
+class storage_fault_calls {
+public:
+    /// Arms `fault` for the operations of its kind issued from now on (replacing an earlier
+    /// fault of that kind). Faults survive crashes: the disk is still bad after a restart.
+    void inject(const storage_fault& fault) { plan_.inject(fault); }
+
+    /// Every completion covering an operation of `kind` arrives `extra` later (once per
+    /// completion, however many such operations it covers); 0: back to normal.
+    void set_slow(storage_op_kind kind, sim_time extra) { plan_.set_slow(kind, extra); }
+
+    /// Disarms every storage fault and slowness (a disk replaced or recovered).
+    void heal_storage_faults() { plan_.heal(); }
+
+    const storage_fault_stats& fault_stats() const noexcept { return plan_.stats(); }
+
+    /// Called for every operation issued and every completion delivered (see
+    /// storage_event), before the completion handler. Empty: none.
+    void set_operation_observer(std::function<void(const storage_event&)> observer) {
+        observer_ = std::move(observer);
+    }
+
+protected:
+    void observe(const storage_event& e) {
+        if (observer_) observer_(e);
+    }
+
+    storage_fault_plan plan_;
+
+private:
+    std::function<void(const storage_event&)> observer_;
+};
+
 /// What the driver hands to the peer when a storage operation finishes.
 struct storage_completion {
     enum class kind {
@@ -260,7 +294,7 @@ struct disk_stats {
     std::vector<crash_report> crash_reports;  ///< one per crash, in order
 };
 
-class sim_log {
+class sim_log : public storage_fault_calls {
 public:
     sim_log(event_queue& events, prng& random, disk_options options = {})
         : events_{events}, random_{random}, options_{options} {
@@ -287,7 +321,7 @@ public:
 
     void append(storage_op op, std::span<const log_record> records) {
         note_log_op(op);
-        faults_.take(storage_op_kind::append, cover_);
+        plan_.take(storage_op_kind::append, cover_);
         observe({storage_op_kind::append, storage_event::phase::issued, op, {}, {}});
         visible_.append(records);
         unsynced_.push_back(
@@ -303,7 +337,7 @@ public:
     /// reaches below a committed one (§5.6); the model must merely survive it.
     void truncate_after(storage_op op, zxid last_kept) {
         note_log_op(op);
-        faults_.take(storage_op_kind::truncate, cover_);
+        plan_.take(storage_op_kind::truncate, cover_);
         observe({storage_op_kind::truncate, storage_event::phase::issued, op, {}, {}});
         visible_.truncate_after(last_kept);
         unsynced_.push_back({op, operation_kind::truncate, last_kept, {}, {}});
@@ -317,7 +351,7 @@ public:
     void install_snapshot(storage_op op, zxid last_included, const shared_bytes& state,
                           std::span<const log_record> following) {
         note_log_op(op);
-        faults_.take(storage_op_kind::install_snapshot, cover_);
+        plan_.take(storage_op_kind::install_snapshot, cover_);
         observe({storage_op_kind::install_snapshot, storage_event::phase::issued, op, {}, {}});
         visible_ = log_image::installed(last_included, state, following);
         unsynced_.push_back({op, operation_kind::install_snapshot, zxid{}, visible_.records,
@@ -347,7 +381,7 @@ public:
             unsynced_.begin());
         // The faults of the writes it covers, and its own.
         auto outcome = std::exchange(cover_, {});
-        faults_.take(storage_op_kind::sync, outcome);
+        plan_.take(storage_op_kind::sync, outcome);
         observe({storage_op_kind::sync, storage_event::phase::issued, op, {}, {}});
         pending_sync sync{op, synced_count_ + covered, outcome.error, 0};
         const sim_time at = std::max(events_.now() + draw_latency(1.0) + outcome.delay,
@@ -363,7 +397,7 @@ public:
     void write_epochs(storage_op op, epochs e) {
         ++stats_.epoch_writes;
         storage_fault_plan::outcome outcome;
-        faults_.take(storage_op_kind::epoch_write, outcome);
+        plan_.take(storage_op_kind::epoch_write, outcome);
         observe({storage_op_kind::epoch_write, storage_event::phase::issued, op, visible_epochs_, e});
         visible_epochs_ = e;
         pending_epoch_write write{op, e, outcome.error, 0};
@@ -427,25 +461,6 @@ public:
     /// keep their old value. (`inject` of a terminal epoch-write fault, once.)
     void fail_next_epoch_write(std::error_code error) {
         inject({storage_op_kind::epoch_write, storage_fault_mode::terminal, 1, error});
-    }
-
-    /// Arms `fault` for the operations of its kind issued from now on (replacing an earlier
-    /// fault of that kind). Faults survive crashes: the disk is still bad after a restart.
-    void inject(const storage_fault& fault) { faults_.inject(fault); }
-
-    /// Every completion covering an operation of `kind` arrives `extra` later (once per
-    /// completion, however many such operations it covers); 0: back to normal.
-    void set_slow(storage_op_kind kind, sim_time extra) { faults_.set_slow(kind, extra); }
-
-    /// Disarms every storage fault and slowness (a disk replaced or recovered).
-    void heal_storage_faults() { faults_.heal(); }
-
-    const storage_fault_stats& fault_stats() const noexcept { return faults_.stats(); }
-
-    /// Called for every operation issued and every completion delivered (see
-    /// storage_event), before the completion handler. Empty: none.
-    void set_operation_observer(std::function<void(const storage_event&)> observer) {
-        operation_observer_ = std::move(observer);
     }
 
     // --- inspection ----------------------------------------------------------------------
@@ -561,10 +576,6 @@ private:
         if (!handler_) return;
         auto handler = handler_;  // the handler may replace itself
         handler(completion);
-    }
-
-    void observe(const storage_event& e) {
-        if (operation_observer_) operation_observer_(e);
     }
 
     static constexpr std::uint8_t bit_of(operation_kind k) {
@@ -708,9 +719,7 @@ private:
     std::deque<pending_epoch_write> pending_epoch_writes_;
     sim_time last_epoch_completion_ = 0;
 
-    storage_fault_plan faults_;
     storage_fault_plan::outcome cover_;  // the faults of log operations not yet synced
-    std::function<void(const storage_event&)> operation_observer_;
     std::uint64_t generation_ = 0;  // bumped by crash(): completions from before never land
     disk_stats stats_;
 };
