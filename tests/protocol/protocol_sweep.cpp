@@ -96,7 +96,8 @@ int main(int argc, char** argv) {
                   t.frames_delayed == 0 || t.storage_transient_fired == 0 ||
                   t.storage_terminal_fired == 0 || f.failed_restarts == 0 ||
                   t.storage_slowed == 0;
-        // Every crash point reached; those of a TRUNC or SNAP sync only in a longer sweep.
+        // Every crash point reached; those of a TRUNC or SNAP sync (a few dozen in 2,000
+        // seeds; file_log often makes a truncation durable with the re-append) from 1,000.
         using zab::testing::crash_point;
         for (std::size_t p = zab::testing::newleader_point_count;
              p < zab::testing::crash_point_count; ++p) {
@@ -105,7 +106,7 @@ int main(int argc, char** argv) {
                               point == crash_point::truncate_durable ||
                               point == crash_point::snapshot_install_issued ||
                               point == crash_point::snapshot_installed;
-            trivial = trivial || (t.point_crashes[p] == 0 && (!rare || seeds >= 300));
+            trivial = trivial || (t.point_crashes[p] == 0 && (!rare || seeds >= 1000));
         }
     }
     // A handful of seeds may legitimately miss a rare event; a real sweep may not.
