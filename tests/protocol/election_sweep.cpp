@@ -4,7 +4,9 @@
 //
 // Each seed draws a cluster (3 or 5 voters, sometimes an observer), a network and a fault
 // mix, runs the real peers through connection loss, delays, partitions (symmetric and
-// one-way), crashes, restarts and pauses, and checks every election decision after every
+// one-way), slow links and one-way stalls, links broken at the next frame of some message
+// kind and frames of some kind delayed (fault_set::network), crashes, restarts and pauses,
+// and checks every election decision after every
 // event (election_checker.hpp). Then the faults stop, every replica restarts (an
 // all-LOOKING start) and all must decide the same leader within a bound computed from the
 // options. One summary line at the end; a failing seed prints the command that replays it.
@@ -31,7 +33,9 @@ using sim_type = simulator<>;
 
 struct totals {
     std::uint64_t runs = 0, events = 0, breaks = 0, partitions = 0, one_way = 0, heals = 0,
-                  crashes = 0, restarts = 0, pauses = 0, decisions = 0, by_looking = 0,
+                  crashes = 0, restarts = 0, pauses = 0, link_delays = 0, stalls = 0,
+                  frame_breaks = 0, frames_broken = 0, frame_delays = 0, frames_delayed = 0,
+                  decisions = 0, by_looking = 0,
                   by_joining = 0, determinism_checks = 0, failures = 0;
     sim_time worst_convergence = 0;
     sim_time bound = 0;
@@ -70,11 +74,12 @@ zab::test::seed_result run_seed(std::uint64_t seed, totals& t, bool trace) {
 
     const std::size_t members = o.voters + o.observers;
     const sim_time end_of_faults = sim.now() + draw.between(2'000'000, 20'000'000);
-    zab::test::fault_mix faults{draw};
+    zab::test::fault_mix faults{draw, zab::test::fault_set::network};
     zab::test::fault_counts counts;
     while (sim.now() < end_of_faults) {
         sim.run_for(draw.between(20'000, 1'500'000));
         faults.inject(sim, draw, counts);
+        if (draw.chance(0.5)) faults.inject_extended(sim, draw, counts);
     }
     t.breaks += counts.breaks;
     t.partitions += counts.partitions;
@@ -83,6 +88,13 @@ zab::test::seed_result run_seed(std::uint64_t seed, totals& t, bool trace) {
     t.crashes += counts.crashes;
     t.restarts += counts.restarts;
     t.pauses += counts.pauses;
+    t.link_delays += counts.link_delays;
+    t.stalls += counts.stalls;
+    t.frame_breaks += counts.frame_breaks;
+    t.frame_delays += counts.frame_delays;
+    const auto& net = sim.network().stats();
+    t.frames_delayed += net.frames_delayed;
+    t.frames_broken += net.frame_faults_fired - net.frames_delayed;
 
     // Faults stop: the network heals, and every replica restarts into LOOKING.
     faults.heal(sim);
@@ -131,15 +143,19 @@ int main(int argc, char** argv) {
     const std::uint64_t combined = zab::test::run_sweep(*args, argv[0], t, run_seed);
     fmt::print(
         "election sweep: seeds {}..{} ({} runs), {} events; faults: {} connection breaks, {} "
-        "partitions, {} one-way blocks, {} heals, {} crashes, {} restarts, {} pauses; {} "
-        "decisions checked ({} by LOOKING quorum, {} by joining); liveness: worst {} us, bound "
+        "partitions, {} one-way blocks, {} heals, {} crashes, {} restarts, {} pauses, {} slow "
+        "links, {} one-way stalls, {} frame breaks armed ({} fired), {} frame delays armed ({} "
+        "frames delayed); {} decisions checked ({} by LOOKING quorum, {} by joining); liveness: worst {} us, bound "
         "{} us; {} determinism re-runs; trace hash {:016x}; {} failures\n",
         first, first + seeds - 1, t.runs, t.events, t.breaks, t.partitions, t.one_way, t.heals,
-        t.crashes, t.restarts, t.pauses, t.decisions, t.by_looking, t.by_joining,
+        t.crashes, t.restarts, t.pauses, t.link_delays, t.stalls, t.frame_breaks,
+        t.frames_broken, t.frame_delays, t.frames_delayed, t.decisions, t.by_looking, t.by_joining,
         t.worst_convergence, t.bound, t.determinism_checks, combined, t.failures);
     // A sweep that injected no faults of some kind proves nothing about that kind.
     const bool trivial = seeds >= 50 && (t.breaks == 0 || t.partitions == 0 || t.one_way == 0 ||
                                          t.crashes == 0 || t.restarts == 0 || t.pauses == 0 ||
+                                         t.link_delays == 0 || t.stalls == 0 ||
+                                         t.frames_broken == 0 || t.frames_delayed == 0 ||
                                          t.by_joining == 0 || t.by_looking == 0);
     if (trivial) fmt::print(stderr, "sweep injected too few faults of some kind\n");
     return (t.failures == 0 && !trivial) ? 0 : 1;

@@ -2,11 +2,13 @@
 // synchronization and broadcast, with proposals at the leader throughout.
 //
 //   zab_protocol_sweep [--seeds N] [--first S] [--trace] [--verbose] [--snapshot-every N]
-//                      [--snapshot-chunk N]
+//                      [--snapshot-chunk N] [--classic-faults]
 //
 // --snapshot-every N runs every peer with options::snapshot_every = N: logs compacted while
 // the faults go on, so restarts recover from snapshots and learners behind one get SNAP.
 // --snapshot-chunk N streams every SNAP in chunks of N bytes (1–3 in flight by seed).
+// --classic-faults draws only the faults of fault_set::classic and the NEWLEADER crash points
+// (the sweep as it was before the extended faults: its seeds replay those runs).
 //
 // Each seed draws a cluster (3 or 5 voters, sometimes an observer), a network, a disk and a
 // fault mix (sweep_faults.hpp), plus crashes aimed at each of the four points of a
@@ -14,6 +16,8 @@
 // happens (protocol_observer.hpp). Then the faults stop, crashed replicas restart, and within
 // a bound computed from the options a leader must be established with every replica and a
 // new proposal applied everywhere. One summary line; a failing seed prints its replay command.
+#include <string>
+
 #include <fmt/format.h>
 
 #include "protocol_sweep_run.hpp"
@@ -39,6 +43,7 @@ int main(int argc, char** argv) {
     zab::test::sweep_variant variant;
     variant.snapshot_every = args->snapshot_every;
     variant.snapshot_chunk_bytes = args->snapshot_chunk;
+    variant.extended_faults = !args->classic_faults;
     const std::uint64_t combined = zab::test::run_sweep(
         *args, argv[0], t,
         [&variant](std::uint64_t seed, zab::test::protocol_totals& totals, bool trace) {
@@ -50,12 +55,21 @@ int main(int argc, char** argv) {
         });
     const auto& f = t.faults;
     const auto& at = t.newleader_crashes;
+    std::string points;
+    for (std::size_t p = zab::testing::newleader_point_count; p < zab::testing::crash_point_count;
+         ++p)
+        points += fmt::format("{}{} {}", points.empty() ? "" : ", ", t.point_crashes[p],
+                              to_string(static_cast<zab::testing::crash_point>(p)));
     fmt::print(
         "protocol sweep: seeds {}..{} ({} runs), {} events; faults: {} connection breaks, {} "
         "partitions, {} one-way blocks, {} heals, {} crashes ({} inside NEWLEADER handling: {} "
         "history appended, {} history durable, {} ACK sent, {} ACK counted), {} restarts, {} "
         "pauses; {} elections; syncs: {} DIFF, {} TRUNC, {} SNAP ({} chunks); {} compactions; {} proposals, "
         "{} commits; "
+        "extended faults: {} slow links, {} one-way stalls, {} frame breaks armed ({} fired), "
+        "{} frame delays armed ({} frames delayed), storage: {} transient ({} fired), {} "
+        "terminal ({} fired, {} failed replicas restarted), {} slow ({} completions slowed); "
+        "crash points: {}; "
         "clients: {} writes ({} done, {} refused, {} unknown), {} syncs ({} done); {} "
         "invariant checks; recovery: worst {} us, bound {} us; {} determinism re-runs; trace "
         "hash {:016x}; {} failures\n",
@@ -63,7 +77,10 @@ int main(int argc, char** argv) {
         f.crashes + t.newleader_crash_total(), t.newleader_crash_total(), at[0], at[1], at[2],
         at[3], f.restarts, f.pauses, t.elections, t.diffs, t.truncs, t.snaps, t.snapshot_chunks, t.compactions,
         t.proposals,
-        t.commits, t.client_writes, t.writes_ok, t.writes_refused, t.writes_unknown,
+        t.commits, f.link_delays, f.stalls, f.frame_breaks, t.frames_broken, f.frame_delays,
+        t.frames_delayed, f.storage_transient, t.storage_transient_fired, f.storage_terminal,
+        t.storage_terminal_fired, f.failed_restarts, f.storage_slow, t.storage_slowed, points,
+        t.client_writes, t.writes_ok, t.writes_refused, t.writes_unknown,
         t.client_syncs, t.syncs_ok, t.invariant_checks, t.worst_recovery, t.bound, t.determinism_checks, combined,
         t.failures);
     bool trivial = f.breaks == 0 || f.partitions == 0 || f.one_way == 0 || f.heals == 0 ||
@@ -74,6 +91,24 @@ int main(int argc, char** argv) {
                    (args->snapshot_every > 0 && t.compactions == 0) ||
                    (args->snapshot_chunk > 0 && t.snapshot_chunks <= t.snaps);
     for (auto c : at) trivial = trivial || c == 0;
+    if (variant.extended_faults) {
+        trivial = trivial || f.link_delays == 0 || f.stalls == 0 || t.frames_broken == 0 ||
+                  t.frames_delayed == 0 || t.storage_transient_fired == 0 ||
+                  t.storage_terminal_fired == 0 || f.failed_restarts == 0 ||
+                  t.storage_slowed == 0;
+        // Every crash point reached; those of a TRUNC or SNAP sync (a few dozen in 2,000
+        // seeds; file_log often makes a truncation durable with the re-append) from 1,000.
+        using zab::testing::crash_point;
+        for (std::size_t p = zab::testing::newleader_point_count;
+             p < zab::testing::crash_point_count; ++p) {
+            const auto point = static_cast<crash_point>(p);
+            const bool rare = point == crash_point::truncate_issued ||
+                              point == crash_point::truncate_durable ||
+                              point == crash_point::snapshot_install_issued ||
+                              point == crash_point::snapshot_installed;
+            trivial = trivial || (t.point_crashes[p] == 0 && (!rare || seeds >= 1000));
+        }
+    }
     // A handful of seeds may legitimately miss a rare event; a real sweep may not.
     trivial = trivial && seeds >= 50;
     if (trivial) fmt::print(stderr, "sweep exercised too little: some count above is zero\n");

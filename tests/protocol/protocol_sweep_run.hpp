@@ -8,7 +8,10 @@
 // A seed draws a cluster (3 or 5 voters, sometimes an observer), a network, a disk (slow,
 // stalling, epoch writes far faster or slower than log syncs) and a fault mix
 // (sweep_faults.hpp), plus crashes armed at the four points of a learner's NEWLEADER
-// handling. Every PROPOSAL, ACK, COMMIT and promise is fed to the §10 invariant checker as
+// handling; with sweep_variant::extended_faults (the sweep program's default) also the
+// network and storage faults of fault_set::all and crashes armed at the other named crash
+// points (crash_point: epoch writes, ACKEPOCH, TRUNC, snapshot install, proposal appended
+// and acknowledged, COMMIT sent). Every PROPOSAL, ACK, COMMIT and promise is fed to the §10 invariant checker as
 // it happens (protocol_observer.hpp). Then the faults stop, crashed replicas restart, and
 // within a bound computed from the options a leader must be established with every replica
 // and a new proposal applied everywhere.
@@ -44,6 +47,12 @@ struct protocol_totals {
     std::uint64_t client_writes = 0, writes_ok = 0, writes_refused = 0, writes_unknown = 0,
                   client_syncs = 0, syncs_ok = 0;
     std::array<std::uint64_t, testing::newleader_point_count> newleader_crashes{};
+    /// Crashes fired at each crash_point (the first four are newleader_crashes' again).
+    std::array<std::uint64_t, testing::crash_point_count> point_crashes{};
+    // What the extended faults did: frames a break or a delay acted on, storage faults that
+    // fired (per mode) and completions slowed.
+    std::uint64_t frames_broken = 0, frames_delayed = 0, storage_terminal_fired = 0,
+                  storage_transient_fired = 0, storage_slowed = 0;
     testing::sim_time worst_recovery = 0, bound = 0;
 
     std::uint64_t newleader_crash_total() const {
@@ -69,6 +78,10 @@ struct sweep_variant {
     /// options::snapshot_chunk_bytes (0: the default), with 1 + seed % 3 chunks in flight:
     /// small chunks make every SNAP a stream under the faults.
     std::uint32_t snapshot_chunk_bytes = 0;
+    /// The fault_set::all mix (slow links, one-way stalls, frame faults by message kind,
+    /// storage failures and slowness) and crashes at every crash_point, not only NEWLEADER's.
+    /// Off by default: the negative tests' seeds replay as they were written.
+    bool extended_faults = false;
 };
 
 /// One seed's outcome: the sweep's verdict plus which §10 properties fired.
@@ -180,7 +193,7 @@ protocol_seed_result run_protocol_seed(std::uint64_t seed, protocol_totals& t, b
     sim.start();
 
     const sim_time end_of_faults = sim.now() + draw.between(3'000'000, 15'000'000);
-    fault_mix faults{draw};
+    fault_mix faults{draw, variant.extended_faults ? fault_set::all : fault_set::classic};
     std::uint64_t proposal_number = 0;
     auto propose_somewhere = [&] {
         if (const peer_id leader = established_leader(sim))
@@ -194,28 +207,76 @@ protocol_seed_result run_protocol_seed(std::uint64_t seed, protocol_totals& t, b
         for (std::uint64_t i = 0; i < burst; ++i) propose_somewhere();
         if (draw.chance(0.3)) client_request();
         if (draw.chance(0.08)) faults.inject(sim, draw, t.faults);
+        if (variant.extended_faults && draw.chance(0.05)) faults.inject_extended(sim, draw, t.faults);
         if (draw.chance(0.015)) {
             // A learner's next NEWLEADER handling crashes at one of its four points.
             const auto id = static_cast<peer_id>(1 + draw.below(sim.nodes().size()));
             const auto point = static_cast<newleader_point>(draw.below(newleader_point_count));
             sim.crash_at(id, variant.crash_point.value_or(point));
         }
+        if (variant.extended_faults && draw.chance(0.03)) {
+            // One of the other crash points, at one replica or at whichever gets there first.
+            // The moments of a TRUNC or SNAP sync are rare (few seeds sync that way): they
+            // get a good share of the arms, each for whichever replica gets there.
+            static constexpr std::array rare{crash_point::truncate_issued,
+                                             crash_point::truncate_durable,
+                                             crash_point::snapshot_install_issued,
+                                             crash_point::snapshot_installed};
+            static constexpr std::array common{
+                crash_point::accepted_epoch_issued, crash_point::accepted_epoch_durable,
+                crash_point::ackepoch_received,     crash_point::current_epoch_durable,
+                crash_point::proposal_appended,     crash_point::proposal_ack_received,
+                crash_point::commit_sent};
+            if (draw.chance(0.4)) {
+                sim.crash_at(0, rare[draw.below(rare.size())]);
+            } else {
+                const auto id = draw.chance(0.5)
+                                    ? 0
+                                    : static_cast<peer_id>(1 + draw.below(sim.nodes().size()));
+                sim.crash_at(id, common[draw.below(common.size())]);
+            }
+        }
         if (variant.stop_at_first_violation && !invariants.ok()) break;  // it fired: done
     }
     sim.disarm();
     for (std::size_t p = 0; p < newleader_point_count; ++p)
         t.newleader_crashes[p] += sim.crashes_at(static_cast<newleader_point>(p));
+    for (std::size_t p = 0; p < crash_point_count; ++p)
+        t.point_crashes[p] += sim.crashes_at(static_cast<crash_point>(p));
+    t.frames_delayed += sim.network().stats().frames_delayed;
+    t.frames_broken += sim.network().stats().frame_faults_fired - sim.network().stats().frames_delayed;
+    for (const auto& n : sim.nodes()) {
+        const auto& fired = n.log->fault_stats();
+        for (std::size_t k = 0; k < storage_op_kind_count; ++k) {
+            t.storage_terminal_fired += fired.terminal[k];
+            t.storage_transient_fired += fired.transient[k];
+            t.storage_slowed += fired.slowed[k];
+        }
+    }
 
     // A negative test that already fired skips recovery: a broken variant's later steps may
     // trip the core's own assertions on the state it corrupted.
     const bool fired_early = variant.stop_at_first_violation && !invariants.ok();
     faults.heal(sim);
+    // A replica whose disk failed is restarted on the healed disk, as an operator would —
+    // now, and whenever one fails later (a failed completion issued before the heal).
+    auto restart_failed = [&] {
+        if (fired_early) return;
+        for (const auto& n : sim.nodes())
+            if (n.peer && n.peer->failed()) {
+                sim.crash(n.id);
+                sim.restart(n.id);
+                ++t.faults.failed_restarts;
+            }
+    };
+    restart_failed();
     for (const auto& n : sim.nodes())
         if (!n.peer && !fired_early) sim.restart(n.id);
     const sim_time bound = recovery_bound(o);
     t.bound = std::max(t.bound, bound);
     const sim_time start = sim.now();
     auto everyone_established = [&] {
+        restart_failed();
         const peer_id leader = established_leader(sim);
         if (leader == 0) return false;
         for (const auto& n : sim.nodes())
@@ -247,6 +308,7 @@ protocol_seed_result run_protocol_seed(std::uint64_t seed, protocol_totals& t, b
         const zxid final_txn = proposed.value();
         const bool settled = sim.run_until(
             [&] {
+                restart_failed();
                 const auto* p = sim.peer_of(leader);
                 const bool still_leads = p != nullptr && p->established() &&
                                          p->context().leading &&

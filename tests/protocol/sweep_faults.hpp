@@ -3,32 +3,65 @@
 // Each seed draws its own weights, so some seeds mostly crash replicas, others mostly
 // partition the network. Only faults the protocol claims to survive: connection breaks,
 // symmetric and one-way partitions, heals, crashes with the disk's crash model, restarts,
-// pauses (SIGSTOP) and resumes.
+// pauses (SIGSTOP) and resumes (fault_set::classic); with fault_set::network also slow links
+// (one direction or a pair), one-way stalls (a direction so slow that frames arrive late but
+// the connection holds), links broken at the next frame of a chosen message kind, and frames
+// of a chosen kind delayed; with fault_set::all also storage faults: an operation kind that
+// fails transiently (retried by the log layer: late), fails terminally (the replica enters
+// its failed state, and a restart brings it back once the disk is healed), or is slow.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <vector>
 
+#include "zab/core/messages.hpp"
 #include "zab/core/types.hpp"
 #include "zab/testing/random.hpp"
+#include "zab/testing/sim_log.hpp"
 
 namespace zab::test {
 
 struct fault_counts {
     std::uint64_t breaks = 0, partitions = 0, one_way = 0, heals = 0, crashes = 0, restarts = 0,
                   pauses = 0;
+    // fault_set::network
+    std::uint64_t link_delays = 0, stalls = 0, frame_breaks = 0, frame_delays = 0;
+    // fault_set::all
+    std::uint64_t storage_transient = 0, storage_terminal = 0, storage_slow = 0,
+                  failed_restarts = 0;
+};
+
+/// Which faults a mix draws from. `classic` draws exactly what it drew before the others
+/// existed, so its users' seeds replay unchanged.
+enum class fault_set { classic, network, all };
+
+/// The message kinds a targeted frame fault picks from: election and broadcast alike.
+inline constexpr std::array targeted_kinds{
+    message_type::notification, message_type::follower_info, message_type::leader_info,
+    message_type::ack_epoch,    message_type::diff,          message_type::trunc,
+    message_type::snap,         message_type::new_leader,    message_type::ack,
+    message_type::up_to_date,   message_type::proposal,      message_type::commit,
 };
 
 class fault_mix {
 public:
-    explicit fault_mix(testing::prng& draw)
+    explicit fault_mix(testing::prng& draw, fault_set set = fault_set::classic)
         : w_break_{draw.between(1, 10)},
           w_partition_{draw.between(0, 5)},
           w_one_way_{draw.between(0, 3)},
           w_heal_{draw.between(1, 6)},
           w_crash_{draw.between(0, 5)},
           w_restart_{draw.between(1, 6)},
-          w_pause_{draw.between(0, 3)} {}
+          w_pause_{draw.between(0, 3)} {
+        if (set == fault_set::classic) return;
+        w_link_delay_ = draw.between(0, 3);
+        w_stall_ = draw.between(0, 2);
+        w_frame_break_ = draw.between(1, 4);
+        w_frame_delay_ = draw.between(0, 3);
+        if (set != fault_set::all) return;
+        w_storage_ = draw.between(0, 3);
+    }
 
     /// Injects one fault, chosen by this seed's weights, into `sim`.
     template <typename Simulator>
@@ -72,12 +105,18 @@ public:
                 ++counts.crashes;
             }
         } else if (take(w_restart_)) {
-            for (peer_id id = 1; id <= members; ++id)
+            for (peer_id id = 1; id <= members; ++id) {
+                if (sim.peer_of(id) && sim.peer_of(id)->failed()) {
+                    // Its disk failed: the operator restarts it (the disk may still be bad).
+                    sim.crash(id);
+                    ++counts.failed_restarts;
+                }
                 if (!sim.peer_of(id)) {
                     sim.restart(id);
                     ++counts.restarts;
                     break;
                 }
+            }
         } else {
             const peer_id id = random_id();
             if (sim.peer_of(id) && !sim.at(id).paused) {
@@ -88,16 +127,100 @@ public:
         }
     }
 
-    /// The network whole again, every paused replica resumed.
+    /// Injects one of the faults beyond the classic ones (nothing, drawing nothing, for a
+    /// fault_set::classic mix), chosen by this seed's weights. Called on its own schedule,
+    /// next to `inject`, so that the classic faults keep their rate.
+    template <typename Simulator>
+    void inject_extended(Simulator& sim, testing::prng& draw, fault_counts& counts) {
+        const std::uint64_t total =
+            w_link_delay_ + w_stall_ + w_frame_break_ + w_frame_delay_ + w_storage_;
+        if (total == 0) return;
+        const std::size_t members = sim.nodes().size();
+        auto random_id = [&] { return 1 + sim.random().below(members); };
+        std::uint64_t pick = draw.below(total);
+        auto take = [&](std::uint64_t w) {
+            if (pick < w) return true;
+            pick -= w;
+            return false;
+        };
+        if (take(w_link_delay_)) {
+            // A slow link: a few times the network's own latency, one direction or both.
+            const peer_id a = random_id(), b = random_id();
+            if (a != b) {
+                const auto& o = sim.network().options();
+                const testing::sim_time min = o.delay_max * draw.between(1, 4);
+                const testing::sim_time max = min + o.delay_max * draw.between(0, 6);
+                if (draw.chance(0.5)) sim.network().set_link_delay(a, b, min, max);
+                else sim.network().set_pair_delay(a, b, min, max);
+                ++counts.link_delays;
+            }
+        } else if (take(w_stall_)) {
+            // A one-way stall: frames a → b arrive 0.1–1.5 s late, the connection holds.
+            const peer_id a = random_id(), b = random_id();
+            if (a != b) {
+                const testing::sim_time d = draw.between(100'000, 1'500'000);
+                sim.network().set_link_delay(a, b, d, d + d / 4);
+                ++counts.stalls;
+            }
+        } else if (take(w_frame_break_)) {
+            // Break a link (or any link toward a replica) at the next frame of some kind.
+            const peer_id a = draw.chance(0.3) ? 0 : random_id(), b = random_id();
+            if (a != b) {
+                const auto kind = targeted_kinds[draw.below(targeted_kinds.size())];
+                sim.break_link_at(a, b, kind, draw.between(1, 2));
+                ++counts.frame_breaks;
+            }
+        } else if (take(w_frame_delay_)) {
+            const peer_id a = draw.chance(0.5) ? 0 : random_id(), b = random_id();
+            if (a != b) {
+                const auto kind = targeted_kinds[draw.below(targeted_kinds.size())];
+                sim.delay_frames(a, b, kind, draw.between(1, 6), draw.between(5'000, 400'000));
+                ++counts.frame_delays;
+            }
+        } else {
+            inject_storage(sim, draw, counts, random_id());
+        }
+    }
+
+    /// The network whole again (partitions, blocks, slow links and frame faults gone), every
+    /// paused replica resumed, every disk healed.
     template <typename Simulator>
     void heal(Simulator& sim) {
         sim.network().heal();
+        sim.network().clear_link_delays();
+        sim.network().clear_frame_faults();
+        if (w_storage_ != 0)
+            for (auto& n : sim.nodes()) n.log->heal_storage_faults();
         for (peer_id id : paused_) sim.resume(id);
         paused_.clear();
     }
 
 private:
+    template <typename Simulator>
+    void inject_storage(Simulator& sim, testing::prng& draw, fault_counts& counts, peer_id id) {
+        using testing::storage_fault_mode;
+        auto& log = *sim.at(id).log;
+        const auto kind =
+            static_cast<testing::storage_op_kind>(draw.below(testing::storage_op_kind_count));
+        const std::uint64_t what = draw.below(6);
+        if (what < 3) {
+            // Transient: the log layer retries; the completion is late (ZOOKEEPER-4882).
+            log.inject({kind, storage_fault_mode::transient, draw.between(1, 4), {},
+                        draw.between(1'000, 100'000)});
+            ++counts.storage_transient;
+        } else if (what < 5) {
+            log.set_slow(kind, draw.between(5'000, 200'000));
+            ++counts.storage_slow;
+        } else {
+            // Terminal: once, or until the disk is healed (a replica that keeps failing).
+            log.inject({kind, storage_fault_mode::terminal, draw.chance(0.7) ? 1u : 0u});
+            ++counts.storage_terminal;
+        }
+    }
+
     std::uint64_t w_break_, w_partition_, w_one_way_, w_heal_, w_crash_, w_restart_, w_pause_;
+    std::uint64_t w_link_delay_ = 0, w_stall_ = 0, w_frame_break_ = 0, w_frame_delay_ = 0,
+                  w_storage_ = 0;
     std::vector<peer_id> paused_;
 };
 

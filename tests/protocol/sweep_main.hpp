@@ -14,7 +14,8 @@
 
 namespace zab::test {
 
-/// `[--seeds N] [--first S] [--trace] [--verbose] [--snapshot-every N] [--snapshot-chunk N]`
+/// `[--seeds N] [--first S] [--trace] [--verbose] [--snapshot-every N] [--snapshot-chunk N]
+/// [--classic-faults]`
 struct sweep_args {
     std::uint64_t seeds = 0;
     std::uint64_t first = 1;
@@ -25,6 +26,8 @@ struct sweep_args {
     std::uint64_t snapshot_every = 0;
     /// options::snapshot_chunk_bytes for every peer (0: the default); the protocol sweep only.
     std::uint32_t snapshot_chunk = 0;
+    /// Only the faults the sweep drew before the extended ones; the protocol sweep only.
+    bool classic_faults = false;
 };
 
 /// Parses the command line; prints the usage and returns nothing on a bad argument.
@@ -38,6 +41,7 @@ inline std::optional<sweep_args> parse_sweep_args(int argc, char** argv,
         else if (arg == "--first" && i + 1 < argc) a.first = std::strtoull(argv[++i], nullptr, 10);
         else if (arg == "--trace") a.trace = true;
         else if (arg == "--verbose") a.verbose = true;
+        else if (arg == "--classic-faults") a.classic_faults = true;
         else if (arg == "--snapshot-every" && i + 1 < argc)
             a.snapshot_every = std::strtoull(argv[++i], nullptr, 10);
         else if (arg == "--snapshot-chunk" && i + 1 < argc)
@@ -45,7 +49,7 @@ inline std::optional<sweep_args> parse_sweep_args(int argc, char** argv,
         else {
             fmt::print(stderr,
                        "usage: {} [--seeds N] [--first S] [--trace] [--verbose] "
-                       "[--snapshot-every N] [--snapshot-chunk N]\n",
+                       "[--snapshot-every N] [--snapshot-chunk N] [--classic-faults]\n",
                        argv[0]);
             return std::nullopt;
         }
@@ -84,13 +88,14 @@ std::uint64_t run_sweep(const sweep_args& a, const char* program, Totals& totals
         combined.add(r.hash);
         if (!r.ok) {
             ++totals.failures;
-            fmt::print(stderr, "replay: {} --first {} --seeds 1 --trace{}{}\n", program, seed,
+            fmt::print(stderr, "replay: {} --first {} --seeds 1 --trace{}{}{}\n", program, seed,
                        a.snapshot_every == 0
                            ? std::string{}
                            : fmt::format(" --snapshot-every {}", a.snapshot_every),
                        a.snapshot_chunk == 0
                            ? std::string{}
-                           : fmt::format(" --snapshot-chunk {}", a.snapshot_chunk));
+                           : fmt::format(" --snapshot-chunk {}", a.snapshot_chunk),
+                       a.classic_faults ? " --classic-faults" : "");
         }
     }
     return combined.value();

@@ -1,11 +1,13 @@
 // zab::testing::sim_log — durability only after completion, completions in order, what a
 // sync covers, epoch writes independent of log syncs, snapshot installs (compacted reads,
 // atomic at a crash), and the crash model (kept / dropped / torn un-synced records;
-// recovery cuts at the first loss).
+// recovery cuts at the first loss); storage faults per operation kind, on sim_log and
+// sim_file_log alike.
 #include <cstdint>
 #include <optional>
 #include <set>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -13,10 +15,12 @@
 
 #include "zab/testing/event_queue.hpp"
 #include "zab/testing/random.hpp"
+#include "zab/testing/sim_file_log.hpp"
 #include "zab/testing/sim_log.hpp"
 
 using zab::epochs;
 using zab::log_record;
+using zab::storage_op;
 using zab::log_snapshot;
 using zab::shared_bytes;
 using zab::zxid;
@@ -757,4 +761,149 @@ TEST_CASE("sim_log: a lying disk reports a sync durable and loses the writes at 
     CHECK(d.log.durable_records().empty());  // the truth: nothing reached the platter
     d.log.crash();
     CHECK(d.log.records().empty());
+}
+
+// --- storage faults: one API on sim_log and sim_file_log ----------------------------------
+
+namespace {
+using zab::testing::sim_file_log;
+using zab::testing::storage_event;
+using zab::testing::storage_fault;
+using zab::testing::storage_fault_mode;
+using zab::testing::storage_op_kind;
+
+template <typename Log>
+struct any_disk {
+    explicit any_disk(std::uint64_t seed, disk_options options = {})
+        : random{seed}, log{events, random, options} {
+        log.set_completion_handler(
+            [this](const storage_completion& c) { seen.push_back({c, events.now()}); });
+    }
+    void run() {
+        while (events.run_next()) {}
+    }
+    event_queue events;
+    prng random;
+    Log log;
+    std::vector<completion_seen> seen;
+};
+
+disk_options fixed_latency() {
+    disk_options o;
+    o.sync_latency_min = o.sync_latency_max = 1'000;
+    return o;
+}
+}  // namespace
+
+TEMPLATE_TEST_CASE("storage faults: a terminal append fault fails the sync that covers it",
+                   "[sim][sim_log][storage_faults]", sim_log, sim_file_log) {
+    any_disk<TestType> d{8, fixed_latency()};
+    const auto error = std::make_error_code(std::errc::no_space_on_device);
+    d.log.inject({storage_op_kind::append, storage_fault_mode::terminal, 1, error});
+    d.log.append(1, records(1, 1, 2));
+    d.log.sync(1);
+    d.run();
+    REQUIRE(d.seen.size() == 1);
+    CHECK(d.seen[0].completion.what == storage_completion::kind::failed);
+    // sim_log reports the fault's error; file_log its own (errc::storage_failed).
+    if constexpr (std::is_same_v<TestType, sim_log>) CHECK(d.seen[0].completion.error == error);
+    CHECK(d.log.durable_records().empty());
+    CHECK(d.log.fault_stats().terminal[0] == 1);
+}
+
+TEMPLATE_TEST_CASE("storage faults: each kind fails terminally, until healed when times is 0",
+                   "[sim][sim_log][storage_faults]", sim_log, sim_file_log) {
+    const auto kind = GENERATE(storage_op_kind::append, storage_op_kind::truncate,
+                               storage_op_kind::install_snapshot, storage_op_kind::sync,
+                               storage_op_kind::epoch_write);
+    CAPTURE(to_string(kind));
+    any_disk<TestType> d{9, fixed_latency()};
+    d.log.inject({kind, storage_fault_mode::terminal, 0});
+    // Every round issues one operation of each kind and a sync: the faulty kind fails it.
+    storage_op op = 0;
+    auto round = [&](std::uint32_t epoch) {
+        d.seen.clear();
+        d.log.write_epochs(++op, epochs{epoch, epoch});  // first: no record above acceptedEpoch
+        d.log.append(++op, records(epoch, 1, 2));
+        d.log.truncate_after(++op, zxid{epoch, 1});
+        d.log.install_snapshot(++op, zxid{epoch, 1}, state_at(zxid{epoch, 1}), records(epoch, 2, 2));
+        d.log.sync(op);
+        d.run();
+        std::size_t failed = 0;
+        for (const auto& s : d.seen) failed += s.completion.what == storage_completion::kind::failed;
+        return failed;
+    };
+    CHECK(round(1) >= 1);
+    CHECK(round(2) >= 1);  // until healed
+    d.log.heal_storage_faults();
+    // file_log's failed state lasts until it is opened again (a restart), so both restart.
+    d.log.crash();
+    CHECK(round(3) == 0);
+    CHECK(d.log.durable_epochs() == epochs{3, 3});
+}
+
+TEMPLATE_TEST_CASE("storage faults: a transient fault is retried by the log layer: the "
+                   "completion comes retry_delay late and succeeds",
+                   "[sim][sim_log][storage_faults]", sim_log, sim_file_log) {
+    const auto kind = GENERATE(storage_op_kind::append, storage_op_kind::sync,
+                               storage_op_kind::epoch_write);
+    CAPTURE(to_string(kind));
+    auto run = [&](bool faulty) {
+        any_disk<TestType> d{10, fixed_latency()};
+        if (faulty) d.log.inject({kind, storage_fault_mode::transient, 1, {}, 7'000});
+        if (kind == storage_op_kind::epoch_write) d.log.write_epochs(1, epochs{2, 2});
+        else {
+            d.log.append(1, records(1, 1, 3));
+            d.log.sync(1);
+        }
+        d.run();
+        REQUIRE(d.seen.size() == 1);
+        CHECK(d.seen[0].completion.what != storage_completion::kind::failed);
+        CHECK(d.log.durable_records().size() == (kind == storage_op_kind::epoch_write ? 0u : 3u));
+        return d.seen[0].time;
+    };
+    const sim_time plain = run(false);
+    CHECK(run(true) == plain + 7'000);
+}
+
+TEMPLATE_TEST_CASE("storage faults: set_slow delays the completions covering that kind only",
+                   "[sim][sim_log][storage_faults]", sim_log, sim_file_log) {
+    any_disk<TestType> d{11, fixed_latency()};
+    d.log.set_slow(storage_op_kind::truncate, 40'000);
+    d.log.append(1, records(1, 1, 3));
+    d.log.sync(1);
+    d.run();
+    REQUIRE(d.seen.size() == 1);
+    CHECK(d.seen[0].time == 1'000);  // no truncation covered
+    const sim_time start = d.events.now();
+    d.log.truncate_after(2, zxid{1, 1});
+    d.log.sync(2);
+    d.run();
+    REQUIRE(d.seen.size() == 2);
+    CHECK(d.seen[1].time - start == 41'000);
+    CHECK(d.log.fault_stats().slowed[1] == 1);
+}
+
+TEMPLATE_TEST_CASE("storage faults: the operation observer sees every operation issued and "
+                   "completed, with what a sync made durable",
+                   "[sim][sim_log][storage_faults]", sim_log, sim_file_log) {
+    any_disk<TestType> d{12, fixed_latency()};
+    std::vector<storage_event> events;
+    d.log.set_operation_observer([&](const storage_event& e) { events.push_back(e); });
+    d.log.append(1, records(1, 1, 3));
+    d.log.truncate_after(2, zxid{1, 2});
+    d.log.sync(2);
+    d.run();
+    d.log.write_epochs(3, epochs{4, 1});
+    d.run();
+    REQUIRE(events.size() == 6);
+    using phase = storage_event::phase;
+    CHECK((events[0].kind == storage_op_kind::append && events[0].at == phase::issued));
+    CHECK((events[1].kind == storage_op_kind::truncate && events[1].at == phase::issued));
+    CHECK((events[2].kind == storage_op_kind::sync && events[2].at == phase::issued));
+    CHECK((events[3].kind == storage_op_kind::sync && events[3].at == phase::completed));
+    CHECK(events[3].covered == 0b11);  // append and truncate
+    CHECK((events[4].kind == storage_op_kind::epoch_write && events[4].value == epochs{4, 1} &&
+           events[4].previous == epochs{}));
+    CHECK((events[5].at == phase::completed && events[5].previous == epochs{}));
 }

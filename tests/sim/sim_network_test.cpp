@@ -1,7 +1,9 @@
 // zab::testing::sim_network — TCP semantics (one connection per pair, FIFO, connected before
 // frames, disconnected after them), failures (close, reset, crash, partition, one-way
-// stall), no re-entrancy, and determinism.
+// stall), per-frame faults and per-link latency, no re-entrancy, and determinism; the
+// simulator's additive message observers, link faults by message kind and crash points.
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -10,9 +12,11 @@
 
 #include <catch2/catch.hpp>
 
+#include "zab/core/codec.hpp"
 #include "zab/testing/event_queue.hpp"
 #include "zab/testing/random.hpp"
 #include "zab/testing/sim_network.hpp"
+#include "zab/testing/simulator.hpp"
 #include "zab/testing/trace_hash.hpp"
 
 using zab::connection_id;
@@ -541,4 +545,245 @@ TEST_CASE("sim_network: one seed, one trace", "[sim][sim_network]") {
     CHECK(first.trace == second.trace);
     CHECK(first.stats.frames_delivered == second.stats.frames_delivered);
     CHECK(first.trace != other.trace);
+}
+
+// --- per-frame faults, per-link latency, several observers --------------------------------
+
+namespace {
+std::function<bool(zab::byte_view)> text_is(std::string wanted) {
+    return [wanted](zab::byte_view frame) { return zab::as_string_view(frame) == wanted; };
+}
+}  // namespace
+
+TEST_CASE("sim_network frame fault: break_connection loses the frame and everything after it, "
+          "the frames before it arrive",
+          "[sim][sim_network]") {
+    cluster c{41};
+    c.run_for(100'000);
+    const connection_id first = c.connection(1, 2);
+    const auto fault = c.network.add_frame_fault(
+        {1, 2, text_is("x"), zab::testing::frame_action::break_connection, 0, 1});
+    for (const char* t : {"a", "b", "x", "c"}) c.network.transport(1).send(2, first, frame_of(t));
+    c.network.transport(2).send(1, first, frame_of("reply"));  // the other direction: no match
+    c.run_for(200'000);
+    CHECK(c.frames_at(2, first) == std::vector<std::string>{"a", "b"});
+    CHECK(c.network.frame_fault_hits(fault) == 1);
+    CHECK_FALSE(c.network.frame_fault_armed(fault));  // count 1: spent
+    CHECK(c.count(1, seen_event::kind::disconnected) == 1);
+    CHECK(c.count(2, seen_event::kind::disconnected) == 1);
+    // A new connection, and the fault no longer acts.
+    const connection_id second = c.connection(1, 2);
+    CHECK(second != first);
+    c.network.transport(1).send(2, second, frame_of("x"));
+    c.run_for(100'000);
+    CHECK(c.frames_at(2, second) == std::vector<std::string>{"x"});
+    CHECK(!check_connection_protocol(c));
+}
+
+TEST_CASE("sim_network frame fault: delay holds the frame and those behind it, in order",
+          "[sim][sim_network]") {
+    network_options o;
+    o.delay_min = o.delay_max = 1'000;
+    cluster c{42, 3, o};
+    c.run_for(100'000);
+    const connection_id conn = c.connection(1, 2);
+    const auto fault = c.network.add_frame_fault(
+        {0, 2, text_is("slow"), zab::testing::frame_action::delay, 50'000, 2});
+    const sim_time sent = c.events.now();
+    for (const char* t : {"a", "slow", "b", "slow", "slow"})
+        c.network.transport(1).send(2, conn, frame_of(t));
+    c.run_for(200'000);
+    CHECK(c.frames_at(2, conn) == std::vector<std::string>{"a", "slow", "b", "slow", "slow"});
+    std::vector<sim_time> at;
+    for (const auto& e : c.seen[2])
+        if (e.what == seen_event::kind::frame) at.push_back(e.time - sent);
+    CHECK(at == std::vector<sim_time>{1'000, 51'000, 51'000, 51'000, 51'000});
+    CHECK(c.network.frame_fault_hits(fault) == 2);  // the third "slow" was not delayed by it
+    CHECK(c.network.stats().frames_delayed == 2);
+}
+
+TEST_CASE("sim_network: a frame fault matches a message kind (frames_of), election and "
+          "broadcast frames alike",
+          "[sim][sim_network]") {
+    cluster c{43};
+    c.run_for(100'000);
+    const connection_id conn = c.connection(2, 3);
+    const auto fault = c.network.add_frame_fault({2, 3, zab::testing::frames_of(zab::message_type::ack),
+                                                  zab::testing::frame_action::break_connection, 0, 1});
+    const zab::frame_context ctx{};
+    c.network.transport(2).send(3, conn, zab::encode(ctx, zab::message{zab::notification{}}));
+    c.network.transport(2).send(3, conn, zab::encode(ctx, zab::message{zab::ack{zab::zxid{1, 1}}}));
+    c.run_for(200'000);
+    CHECK(c.frames_at(3, conn).size() == 1);  // the NOTIFICATION; the ACK broke the link
+    CHECK(c.network.frame_fault_hits(fault) == 1);
+    CHECK(c.count(3, seen_event::kind::disconnected) == 1);
+}
+
+TEST_CASE("sim_network: a link delay slows one direction only", "[sim][sim_network]") {
+    network_options o;
+    o.delay_min = o.delay_max = 1'000;
+    cluster c{44, 3, o};
+    c.run_for(100'000);
+    c.network.set_link_delay(1, 2, 30'000, 30'000);
+    const connection_id conn = c.connection(1, 2);
+    const sim_time sent = c.events.now();
+    c.network.transport(1).send(2, conn, frame_of("slow"));
+    c.network.transport(2).send(1, conn, frame_of("fast"));
+    c.run_for(100'000);
+    REQUIRE(c.frames_at(2, conn).size() == 1);
+    REQUIRE(c.frames_at(1, conn).size() == 1);
+    sim_time slow = 0, fast = 0;
+    for (const auto& e : c.seen[2])
+        if (e.what == seen_event::kind::frame) slow = e.time - sent;
+    for (const auto& e : c.seen[1])
+        if (e.what == seen_event::kind::frame) fast = e.time - sent;
+    CHECK(slow == 30'000);
+    CHECK(fast == 1'000);
+    c.network.clear_link_delays();
+    const sim_time again = c.events.now();
+    c.network.transport(1).send(2, conn, frame_of("normal"));
+    c.run_for(100'000);
+    CHECK(c.seen[2].back().time - again == 1'000);
+}
+
+TEST_CASE("sim_network: observers add up; set_observer replaces only its own",
+          "[sim][sim_network]") {
+    cluster c{45};
+    int set_calls = 0, added_calls = 0, replaced_calls = 0;
+    c.network.set_observer([&](const network_event&) { ++set_calls; });
+    const auto added = c.network.add_observer([&](const network_event&) { ++added_calls; });
+    c.run_for(100'000);
+    CHECK(set_calls > 0);
+    CHECK(set_calls == added_calls);
+    c.network.set_observer([&](const network_event&) { ++replaced_calls; });
+    const int before = set_calls;
+    c.network.break_connection(1, 2);
+    c.run_for(100'000);
+    CHECK(set_calls == before);
+    CHECK(replaced_calls > 0);
+    CHECK(added_calls == before + replaced_calls);
+    c.network.remove_observer(added);
+    const int added_before = added_calls, replaced_before = replaced_calls;
+    c.network.break_connection(1, 3);
+    c.run_for(100'000);
+    CHECK(added_calls == added_before);
+    CHECK(replaced_calls > replaced_before);
+}
+
+// --- the simulator's observers, link faults by message kind, and crash points -------------
+
+namespace {
+using sim_type = zab::testing::simulator<>;
+using zab::testing::crash_point;
+
+zab::peer_id leader_of(sim_type& sim) {
+    for (const auto& n : sim.nodes())
+        if (n.peer && n.peer->state() == zab::peer_state::leading && n.peer->established())
+            return n.id;
+    return 0;
+}
+
+// Runs `sim` for `duration`, proposing at the established leader every 50 ms.
+void run_proposing(sim_type& sim, sim_time duration) {
+    const sim_time end = sim.now() + duration;
+    int n = 0;
+    while (sim.now() < end) {
+        sim.run_for(50'000);
+        if (const auto leader = leader_of(sim))
+            (void)sim.propose(leader, zab::as_bytes("p" + std::to_string(++n)));
+    }
+}
+}  // namespace
+
+TEST_CASE("simulator: message observers add up; set_message_observer keeps its one slot",
+          "[sim][simulator]") {
+    zab::testing::cluster_options o;
+    o.seed = 51;
+    sim_type sim{o};
+    int set_seen = 0, added_seen = 0;
+    sim.set_message_observer([&](peer_id, peer_id, const zab::message&) { ++set_seen; });
+    const auto added =
+        sim.add_message_observer([&](peer_id, peer_id, const zab::message&) { ++added_seen; });
+    sim.start();
+    sim.run_for(2'000'000);
+    CHECK(set_seen > 0);
+    CHECK(set_seen == added_seen);
+    sim.remove_message_observer(added);
+    run_proposing(sim, 500'000);
+    CHECK(set_seen > added_seen);
+}
+
+TEST_CASE("simulator: break_link_at breaks a link at the next frame of a kind; the cluster "
+          "recovers",
+          "[sim][simulator]") {
+    zab::testing::cluster_options o;
+    o.seed = 52;
+    sim_type sim{o};
+    sim.start();
+    sim.run_until([&] { return leader_of(sim) != 0; }, 10'000'000);
+    const peer_id leader = leader_of(sim);
+    REQUIRE(leader != 0);
+    const peer_id follower = leader == 1 ? 2 : 1;
+    const auto broken_before = sim.network().stats().connections_broken;
+    const auto fault = sim.break_link_at(leader, follower, zab::message_type::commit);
+    const auto delayed = sim.delay_frames(0, follower, zab::message_type::proposal, 3, 40'000);
+    run_proposing(sim, 3'000'000);
+    CHECK(sim.network().frame_fault_hits(fault) == 1);
+    CHECK(sim.network().frame_fault_hits(delayed) == 3);
+    CHECK(sim.network().stats().connections_broken == broken_before + 1);
+    // Every replica applies the same transactions once the proposals stop.
+    sim.run_for(3'000'000);
+    for (const auto& n : sim.nodes())
+        CHECK(n.machine->applied().size() == sim.at(leader).machine->applied().size());
+    CHECK(sim.at(leader).machine->applied().size() > 10);
+}
+
+TEST_CASE("simulator crash points: each is reached, fires once, and says where",
+          "[sim][simulator]") {
+    const auto point = GENERATE(crash_point::accepted_epoch_issued,
+                                crash_point::accepted_epoch_durable, crash_point::ackepoch_received,
+                                crash_point::current_epoch_durable, crash_point::proposal_appended,
+                                crash_point::proposal_ack_received, crash_point::commit_sent,
+                                crash_point::newleader_ack_sent);
+    CAPTURE(to_string(point));
+    zab::testing::cluster_options o;
+    o.seed = 53;
+    sim_type sim{o};
+    // One arm for one replica (3 leads this seed's first epoch: it is the target of the
+    // leader's moment, 1 of the others), one for whichever replica gets there first.
+    const peer_id target = point == crash_point::commit_sent ? 3 : 1;
+    const auto mine = sim.crash_at(target, point);
+    const auto any = sim.crash_at(0, point);
+    sim.start();
+    run_proposing(sim, 4'000'000);
+    const auto& reports = sim.crash_reports();
+    REQUIRE(reports.size() == 2);
+    CHECK(sim.crash_reached(mine));
+    CHECK(sim.crash_reached(any));
+    CHECK(reports[0].crashed == target);
+    CHECK(reports[1].crashed != 0);
+    CHECK(sim.crashes_at(point) == 2);
+    // Restarted, the cluster goes on: nothing is armed any more.
+    for (const auto& n : sim.nodes())
+        if (!n.peer) sim.restart(n.id);
+    sim.disarm();
+    sim.run_for(5'000'000);
+    CHECK(leader_of(sim) != 0);
+    CHECK(sim.crashes_at(point) == 2);
+}
+
+TEST_CASE("simulator crash points: an arm never reached is reported as such",
+          "[sim][simulator]") {
+    zab::testing::cluster_options o;
+    o.seed = 54;
+    sim_type sim{o};
+    const auto arm = sim.crash_at(2, crash_point::truncate_durable);  // no TRUNC here
+    sim.start();
+    sim.run_for(2'000'000);
+    CHECK_FALSE(sim.crash_reached(arm));
+    sim.disarm();
+    REQUIRE(sim.crash_reports().size() == 1);
+    CHECK(sim.crash_reports()[0].disarmed);
+    CHECK_FALSE(sim.crash_reports()[0].fired);
+    CHECK(sim.crashes() == 0);
 }

@@ -19,8 +19,10 @@
 
 #include <fmt/format.h>
 
+#include "zab/core/codec.hpp"
 #include "zab/core/peer_context.hpp"
 #include "zab/core/vote.hpp"
+#include "zab/testing/sim_network.hpp"
 
 namespace zab::testing {
 
@@ -32,6 +34,22 @@ public:
             delivered_.insert(key(d.receiver, d.sender, d.cast));
             if (d.cast.state == peer_state::leading && d.cast.leader == d.sender)
                 told_leading_.insert({d.receiver, d.sender});
+        });
+        // A voter's own vote in each round it entered, also from the NOTIFICATIONs it sends:
+        // a voter may enter a round and leave it within one simulator event (its timeout
+        // ticks and a newer round's notification handled together), unseen by `check`.
+        sim.network().add_observer([this](const network_event& e) {
+            if (e.what != network_event::kind::send) return;
+            const auto header = decode_header(e.frame.view());
+            if (!header || header.value().type != message_type::notification) return;
+            const auto decoded = decode(e.frame.view());
+            if (!decoded) return;
+            const auto* n = std::get_if<notification>(&decoded.value().msg);
+            if (n == nullptr) return;
+            const vote v = vote::from(*n);
+            if (v.state == peer_state::looking && v.leader == e.from)
+                initial_votes_.insert({e.from, v.round, v.leader, v.leader_zxid.value(),
+                                       v.leader_epoch});
         });
         sim.add_checker([this](Simulator&) { check(); });
     }

@@ -34,12 +34,23 @@ public:
           checker_{checker},
           seen_(sim.nodes().size() + 1),
           quorums_{quorum_system::majority(sim.config())} {
-        sim.network().set_observer([this](const network_event& e) { on_network(e); });
-        sim.set_message_observer([this](peer_id receiver, peer_id sender, const message& m) {
-            on_delivery(receiver, sender, m);
-        });
+        // Added next to any other observer (the test's own, the simulator's crash points).
+        network_observer_ =
+            sim.network().add_observer([this](const network_event& e) { on_network(e); });
+        message_observer_ =
+            sim.add_message_observer([this](peer_id receiver, peer_id sender, const message& m) {
+                on_delivery(receiver, sender, m);
+            });
         sim.add_checker([this](Simulator&) { poll(); });
         poll();
+    }
+
+    protocol_observer(const protocol_observer&) = delete;
+    protocol_observer& operator=(const protocol_observer&) = delete;
+    /// Stops observing frames (the checker it added stays: destroy it with the simulator).
+    ~protocol_observer() {
+        sim_.network().remove_observer(network_observer_);
+        sim_.remove_message_observer(message_observer_);
     }
 
     /// Proposes at `id` and records the broadcast (§10: B_e).
@@ -262,7 +273,9 @@ private:
         const auto* c = std::get_if<commit>(&m);
         if (c == nullptr) return;
         const auto* p = sim_.peer_of(receiver);
-        if (p == nullptr || !p->context().learning || p->context().learning->leader != sender)
+        // A replica whose disk failed handles nothing more (DESIGN.md: terminal).
+        if (p == nullptr || p->failed() || !p->context().learning ||
+            p->context().learning->leader != sender)
             return;
         const auto& s = *p->context().learning;
         if (s.at != learner_state::stage::awaiting_uptodate &&
@@ -282,6 +295,8 @@ private:
     std::vector<node_seen> seen_;
     quorum_system quorums_;  ///< the cluster's voters, for §6.1's commit check
     std::uint64_t proposals_ = 0;
+    std::uint64_t network_observer_ = 0;
+    std::uint64_t message_observer_ = 0;
 };
 
 }  // namespace zab::testing

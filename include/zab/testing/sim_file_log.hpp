@@ -17,6 +17,13 @@
 // recovery that fails is a bug in file_log, and is asserted. Afterwards the visible state is
 // the recovered one, as with sim_log.
 //
+// Storage faults: the calls of sim_log (storage_fault_calls: `inject`, `set_slow`,
+// `heal_storage_faults`, `set_operation_observer`), with one difference that file_log's group commit makes: a
+// terminal fault fails the whole flush that carries the operation (file_log's terminal failed
+// state: every sync and epoch write it answers fails, and so does every later flush until the
+// log is opened again by a crash and restart), and a delay delays that flush. The failed
+// completion carries file_log's own error (errc::storage_failed), not the fault's.
+//
 // Inspection mirrors sim_log's (the protocol observer's view): `records()` is what `read`
 // sees, `durable_records()` / `durable_snapshot()` / `durable_epochs()` what the completions
 // delivered so far promise.
@@ -61,7 +68,7 @@ inline file_log_options sim_file_log_options() {
     return o;
 }
 
-class sim_file_log {
+class sim_file_log : public storage_fault_calls {
 public:
     /// Opens (initializes) the log on an empty simulated disk. `log_options` as in
     /// `sim_file_log_options()`; a disk that lies (`lie_probability`) is not modelled.
@@ -97,6 +104,7 @@ public:
     // --- zab::log_store ------------------------------------------------------------------
 
     void append(storage_op op, std::span<const log_record> records) {
+        issue(storage_op_kind::append, op);
         log_->append(op, records);
         visible_.append(records);
         last_log_op_ = op;
@@ -105,6 +113,7 @@ public:
     }
 
     void truncate_after(storage_op op, zxid last_kept) {
+        issue(storage_op_kind::truncate, op);
         log_->truncate_after(op, last_kept);
         visible_.truncate_after(snapshot_floor(last_kept));
         last_log_op_ = op;
@@ -113,6 +122,7 @@ public:
 
     void install_snapshot(storage_op op, zxid last_included, const shared_bytes& state,
                           std::span<const log_record> following) {
+        issue(storage_op_kind::install_snapshot, op);
         log_->install_snapshot(op, last_included, state, following);
         visible_ = log_image::installed(last_included, state, following);
         last_log_op_ = op;
@@ -135,6 +145,7 @@ public:
 
     /// Completes (`log_durable`, op) with the flush that carries it.
     void sync(storage_op op) {
+        issue(storage_op_kind::sync, op);
         log_->sync(op);
         requested_.push_back({request_kind::sync, op, {}});
         start_flush_if_idle();
@@ -142,6 +153,7 @@ public:
 
     /// Visible at once; completes (`epochs_durable`, op) with the flush that carries it.
     void write_epochs(storage_op op, epochs e) {
+        issue(storage_op_kind::epoch_write, op, e);
         log_->write_epochs(op, e);
         requested_.push_back({request_kind::epochs, op, e});
         start_flush_if_idle();
@@ -259,7 +271,19 @@ private:
         in_flight_ = 0;
         job_operations_ = 0;
         last_log_op_.reset();
+        cover_ = {};
         return {};
+    }
+
+    /// An operation issued: its faults go to the next flush (a terminal one is armed in
+    /// file_log at once: its next non-empty flush fails), then the observer hears of it.
+    void issue(storage_op_kind kind, storage_op op, epochs value = {}) {
+        const bool had_error = static_cast<bool>(cover_.error);
+        plan_.take(kind, cover_);
+        if (cover_.error && !had_error)
+            log_->inject_failure_for_testing(
+                cover_.error.category() == std::system_category() ? cover_.error.value() : EIO);
+        observe({kind, storage_event::phase::issued, op, log_->stored_epochs(), value});
     }
 
     sim_time draw_latency() {
@@ -276,7 +300,9 @@ private:
         in_flight_ = requested_.size();      // the requests this job answers
         job_operations_ = unsynced_.size();  // and the operations it writes
         ++flushes_;
-        event_ = events_.schedule_at(events_.now() + draw_latency(), [this] { complete_flush(); });
+        const sim_time delay = std::exchange(cover_, {}).delay;
+        event_ = events_.schedule_at(events_.now() + draw_latency() + delay,
+                                     [this] { complete_flush(); });
     }
 
     void cancel_flush() {
@@ -295,12 +321,17 @@ private:
                          requested_.begin() + static_cast<std::ptrdiff_t>(in_flight_));
         in_flight_ = 0;
         for (const request& r : answered) {
+            const storage_op_kind kind =
+                r.kind == request_kind::sync ? storage_op_kind::sync : storage_op_kind::epoch_write;
             if (result.failed()) {
+                observe({kind, storage_event::phase::failed, r.op, durable_epochs_, r.value});
                 deliver({storage_completion::kind::failed, r.op, result.error});
             } else if (r.kind == request_kind::sync) {
-                make_durable(r.op);
+                const std::uint8_t covered = make_durable(r.op);
+                observe({kind, storage_event::phase::completed, r.op, {}, {}, covered});
                 deliver({storage_completion::kind::log_durable, r.op, {}});
             } else {
+                observe({kind, storage_event::phase::completed, r.op, durable_epochs_, r.value});
                 durable_epochs_ = r.value;
                 deliver({storage_completion::kind::epochs_durable, r.op, {}});
             }
@@ -308,15 +339,27 @@ private:
         start_flush_if_idle();
     }
 
-    /// The operations ≤ `op` that the finished job wrote (not those issued while it ran).
-    void make_durable(storage_op op) {
+    /// The operations ≤ `op` that the finished job wrote (not those issued while it ran);
+    /// returns the storage_event::covered bits of their kinds.
+    std::uint8_t make_durable(storage_op op) {
+        std::uint8_t covered = 0;
+        auto note = [&covered](storage_op_kind k) {
+            covered = static_cast<std::uint8_t>(covered | (1u << static_cast<int>(k)));
+        };
         while (job_operations_ > 0 && unsynced_.front().op <= op) {
             const pending_operation& p = unsynced_.front();
             switch (p.kind) {
-                case operation_kind::append: durable_.append(p.records); break;
-                case operation_kind::truncate: durable_.truncate_after(p.last_kept); break;
+                case operation_kind::append:
+                    durable_.append(p.records);
+                    note(storage_op_kind::append);
+                    break;
+                case operation_kind::truncate:
+                    durable_.truncate_after(p.last_kept);
+                    note(storage_op_kind::truncate);
+                    break;
                 case operation_kind::install_snapshot:
                     durable_ = log_image{p.snapshot, p.records};
+                    note(storage_op_kind::install_snapshot);
                     break;
                 case operation_kind::compact:
                     durable_.compact(p.snapshot->last_included, p.snapshot->state);
@@ -325,6 +368,7 @@ private:
             unsynced_.pop_front();
             --job_operations_;
         }
+        return covered;
     }
 
     void deliver(const storage_completion& completion) {
@@ -353,6 +397,8 @@ private:
     std::deque<pending_operation> unsynced_;
     std::optional<storage_op> last_log_op_;
     epochs durable_epochs_;
+
+    storage_fault_plan::outcome cover_;  // the faults of what the next flush carries
 };
 
 static_assert(zab::compactable_log<sim_file_log>);

@@ -21,15 +21,24 @@
 // (DESIGN.md rule 2). Log syncs complete in the order issued. Epoch writes complete in
 // their own order, independently of log syncs: an epoch write issued after a sync may
 // become durable first, which the protocol must survive (the concept allows it).
+//
+// Storage faults (`inject`, `set_slow`, `heal_storage_faults`; sim_file_log offers the same
+// calls): an append, truncation, snapshot install, sync or epoch write can fail, once or
+// until healed, terminally or transiently, and each kind can be slow. The log layer reports
+// a write's fate only through the completion that covers it, so an append, truncation or
+// install fault lands on the next sync issued after it; a sync or epoch-write fault on its
+// own completion. See storage_fault_mode for what terminal and transient mean.
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <optional>
 #include <span>
+#include <string_view>
 #include <system_error>
 #include <utility>
 #include <vector>
@@ -73,6 +82,169 @@ struct disk_options {
     /// next crash. No correct protocol survives a lying disk: tests use it to show the
     /// invariant checker notices.
     double lie_probability = 0.0;
+};
+
+/// The kinds of storage operation a fault (`storage_fault`, `set_slow`) or a crash point can
+/// aim at. Bit `1 << kind` in storage_event::covered.
+enum class storage_op_kind : std::uint8_t {
+    append = 0,
+    truncate = 1,
+    install_snapshot = 2,
+    sync = 3,
+    epoch_write = 4,
+};
+inline constexpr std::size_t storage_op_kind_count = 5;
+
+constexpr std::string_view to_string(storage_op_kind k) noexcept {
+    switch (k) {
+        case storage_op_kind::append: return "append";
+        case storage_op_kind::truncate: return "truncate";
+        case storage_op_kind::install_snapshot: return "install";
+        case storage_op_kind::sync: return "sync";
+        case storage_op_kind::epoch_write: return "epoch write";
+    }
+    return "?";
+}
+
+/// What an injected storage error does. The core's rule is that a failed fsync puts the
+/// replica in a terminal failed state and is never retried (fsyncgate: after a failed fsync
+/// the kernel may have dropped the dirty pages, so a second fsync that succeeds proves
+/// nothing). The two modes keep that rule:
+enum class storage_fault_mode : std::uint8_t {
+    /// The error is reported: the completion that covers the operation is kind::failed with
+    /// the fault's error, the peer gets `on_storage_failed` and stops (DESIGN.md: terminal).
+    /// The operation's writes stay un-synced, at the mercy of the next crash.
+    terminal = 0,
+    /// The error happens before anything was handed to fsync — a write(2) of the layer's
+    /// own buffers returned EIO or ENOSPC for a moment (ZOOKEEPER-4882) — so the log layer
+    /// can and does retry it from memory, then syncs once. The peer never sees an error:
+    /// the covering completion arrives `retry_delay` late, and nothing else changes. (An
+    /// error from fsync itself is never transient: inject it as terminal.)
+    transient = 1,
+};
+
+/// One storage fault: the next `times` operations of `kind` fail in `mode`.
+struct storage_fault {
+    storage_op_kind kind = storage_op_kind::sync;
+    storage_fault_mode mode = storage_fault_mode::terminal;
+    std::uint64_t times = 1;  ///< how many operations of `kind` fail; 0: every one until healed
+    std::error_code error = std::make_error_code(std::errc::io_error);  ///< terminal only
+    sim_time retry_delay = 20'000;  ///< transient only: how long the retries take
+};
+
+/// What the faults did so far (per storage_op_kind).
+struct storage_fault_stats {
+    std::array<std::uint64_t, storage_op_kind_count> terminal{};
+    std::array<std::uint64_t, storage_op_kind_count> transient{};
+    std::array<std::uint64_t, storage_op_kind_count> slowed{};
+};
+
+/// The fault plan of one simulated disk: shared by sim_log and sim_file_log, which expose
+/// its calls. Draws no random number: a run without faults replays unchanged.
+class storage_fault_plan {
+public:
+    void inject(const storage_fault& f) { rules_[index(f.kind)] = rule{f, f.times, true}; }
+
+    void set_slow(storage_op_kind kind, sim_time extra) { slow_[index(kind)] = extra; }
+
+    /// Every fault and every slowness gone.
+    void heal() {
+        rules_ = {};
+        slow_ = {};
+    }
+
+    bool armed(storage_op_kind kind) const { return rules_[index(kind)].active; }
+
+    /// What an operation of `kind` issued now suffers: accumulated into `into`, which the
+    /// completion covering it applies.
+    struct outcome {
+        std::error_code error;      ///< terminal: the covering completion fails
+        sim_time delay = 0;         ///< transient retries plus slowness
+        std::uint8_t kinds = 0;     ///< kinds whose slowness is already counted
+    };
+    void take(storage_op_kind kind, outcome& into) {
+        const std::size_t k = index(kind);
+        if (slow_[k] != 0 && (into.kinds & (1u << k)) == 0) {
+            into.kinds = static_cast<std::uint8_t>(into.kinds | (1u << k));
+            into.delay += slow_[k];
+            ++stats_.slowed[k];
+        }
+        rule& r = rules_[k];
+        if (!r.active) return;
+        if (r.fault.mode == storage_fault_mode::terminal) {
+            if (!into.error) into.error = r.fault.error;
+            ++stats_.terminal[k];
+        } else {
+            into.delay += r.fault.retry_delay;
+            ++stats_.transient[k];
+        }
+        if (r.remaining != 0 && --r.remaining == 0) r.active = false;
+    }
+
+    const storage_fault_stats& stats() const noexcept { return stats_; }
+
+private:
+    struct rule {
+        storage_fault fault;
+        std::uint64_t remaining = 0;  // 0 with active: until healed
+        bool active = false;
+    };
+    static std::size_t index(storage_op_kind k) { return static_cast<std::size_t>(k); }
+
+    std::array<rule, storage_op_kind_count> rules_{};
+    std::array<sim_time, storage_op_kind_count> slow_{};
+    storage_fault_stats stats_;
+};
+
+/// One storage operation as the disk saw it (`set_operation_observer`): what a crash point
+/// of the simulator watches from outside the core.
+struct storage_event {
+    enum class phase : std::uint8_t {
+        issued = 0,     ///< the peer called append / truncate_after / install_snapshot / sync /
+                        ///< write_epochs
+        completed = 1,  ///< the completion was delivered (log_durable or epochs_durable)
+        failed = 2,     ///< a kind::failed completion was delivered
+    };
+    storage_op_kind kind;
+    phase at;
+    storage_op op;
+    epochs previous;  ///< epoch_write: the visible (issued) or durable (completed) epochs before
+    epochs value;     ///< epoch_write: the epochs written
+    std::uint8_t covered = 0;  ///< sync completed: bit 1 << kind of each kind it made durable
+};
+
+/// The storage-fault calls sim_log and sim_file_log share (both inherit them), so that one
+/// fault schedule runs on either disk.
+class storage_fault_calls {
+public:
+    /// Arms `fault` for the operations of its kind issued from now on (replacing an earlier
+    /// fault of that kind). Faults survive crashes: the disk is still bad after a restart.
+    void inject(const storage_fault& fault) { plan_.inject(fault); }
+
+    /// Every completion covering an operation of `kind` arrives `extra` later (once per
+    /// completion, however many such operations it covers); 0: back to normal.
+    void set_slow(storage_op_kind kind, sim_time extra) { plan_.set_slow(kind, extra); }
+
+    /// Disarms every storage fault and slowness (a disk replaced or recovered).
+    void heal_storage_faults() { plan_.heal(); }
+
+    const storage_fault_stats& fault_stats() const noexcept { return plan_.stats(); }
+
+    /// Called for every operation issued and every completion delivered (see
+    /// storage_event), before the completion handler. Empty: none.
+    void set_operation_observer(std::function<void(const storage_event&)> observer) {
+        observer_ = std::move(observer);
+    }
+
+protected:
+    void observe(const storage_event& e) {
+        if (observer_) observer_(e);
+    }
+
+    storage_fault_plan plan_;
+
+private:
+    std::function<void(const storage_event&)> observer_;
 };
 
 /// What the driver hands to the peer when a storage operation finishes.
@@ -122,7 +294,7 @@ struct disk_stats {
     std::vector<crash_report> crash_reports;  ///< one per crash, in order
 };
 
-class sim_log {
+class sim_log : public storage_fault_calls {
 public:
     sim_log(event_queue& events, prng& random, disk_options options = {})
         : events_{events}, random_{random}, options_{options} {
@@ -149,6 +321,8 @@ public:
 
     void append(storage_op op, std::span<const log_record> records) {
         note_log_op(op);
+        plan_.take(storage_op_kind::append, cover_);
+        observe({storage_op_kind::append, storage_event::phase::issued, op, {}, {}});
         visible_.append(records);
         unsynced_.push_back(
             {op, operation_kind::append, zxid{}, {records.begin(), records.end()}, {}});
@@ -163,6 +337,8 @@ public:
     /// reaches below a committed one (§5.6); the model must merely survive it.
     void truncate_after(storage_op op, zxid last_kept) {
         note_log_op(op);
+        plan_.take(storage_op_kind::truncate, cover_);
+        observe({storage_op_kind::truncate, storage_event::phase::issued, op, {}, {}});
         visible_.truncate_after(last_kept);
         unsynced_.push_back({op, operation_kind::truncate, last_kept, {}, {}});
         ++stats_.truncates;
@@ -175,6 +351,8 @@ public:
     void install_snapshot(storage_op op, zxid last_included, const shared_bytes& state,
                           std::span<const log_record> following) {
         note_log_op(op);
+        plan_.take(storage_op_kind::install_snapshot, cover_);
+        observe({storage_op_kind::install_snapshot, storage_event::phase::issued, op, {}, {}});
         visible_ = log_image::installed(last_included, state, following);
         unsynced_.push_back({op, operation_kind::install_snapshot, zxid{}, visible_.records,
                              visible_.snapshot});
@@ -201,8 +379,13 @@ public:
             std::partition_point(unsynced_.begin(), unsynced_.end(),
                                  [op](const pending_operation& p) { return p.op <= op; }) -
             unsynced_.begin());
-        pending_sync sync{op, synced_count_ + covered, std::exchange(fail_next_sync_, {}), 0};
-        const sim_time at = std::max(events_.now() + draw_latency(1.0), last_sync_completion_);
+        // The faults of the writes it covers, and its own.
+        auto outcome = std::exchange(cover_, {});
+        plan_.take(storage_op_kind::sync, outcome);
+        observe({storage_op_kind::sync, storage_event::phase::issued, op, {}, {}});
+        pending_sync sync{op, synced_count_ + covered, outcome.error, 0};
+        const sim_time at = std::max(events_.now() + draw_latency(1.0) + outcome.delay,
+                                     last_sync_completion_);
         last_sync_completion_ = at;
         sync.event = events_.schedule_at(
             at, [this, generation = generation_] { complete_sync(generation); });
@@ -213,10 +396,14 @@ public:
     /// other epoch writes but independently of log syncs.
     void write_epochs(storage_op op, epochs e) {
         ++stats_.epoch_writes;
+        storage_fault_plan::outcome outcome;
+        plan_.take(storage_op_kind::epoch_write, outcome);
+        observe({storage_op_kind::epoch_write, storage_event::phase::issued, op, visible_epochs_, e});
         visible_epochs_ = e;
-        pending_epoch_write write{op, e, std::exchange(fail_next_epoch_write_, {}), 0};
-        const sim_time at = std::max(events_.now() + draw_latency(options_.epoch_latency_factor),
-                                     last_epoch_completion_);
+        pending_epoch_write write{op, e, outcome.error, 0};
+        const sim_time at =
+            std::max(events_.now() + draw_latency(options_.epoch_latency_factor) + outcome.delay,
+                     last_epoch_completion_);
         last_epoch_completion_ = at;
         write.event = events_.schedule_at(
             at, [this, generation = generation_] { complete_epoch_write(generation); });
@@ -255,6 +442,7 @@ public:
         visible_ = durable_;
         visible_epochs_ = durable_epochs_;
         unsynced_.clear();
+        cover_ = {};
         synced_count_ = 0;
         last_log_op_.reset();
         last_sync_completion_ = 0;
@@ -264,11 +452,16 @@ public:
     }
 
     /// The next `sync` completes with kind::failed and `error`, making nothing durable.
-    void fail_next_sync(std::error_code error) { fail_next_sync_ = error; }
+    /// (`inject` of a terminal sync fault, once.)
+    void fail_next_sync(std::error_code error) {
+        inject({storage_op_kind::sync, storage_fault_mode::terminal, 1, error});
+    }
 
     /// The next `write_epochs` completes with kind::failed and `error`; the durable epochs
-    /// keep their old value.
-    void fail_next_epoch_write(std::error_code error) { fail_next_epoch_write_ = error; }
+    /// keep their old value. (`inject` of a terminal epoch-write fault, once.)
+    void fail_next_epoch_write(std::error_code error) {
+        inject({storage_op_kind::epoch_write, storage_fault_mode::terminal, 1, error});
+    }
 
     // --- inspection ----------------------------------------------------------------------
 
@@ -385,27 +578,43 @@ private:
         handler(completion);
     }
 
+    static constexpr std::uint8_t bit_of(operation_kind k) {
+        switch (k) {
+            case operation_kind::append: return 1u << static_cast<int>(storage_op_kind::append);
+            case operation_kind::truncate: return 1u << static_cast<int>(storage_op_kind::truncate);
+            case operation_kind::install_snapshot:
+                return 1u << static_cast<int>(storage_op_kind::install_snapshot);
+            case operation_kind::compact: return 0;
+        }
+        return 0;
+    }
+
     void complete_sync(std::uint64_t generation) {
         ZAB_ASSERT(generation == generation_ && !pending_syncs_.empty(), "stale sync completion");
         pending_sync sync = std::move(pending_syncs_.front());
         pending_syncs_.pop_front();
         if (sync.failure) {
             ++stats_.syncs_failed;
+            observe({storage_op_kind::sync, storage_event::phase::failed, sync.op, {}, {}});
             deliver({storage_completion::kind::failed, sync.op, sync.failure});
             return;
         }
         if (options_.lie_probability > 0.0 && random_.chance(options_.lie_probability)) {
             ++stats_.syncs_lied;  // reported durable; the writes stay where they were
+            observe({storage_op_kind::sync, storage_event::phase::completed, sync.op, {}, {}});
             deliver({storage_completion::kind::log_durable, sync.op, {}});
             return;
         }
+        std::uint8_t covered = 0;
         while (synced_count_ < sync.covered_end) {
             ZAB_ASSERT(!unsynced_.empty(), "sync covers more than was written");
+            covered = static_cast<std::uint8_t>(covered | bit_of(unsynced_.front().kind));
             apply(durable_, unsynced_.front());
             unsynced_.pop_front();
             ++synced_count_;
         }
         ++stats_.syncs_completed;
+        observe({storage_op_kind::sync, storage_event::phase::completed, sync.op, {}, {}, covered});
         deliver({storage_completion::kind::log_durable, sync.op, {}});
     }
 
@@ -416,9 +625,13 @@ private:
         pending_epoch_writes_.pop_front();
         if (write.failure) {
             ++stats_.epoch_writes_failed;
+            observe({storage_op_kind::epoch_write, storage_event::phase::failed, write.op,
+                     durable_epochs_, write.value});
             deliver({storage_completion::kind::failed, write.op, write.failure});
             return;
         }
+        observe({storage_op_kind::epoch_write, storage_event::phase::completed, write.op,
+                 durable_epochs_, write.value});
         durable_epochs_ = write.value;
         ++stats_.epoch_writes_completed;
         deliver({storage_completion::kind::epochs_durable, write.op, {}});
@@ -506,8 +719,7 @@ private:
     std::deque<pending_epoch_write> pending_epoch_writes_;
     sim_time last_epoch_completion_ = 0;
 
-    std::error_code fail_next_sync_;
-    std::error_code fail_next_epoch_write_;
+    storage_fault_plan::outcome cover_;  // the faults of log operations not yet synced
     std::uint64_t generation_ = 0;  // bumped by crash(): completions from before never land
     disk_stats stats_;
 };

@@ -13,6 +13,21 @@
 // followed by exactly one `disconnected` unless the node crashes first. A crashed node sees
 // nothing more of its old connections. Nothing is delivered from inside a call: `send` and
 // `close` only schedule.
+//
+// Per-frame faults under this model (`add_frame_fault`). A TCP connection cannot lose,
+// duplicate or reorder a frame and go on: what a lost segment becomes, once retransmission
+// gives up, is a broken connection. So the faults a frame can suffer are:
+//   - frame_action::break_connection ("drop"): every frame sent before it on that direction
+//     arrives, it and everything after it on that connection are lost, and the connection
+//     breaks there (both ends notice after the detection delay; a new one follows, if the
+//     ends are reachable, after a reconnect delay);
+//   - frame_action::delay: it arrives `delay` later than its drawn latency, and the frames
+//     behind it on that direction wait for it (head-of-line blocking: FIFO holds).
+// Duplication and reordering within a connection are not offered: TCP never shows them. What
+// the protocol sees of them — a frame resent on a new connection after a break — is the
+// core's own resend, which break_connection already provokes. Election notifications and
+// broadcast frames share the one connection per pair, so a fault aimed at a message kind
+// (`frames_of`) serves both.
 #pragma once
 
 #include <algorithm>
@@ -28,7 +43,9 @@
 
 #include "zab/core/assert.hpp"
 #include "zab/core/bytes.hpp"
+#include "zab/core/codec.hpp"
 #include "zab/core/concepts.hpp"
+#include "zab/core/messages.hpp"
 #include "zab/core/types.hpp"
 #include "zab/testing/event_queue.hpp"
 #include "zab/testing/random.hpp"
@@ -74,7 +91,40 @@ enum class network_reason : std::uint8_t {
     node_down = 8,         ///< an end crashed
     partitioned = 9,       ///< `partition` put the ends in different groups
     one_way_stall = 10,    ///< a blocked direction timed out
+    frame_fault = 11,      ///< a frame fault (frame_action::break_connection) broke it
 };
+
+/// What a frame fault does to a frame it matches (see the file comment for the TCP model).
+enum class frame_action : std::uint8_t {
+    /// The frame is lost and the connection breaks where it stood: earlier frames on that
+    /// direction arrive, it and every later frame on the connection are lost.
+    break_connection = 0,
+    /// The frame arrives `frame_fault::delay` late; the frames behind it wait for it.
+    delay = 1,
+};
+
+/// A fault aimed at the frames one direction carries: "break the link 2→3 at the next ACK",
+/// "delay the next 5 PROPOSALs to 3 by 40 ms". Matched as the frame is sent, on a current
+/// connection (stale sends are dropped before any fault sees them).
+struct frame_fault {
+    peer_id from = 0;  ///< the sender it applies to; 0: any sender
+    peer_id to = 0;    ///< the receiver it applies to; 0: any receiver
+    /// Which frames it applies to (`frames_of(message_type)` for one message kind); empty:
+    /// every frame.
+    std::function<bool(byte_view frame)> matches;
+    frame_action action = frame_action::break_connection;
+    sim_time delay = 0;       ///< frame_action::delay: the added latency
+    std::uint64_t count = 1;  ///< how many matching frames it acts on; 0: until removed
+};
+
+/// A frame_fault matcher: the frames whose header names message kind `type` (undecodable
+/// frames match nothing).
+inline std::function<bool(byte_view)> frames_of(message_type type) {
+    return [type](byte_view frame) {
+        const auto header = decode_header(frame);
+        return header.has_value() && header.value().type == type;
+    };
+}
 
 /// One thing the network did, for the harness's trace and hash.
 struct network_event {
@@ -110,6 +160,8 @@ struct network_stats {
     std::uint64_t heals = 0;
     std::uint64_t nodes_down = 0;
     std::uint64_t nodes_up = 0;
+    std::uint64_t frame_faults_fired = 0;  ///< frames a frame fault acted on
+    std::uint64_t frames_delayed = 0;      ///< of which frame_action::delay
 };
 
 class sim_network;
@@ -274,9 +326,73 @@ public:
     const network_options& options() const noexcept { return options_; }
 
     /// Called synchronously for every send, delivery, drop, connect, disconnect and notice.
-    /// It must not call back into the network.
+    /// It must not call back into the network. Replaces the observer an earlier
+    /// `set_observer` gave (empty: removes it); those added with `add_observer` stay.
     void set_observer(std::function<void(const network_event&)> observer) {
-        observer_ = std::move(observer);
+        std::erase_if(observers_, [](const auto& o) { return o.first == 0; });
+        if (observer) observers_.insert(observers_.begin(), {0, std::move(observer)});
+    }
+
+    /// Adds an observer (as `set_observer`'s) next to the others, called after them in the
+    /// order added. Returns the id `remove_observer` takes.
+    std::uint64_t add_observer(std::function<void(const network_event&)> observer) {
+        const std::uint64_t id = next_observer_++;
+        observers_.emplace_back(id, std::move(observer));
+        return id;
+    }
+
+    /// Removes an observer `add_observer` returned (not from inside an observer).
+    void remove_observer(std::uint64_t id) {
+        std::erase_if(observers_, [id](const auto& o) { return o.first == id; });
+    }
+
+    // --- per-link latency and per-frame faults --------------------------------------------
+
+    /// Frames (and connect and close notices) from `from` to `to` take a latency uniform in
+    /// [min, max] instead of network_options' [delay_min, delay_max]: one slow direction.
+    /// FIFO still holds. Stays until `clear_link_delays`.
+    void set_link_delay(peer_id from, peer_id to, sim_time min, sim_time max) {
+        ZAB_ASSERT(from != to && min <= max, "set_link_delay: two nodes and min <= max");
+        node_at(from);
+        node_at(to);
+        link_delay_[{from, to}] = {min, max};
+    }
+
+    /// `set_link_delay` for both directions between `a` and `b`.
+    void set_pair_delay(peer_id a, peer_id b, sim_time min, sim_time max) {
+        set_link_delay(a, b, min, max);
+        set_link_delay(b, a, min, max);
+    }
+
+    /// Every direction back to network_options' latency.
+    void clear_link_delays() { link_delay_.clear(); }
+
+    /// Arms `fault` (see frame_fault and the file comment). Returns its id.
+    std::uint64_t add_frame_fault(frame_fault fault) {
+        const std::uint64_t id = next_fault_++;
+        faults_.push_back({id, std::move(fault)});
+        fault_hits_[id] = 0;
+        return id;
+    }
+
+    /// Disarms one fault (its hit count stays readable).
+    void remove_frame_fault(std::uint64_t id) {
+        std::erase_if(faults_, [id](const armed_fault& f) { return f.id == id; });
+    }
+
+    /// Disarms every frame fault.
+    void clear_frame_faults() { faults_.clear(); }
+
+    /// How many frames fault `id` has acted on so far (0 for an unknown id).
+    std::uint64_t frame_fault_hits(std::uint64_t id) const {
+        const auto found = fault_hits_.find(id);
+        return found == fault_hits_.end() ? 0 : found->second;
+    }
+
+    /// Whether fault `id` is still armed (not exhausted, not removed).
+    bool frame_fault_armed(std::uint64_t id) const {
+        return std::any_of(faults_.begin(), faults_.end(),
+                           [id](const armed_fault& f) { return f.id == id; });
     }
 
 private:
@@ -294,6 +410,16 @@ private:
     struct in_flight_frame {
         shared_bytes frame;
         sim_time arrival;
+        bool breaks = false;  // a frame fault: the connection breaks when it is due
+    };
+
+    struct armed_fault {
+        std::uint64_t id;
+        frame_fault fault;
+    };
+
+    struct delay_range {
+        sim_time min, max;
     };
 
     // Everything delivered to one end of a pair, across connections, in delivery order.
@@ -340,7 +466,36 @@ private:
 
     void emit(network_event::kind what, peer_id from, peer_id to, connection_id c,
               network_reason reason = network_reason::none, shared_bytes frame = {}) {
-        if (observer_) observer_({what, events_.now(), from, to, c, reason, std::move(frame)});
+        if (observers_.empty()) return;
+        const network_event e{what, events_.now(), from, to, c, reason, std::move(frame)};
+        for (const auto& [id, observer] : observers_) observer(e);
+    }
+
+    // The latency of one frame or notice from `from` to `to`: one draw, as before a link
+    // delay was set, so a run without link delays replays unchanged.
+    sim_time draw_delay(peer_id from, peer_id to) {
+        if (!link_delay_.empty()) {
+            const auto found = link_delay_.find({from, to});
+            if (found != link_delay_.end())
+                return random_.between(found->second.min, found->second.max);
+        }
+        return random_.between(options_.delay_min, options_.delay_max);
+    }
+
+    // The first armed fault that matches this frame acts on it (and counts it): what it does.
+    std::optional<std::pair<frame_action, sim_time>> match_fault(peer_id from, peer_id to,
+                                                                 const shared_bytes& frame) {
+        for (auto it = faults_.begin(); it != faults_.end(); ++it) {
+            const frame_fault& f = it->fault;
+            if ((f.from != 0 && f.from != from) || (f.to != 0 && f.to != to)) continue;
+            if (f.matches && !f.matches(frame.view())) continue;
+            ++fault_hits_[it->id];
+            ++stats_.frame_faults_fired;
+            const std::pair action{f.action, f.delay};
+            if (f.count != 0 && fault_hits_[it->id] >= f.count) faults_.erase(it);
+            return action;
+        }
+        return std::nullopt;
     }
 
     void drop(peer_id from, peer_id to, connection_id c, network_reason reason,
@@ -379,7 +534,7 @@ private:
         for (const peer_id end : {key.first, key.second}) {
             ZAB_ASSERT(pair.toward[index_of(key, end)].in_flight.empty(),
                        "frames outlived a connection");
-            notify(key, end, c, true, random_.between(options_.delay_min, options_.delay_max));
+            notify(key, end, c, true, draw_delay(end == key.first ? key.second : key.first, end));
         }
     }
 
@@ -431,7 +586,7 @@ private:
                 delay = random_.between(options_.disconnect_detect_delay,
                                         2 * options_.disconnect_detect_delay);
             else if (*closer != end)
-                delay = random_.between(options_.delay_min, options_.delay_max);
+                delay = draw_delay(*closer, end);
             notify(key, end, c, false, delay);
         }
         maybe_connect(key.first, key.second);
@@ -448,10 +603,21 @@ private:
         ++stats_.frames_sent;
         emit(network_event::kind::send, from, to, c, network_reason::none, frame);
         auto& stream = pair.toward[index_of(key, to)];
-        const sim_time delay = random_.between(options_.delay_min, options_.delay_max);
+        sim_time delay = draw_delay(from, to);
+        bool breaks = false;
+        if (!faults_.empty()) {
+            if (const auto f = match_fault(from, to, frame)) {
+                if (f->first == frame_action::delay) {
+                    delay += f->second;
+                    ++stats_.frames_delayed;
+                } else {
+                    breaks = true;
+                }
+            }
+        }
         const sim_time arrival = std::max(events_.now() + delay, stream.last_delivery);
         stream.last_delivery = arrival;
-        stream.in_flight.push_back({frame, arrival});
+        stream.in_flight.push_back({frame, arrival, breaks});
         start_pump(key, to);
     }
 
@@ -481,6 +647,8 @@ private:
         ZAB_ASSERT(pair.current == c && !stream.in_flight.empty(), "pump outlived its connection");
         const peer_id sender = receiver == key.first ? key.second : key.first;
         if (blocked(sender, receiver)) return;  // held back; `heal` restarts the pump
+        if (stream.in_flight.front().breaks)  // lost, with everything after it
+            return break_pair(key, network_reason::frame_fault, std::nullopt);
         in_flight_frame next = std::move(stream.in_flight.front());
         stream.in_flight.pop_front();
         ZAB_ASSERT(next.arrival <= events_.now(), "frame delivered early");
@@ -506,7 +674,13 @@ private:
     std::uint64_t next_block_serial_ = 1;
     connection_id next_connection_ = 1;
     network_stats stats_;
-    std::function<void(const network_event&)> observer_;
+    std::vector<std::pair<std::uint64_t, std::function<void(const network_event&)>>>
+        observers_;  // id 0: set_observer's
+    std::uint64_t next_observer_ = 1;
+    std::map<std::pair<peer_id, peer_id>, delay_range> link_delay_;  // (from, to)
+    std::vector<armed_fault> faults_;
+    std::map<std::uint64_t, std::uint64_t> fault_hits_;
+    std::uint64_t next_fault_ = 1;
 };
 
 inline void sim_transport::send(peer_id to, connection_id c, const shared_bytes& frame) {

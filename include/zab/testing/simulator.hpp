@@ -10,6 +10,23 @@
 // Time: each replica has its own tick origin (a random phase, as real clocks have). A replica
 // is woken only when its `next_deadline()` falls due, or when something arrives for it; it is
 // first brought up to date with the ticks that passed, so idle time costs nothing.
+//
+// Writing a fault schedule — everything is called between events, from the test:
+//   - replicas: crash / restart / pause / resume / wipe;
+//   - crash points: crash_at(id, crash_point) crashes a replica (or, with id 0, whichever
+//     gets there first) right after the first event that leaves it at a named moment —
+//     NEWLEADER's four steps, acceptedEpoch issued or durable, ACKEPOCH handled by the
+//     leader, currentEpoch durable, TRUNC issued or durable, snapshot install issued or
+//     durable, a proposal appended before its ACK, its ACK counted, a COMMIT sent —
+//     and crash_reached / crash_reports say whether each arm was reached;
+//   - the network (network()): break_connection, partition, block_one_way, heal;
+//     set_link_delay / set_pair_delay (one slow direction or pair); add_frame_fault, or here
+//     break_link_at(from, to, message_type) and delay_frames(from, to, message_type, n, d)
+//     (sim_network.hpp says what a frame fault means on a TCP-like link);
+//   - the disk (at(id).log): inject(storage_fault) per operation kind, terminal or transient,
+//     once or until heal_storage_faults; set_slow(kind, extra); set_options (a slow or lying
+//     disk); the same calls on sim_log and sim_file_log (sim_log.hpp).
+// Observers add up: add_message_observer, network().add_observer, add_checker.
 #pragma once
 
 #include <array>
@@ -71,6 +88,82 @@ constexpr std::string_view to_string(newleader_point p) noexcept {
     return "?";
 }
 
+/// A named moment at which `simulator::crash_at` makes a replica lose power. Each is a state
+/// the replica sits in between two events, recognised from outside the core: from the frames
+/// it sends and that reach their receiver, the storage operations it issues and the
+/// completions its disk delivers. The crash comes right after the first event that leaves
+/// the replica there, so frames that event sent are in flight and lost with the crash.
+/// (The first four are the NEWLEADER points of `newleader_point`, recognised from the
+/// learner's state as before.)
+enum class crash_point : std::uint8_t {
+    newleader_history_appended = 0,  ///< newleader_point::history_appended
+    newleader_history_durable = 1,   ///< newleader_point::history_durable
+    newleader_ack_sent = 2,          ///< newleader_point::ack_sent
+    newleader_ack_counted = 3,       ///< newleader_point::ack_counted
+    /// It issued an epoch write that raises acceptedEpoch (discovery, §4), not yet durable.
+    accepted_epoch_issued = 4,
+    /// An epoch write raising its acceptedEpoch became durable; the ACKEPOCH (or, at a
+    /// leader, the LEADERINFO) that event sent is lost with the crash.
+    accepted_epoch_durable = 5,
+    /// Its ACKEPOCH reached the leader and was handled there.
+    ackepoch_received = 6,
+    /// An epoch write raising its currentEpoch became durable (a learner's NEWLEADER step,
+    /// or a leader's own at establishment).
+    current_epoch_durable = 7,
+    /// It handled a TRUNC: the truncation is issued, not yet durable.
+    truncate_issued = 8,
+    /// A sync covering its truncation completed while the history re-appended after it (if
+    /// any was yet) is not durable: the moment between truncation and re-append.
+    truncate_durable = 9,
+    /// It issued a snapshot install (SNAP sync, at NEWLEADER), not yet durable.
+    snapshot_install_issued = 10,
+    /// A sync covering its snapshot install completed.
+    snapshot_installed = 11,
+    /// A learner appended a PROPOSAL it received; the ACK is not sent (it waits for the sync).
+    proposal_appended = 12,
+    /// Its ACK of a proposal reached the leader and was handled (counted) there.
+    proposal_ack_received = 13,
+    /// As leader, it sent a COMMIT: every COMMIT of that event is lost with the crash.
+    commit_sent = 14,
+};
+inline constexpr std::size_t crash_point_count = 15;
+
+constexpr crash_point to_crash_point(newleader_point p) noexcept {
+    return static_cast<crash_point>(static_cast<std::uint8_t>(p));
+}
+
+constexpr std::string_view to_string(crash_point p) noexcept {
+    switch (p) {
+        case crash_point::newleader_history_appended: return "NEWLEADER history appended";
+        case crash_point::newleader_history_durable: return "NEWLEADER history durable";
+        case crash_point::newleader_ack_sent: return "NEWLEADER ACK sent";
+        case crash_point::newleader_ack_counted: return "NEWLEADER ACK counted";
+        case crash_point::accepted_epoch_issued: return "acceptedEpoch issued";
+        case crash_point::accepted_epoch_durable: return "acceptedEpoch durable";
+        case crash_point::ackepoch_received: return "ACKEPOCH received";
+        case crash_point::current_epoch_durable: return "currentEpoch durable";
+        case crash_point::truncate_issued: return "truncation issued";
+        case crash_point::truncate_durable: return "truncation durable";
+        case crash_point::snapshot_install_issued: return "snapshot install issued";
+        case crash_point::snapshot_installed: return "snapshot installed";
+        case crash_point::proposal_appended: return "proposal appended";
+        case crash_point::proposal_ack_received: return "proposal ACK received";
+        case crash_point::commit_sent: return "COMMIT sent";
+    }
+    return "?";
+}
+
+/// One crash armed with `simulator::crash_at`, and whether it was reached.
+struct armed_crash_report {
+    std::uint64_t arm = 0;     ///< the id crash_at returned
+    peer_id target = 0;        ///< the replica armed; 0: whichever reached it first
+    crash_point point{};
+    bool fired = false;        ///< the point was reached and the replica crashed there
+    peer_id crashed = 0;       ///< which replica (when fired)
+    sim_time fired_at = 0;
+    bool disarmed = false;     ///< `disarm` removed it before it was reached
+};
+
 /// A simulated cluster: replicas 1..voters vote, the next `observers` ids observe. Each
 /// replica's disk is a `Log`: sim_log (a model of a log on a disk that can lose power), or
 /// sim_file_log (zab::file_log itself on a simulated file system, zab/testing/
@@ -104,6 +197,12 @@ public:
         auto config = configuration::numbered(options.voters, options.observers);
         ZAB_ASSERT(config.has_value(), "invalid cluster size");
         config_ = config.value();
+        happened_.resize(config_.members().size() + 1);
+        // Frames sent, for the crash points (nothing recorded while none is armed).
+        network_.add_observer([this](const network_event& e) {
+            if (e.what == network_event::kind::send && !armed_.empty())
+                happened(e.from).sent |= frame_bit(e.frame);
+        });
         nodes_.reserve(config_.members().size());
         for (const auto& m : config_.members()) {
             nodes_.push_back(node{});
@@ -136,11 +235,36 @@ public:
 
     /// Arms a one-shot crash of learner `id` at `point` of its next NEWLEADER handling: it
     /// fires after the first event that leaves the learner there (a crash between two steps).
-    void crash_at(peer_id id, newleader_point point) { armed_.push_back({id, point}); }
-    /// Disarms every crash armed with `crash_at`.
-    void disarm() { armed_.clear(); }
+    std::uint64_t crash_at(peer_id id, newleader_point point) {
+        return crash_at(id, to_crash_point(point));
+    }
+    /// Arms a one-shot crash of replica `id` (0: whichever replica reaches it first) at
+    /// `point` (see crash_point): it fires after the first event that leaves the replica
+    /// there. Returns the arm's id, for `crash_reached`.
+    std::uint64_t crash_at(peer_id id, crash_point point) {
+        const std::uint64_t arm = crash_reports_.size() + 1;
+        crash_reports_.push_back({arm, id, point});
+        armed_.push_back(arm);
+        return arm;
+    }
+    /// Disarms every crash armed with `crash_at` that has not fired (their reports say so).
+    void disarm() {
+        for (const std::uint64_t arm : armed_) crash_reports_[arm - 1].disarmed = true;
+        armed_.clear();
+    }
+    /// Whether the crash armed as `arm` was reached (and fired).
+    bool crash_reached(std::uint64_t arm) const {
+        return arm >= 1 && arm <= crash_reports_.size() && crash_reports_[arm - 1].fired;
+    }
+    /// Every crash armed so far, in arming order: fired, still armed, or disarmed.
+    const std::vector<armed_crash_report>& crash_reports() const noexcept {
+        return crash_reports_;
+    }
     /// How many armed crashes fired at `point`.
     std::uint64_t crashes_at(newleader_point point) const noexcept {
+        return crashes_at(to_crash_point(point));
+    }
+    std::uint64_t crashes_at(crash_point point) const noexcept {
         return crashes_at_[static_cast<std::size_t>(point)];
     }
 
@@ -197,13 +321,110 @@ private:
         return r;
     }
 
+    // What one replica did in the current event, as crash points see it (recorded only
+    // while a crash is armed). Bit t of a frame mask: message_type t.
+    struct happenings {
+        std::uint64_t sent = 0;          // frames it sent
+        std::uint64_t handled = 0;       // frames of its that a receiver handled
+        std::uint64_t received = 0;      // frames it handled
+        std::uint8_t issued = 0;         // storage_op_kind bits of operations it issued
+        std::uint8_t durable = 0;        // storage_event::covered of its completed syncs
+        bool accepted_raised_issued = false;
+        bool accepted_raised_durable = false;
+        bool current_raised_durable = false;
+        bool any = false;
+    };
+
+    static constexpr std::uint64_t type_bit(message_type t) noexcept {
+        return std::uint64_t{1} << static_cast<unsigned>(t);
+    }
+    static constexpr std::uint8_t kind_bit(storage_op_kind k) noexcept {
+        return static_cast<std::uint8_t>(1u << static_cast<unsigned>(k));
+    }
+    static std::uint64_t frame_bit(const shared_bytes& frame) {
+        const auto header = decode_header(frame.view());
+        return header ? type_bit(header.value().type) : 0;
+    }
+
+    happenings& happened(peer_id id) {
+        happenings& h = happened_[id];
+        h.any = true;
+        journal_dirty_ = true;
+        return h;
+    }
+
+    void on_storage_event(peer_id id, const storage_event& e) {
+        if (armed_.empty()) return;
+        happenings& h = happened(id);
+        using phase = storage_event::phase;
+        if (e.at == phase::issued) {
+            h.issued = static_cast<std::uint8_t>(h.issued | kind_bit(e.kind));
+            if (e.kind == storage_op_kind::epoch_write && e.value.accepted > e.previous.accepted)
+                h.accepted_raised_issued = true;
+        } else if (e.at == phase::completed) {
+            h.durable = static_cast<std::uint8_t>(h.durable | e.covered);
+            if (e.kind == storage_op_kind::epoch_write) {
+                h.accepted_raised_durable |= e.value.accepted > e.previous.accepted;
+                h.current_raised_durable |= e.value.current > e.previous.current;
+            }
+        }
+    }
+
+    // Whether replica `id` sits at `point` after the event that just ran.
+    bool at_point(peer_id id, crash_point point) const {
+        if (static_cast<std::size_t>(point) < newleader_point_count)
+            return newleader_position(id) == static_cast<newleader_point>(point);
+        const happenings& h = happened_[id];
+        if (!h.any) return false;
+        const peer_type* p = at(id).peer.get();
+        const bool learning = p && p->context().learning;
+        switch (point) {
+            case crash_point::accepted_epoch_issued: return h.accepted_raised_issued;
+            case crash_point::accepted_epoch_durable: return h.accepted_raised_durable;
+            case crash_point::ackepoch_received:
+                return (h.handled & type_bit(message_type::ack_epoch)) != 0;
+            case crash_point::current_epoch_durable: return h.current_raised_durable;
+            case crash_point::truncate_issued:
+                return (h.issued & kind_bit(storage_op_kind::truncate)) != 0;
+            case crash_point::truncate_durable:
+                return (h.durable & kind_bit(storage_op_kind::truncate)) != 0 &&
+                       (h.durable & kind_bit(storage_op_kind::append)) == 0;
+            case crash_point::snapshot_install_issued:
+                return (h.issued & kind_bit(storage_op_kind::install_snapshot)) != 0;
+            case crash_point::snapshot_installed:
+                return (h.durable & kind_bit(storage_op_kind::install_snapshot)) != 0;
+            case crash_point::proposal_appended:
+                return learning && (h.received & type_bit(message_type::proposal)) != 0 &&
+                       (h.issued & kind_bit(storage_op_kind::append)) != 0;
+            case crash_point::proposal_ack_received:
+                return (h.handled & type_bit(message_type::ack)) != 0;
+            case crash_point::commit_sent:
+                return p && p->context().leading && (h.sent & type_bit(message_type::commit)) != 0;
+            default: return false;
+        }
+    }
+
     bool fire_armed_crashes() {
         bool fired = false;
         for (auto it = armed_.begin(); it != armed_.end();) {
-            if (newleader_position(it->id) == it->point) {
-                trace_line(it->id, "CRASH POINT", to_string(it->point));
-                ++crashes_at_[static_cast<std::size_t>(it->point)];
-                power_off(it->id);
+            armed_crash_report& arm = crash_reports_[*it - 1];
+            peer_id hit = 0;
+            if (arm.target != 0) {
+                if (at(arm.target).peer && at_point(arm.target, arm.point)) hit = arm.target;
+            } else {
+                for (const node& n : nodes_)
+                    if (n.peer && at_point(n.id, arm.point)) {
+                        hit = n.id;
+                        break;
+                    }
+            }
+            if (hit != 0) {
+                trace_line(hit, "CRASH POINT", to_string(arm.point));
+                ++crashes_at_[static_cast<std::size_t>(arm.point)];
+                arm.fired = true;
+                arm.crashed = hit;
+                arm.fired_at = events_.now();
+                power_off(hit);
                 it = armed_.erase(it);
                 fired = true;
             } else {
@@ -255,6 +476,10 @@ public:
 
     /// Runs one event and then every checker. False when nothing is left to run.
     bool step() {
+        if (journal_dirty_) {
+            std::fill(happened_.begin(), happened_.end(), happenings{});
+            journal_dirty_ = false;
+        }
         if (!events_.run_next()) return false;
         ++steps_;
         for (const node& n : nodes_)
@@ -343,10 +568,50 @@ public:
         notification_observer_ = std::move(observer);
     }
 
-    /// Called with every frame delivered to a live replica, decoded: (receiver, sender, m).
-    void set_message_observer(
-        std::function<void(peer_id receiver, peer_id sender, const message&)> observer) {
-        message_observer_ = std::move(observer);
+    using message_observer =
+        std::function<void(peer_id receiver, peer_id sender, const message&)>;
+
+    /// Called with every frame delivered to a live replica, decoded: (receiver, sender, m),
+    /// as the receiver is about to handle it. Replaces the observer an earlier call set
+    /// (empty: removes it); those added with `add_message_observer` stay.
+    void set_message_observer(message_observer observer) {
+        std::erase_if(message_observers_, [](const auto& o) { return o.first == 0; });
+        if (observer) message_observers_.insert(message_observers_.begin(), {0, std::move(observer)});
+    }
+
+    /// Adds a message observer (as `set_message_observer`'s) next to the others: every one
+    /// is called, `set_message_observer`'s first, then the added ones in the order added.
+    /// Returns the id `remove_message_observer` takes.
+    std::uint64_t add_message_observer(message_observer observer) {
+        const std::uint64_t id = next_message_observer_++;
+        message_observers_.emplace_back(id, std::move(observer));
+        return id;
+    }
+
+    /// Removes an observer `add_message_observer` returned (not from inside an observer).
+    void remove_message_observer(std::uint64_t id) {
+        std::erase_if(message_observers_, [id](const auto& o) { return o.first == id; });
+    }
+
+    // --- link faults (sim_network's, by message kind) ------------------------------------
+
+    /// Breaks the connection `from` → `to` at the next `count` frames of kind `type` on that
+    /// direction (0 for `from` or `to`: any): each such frame is lost with everything after
+    /// it on its connection, the frames before it arrive (frame_action::break_connection).
+    /// E.g. `break_link_at(2, 3, message_type::ack)`. Returns the fault's id in network().
+    std::uint64_t break_link_at(peer_id from, peer_id to, message_type type,
+                                std::uint64_t count = 1) {
+        return network_.add_frame_fault(
+            {from, to, frames_of(type), frame_action::break_connection, 0, count});
+    }
+
+    /// Delays the next `count` frames of kind `type` from `from` to `to` (0: any) by `delay`
+    /// each; the frames behind them wait (FIFO). E.g. "the next 5 PROPOSALs to 3 by 40 ms":
+    /// `delay_frames(0, 3, message_type::proposal, 5, 40'000)`. Returns the fault's id.
+    std::uint64_t delay_frames(peer_id from, peer_id to, message_type type, std::uint64_t count,
+                               sim_time delay) {
+        return network_.add_frame_fault(
+            {from, to, frames_of(type), frame_action::delay, delay, count});
     }
 
     /// Proposes `txn` at replica `id` (its clock brought up to date first), as an application
@@ -403,7 +668,10 @@ private:
     void attach_disk(node& n, prng& random) {
         n.log = std::make_unique<Log>(events_, random, options_.disk);
         const peer_id id = n.id;
+        n.log->set_operation_observer([this, id](const storage_event& e) { on_storage_event(id, e); });
         n.log->set_completion_handler([this, id](const storage_completion& c) {
+            if (c.what == storage_completion::kind::failed)
+                trace_line(id, "DISK FAILED", fmt::format("op {}: {}", c.op, c.error.message()));
             deliver(id, [c](peer_type& p) {
                 switch (c.what) {
                     case storage_completion::kind::log_durable: p.on_log_durable(c.op); break;
@@ -454,9 +722,15 @@ private:
             observe_frame(id, from, c, frame);
             deliver(id, [this, id, from, c, frame](peer_type& p) {
                 // Observed as the peer is about to handle it (a paused peer handles it late).
-                if (message_observer_)
+                if (!message_observers_.empty())
                     if (auto decoded = decode(frame.view()))
-                        message_observer_(id, from, decoded.value().msg);
+                        for (const auto& [unused, observer] : message_observers_)
+                            observer(id, from, decoded.value().msg);
+                if (!armed_.empty()) {
+                    const std::uint64_t bit = frame_bit(frame);
+                    happened(id).received |= bit;
+                    happened(from).handled |= bit;
+                }
                 p.on_receive(from, c, frame);
             });
         };
@@ -594,7 +868,8 @@ private:
     std::vector<std::function<void(simulator&)>> checkers_;
     std::function<void(std::string_view)> trace_;
     std::function<void(const delivered_vote&)> notification_observer_;
-    std::function<void(peer_id, peer_id, const message&)> message_observer_;
+    std::vector<std::pair<std::uint64_t, message_observer>> message_observers_;  // 0: set_'s
+    std::uint64_t next_message_observer_ = 1;
     std::function<void(peer_id, const client_completion&)> completion_observer_;
     trace_hash hash_;
     std::uint64_t steps_ = 0;
@@ -602,12 +877,11 @@ private:
     std::uint64_t restarts_ = 0;
     std::uint64_t pauses_ = 0;
     std::uint64_t frames_delivered_ = 0;
-    struct armed_crash {
-        peer_id id;
-        newleader_point point;
-    };
-    std::vector<armed_crash> armed_;
-    std::array<std::uint64_t, newleader_point_count> crashes_at_{};
+    std::vector<std::uint64_t> armed_;  // arms not yet fired, into crash_reports_
+    std::vector<armed_crash_report> crash_reports_;
+    std::array<std::uint64_t, crash_point_count> crashes_at_{};
+    std::vector<happenings> happened_;  // per replica id, this event
+    bool journal_dirty_ = false;
 };
 
 }  // namespace zab::testing
