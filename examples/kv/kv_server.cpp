@@ -35,6 +35,11 @@
 // as an observer, so it cannot help elect a replica that lacks writes it acknowledged
 // before; then it votes again. Harmless once synced. Never on a cluster's first start.
 //
+// --on-corruption refuse|resync: what a data directory whose log fails its checks (not a
+// torn tail) does at start. refuse (the default): exit 1 naming the file and byte offset,
+// the directory untouched. resync: its files move to DATA/damaged-<n>/, the replica comes
+// up empty and, as with --join, votes for nobody until a leader has synced it.
+//
 // One io_context run by the main thread drives the zab node, its peer transport and every
 // client connection; a one-thread pool is the node's disk executor (file logs), so fsyncs
 // never stall the clients. Commands and their replies: kv_requests.hpp; per-connection ordering
@@ -122,6 +127,7 @@ struct server_args {
     std::uint64_t snapshot_every = 100'000;
     std::uint64_t snapshot_every_bytes = 0;
     bool join = false;  ///< options::non_voter_until_synced (ZOOKEEPER-261)
+    bool resync_on_corruption = false;  ///< --on-corruption resync (file_log corruption_policy)
     std::uint64_t max_clients = 10'000;
     std::uint64_t timeout_s = 0;  ///< idle timeout; 0: none
     std::uint64_t max_input_bytes = std::uint64_t{512} << 20;
@@ -136,6 +142,7 @@ constexpr std::string_view usage_text =
     "                 [--snapshot-every-bytes 0] [--join] [--max-clients 10000]\n"
     "                 [--timeout 0] [--max-input-bytes 536870912]\n"
     "                 [--output-soft-limit 8388608] [--output-hard-limit 268435456]\n"
+    "                 [--on-corruption refuse|resync]\n"
     "example: kv_server --id 1 --peers 1=127.0.0.1:7001,2=127.0.0.1:7002,3=127.0.0.1:7003 \\\n"
     "                   --client-port 6381 --data build/cluster/replica-1/data\n";
 
@@ -195,11 +202,11 @@ std::variant<server_args, std::string> parse_args(int argc, char** argv) {
             continue;
         }
         if (flag == "-h" || flag == "--help") return std::string{};
-        static constexpr std::array<std::string_view, 15> valued{
+        static constexpr std::array<std::string_view, 16> valued{
             "--id",           "--peers",           "--client-port",       "--client-host",
             "--data",         "--tick-ms",         "--snapshot-every",    "--snapshot-every-bytes",
             "--cluster-id",   "--log-level",       "--max-clients",       "--timeout",
-            "--max-input-bytes", "--output-soft-limit", "--output-hard-limit"};
+            "--max-input-bytes", "--output-soft-limit", "--output-hard-limit", "--on-corruption"};
         if (std::find(valued.begin(), valued.end(), flag) == valued.end())
             return fmt::format("unknown option '{}'", flag);
         if (i + 1 >= argc) return fmt::format("{} needs a value", flag);
@@ -250,6 +257,10 @@ std::variant<server_args, std::string> parse_args(int argc, char** argv) {
             (flag == "--max-input-bytes"     ? a.max_input_bytes
              : flag == "--output-soft-limit" ? a.output_soft_limit
                                              : a.output_hard_limit) = *n;
+        } else if (flag == "--on-corruption") {
+            if (value != "refuse" && value != "resync")
+                return fmt::format("--on-corruption: '{}' is not refuse or resync", value);
+            a.resync_on_corruption = value == "resync";
         } else if (flag == "--log-level") {
             const auto level = parse_log_level(value);
             if (!level) return fmt::format("--log-level: '{}' is not a level", value);
@@ -827,6 +838,8 @@ int open_and_serve(const server_args& args) {
     if (directory.has_parent_path())
         std::filesystem::create_directories(directory.parent_path(), ignored);
     zab::file_log_options fo;
+    fo.on_corruption =
+        args.resync_on_corruption ? zab::corruption_policy::resync : zab::corruption_policy::refuse;
     fo.directory = args.data;
     fo.cluster_id = args.cluster_id;
     fo.replica_id = args.id;
@@ -841,6 +854,15 @@ int open_and_serve(const server_args& args) {
         return 1;
     }
     zab::file_log log = std::move(opened).value();
+    if (log.resynced_after_corruption()) {
+        // Its history is gone: it must not vote on what it no longer holds (ZOOKEEPER-261).
+        fmt::print(stderr, "kv_server: {}; joining as a non-voter until a leader syncs it\n",
+                   why.empty() ? std::string{"the data directory was resynced after corruption"}
+                               : why);
+        server_args joining = args;
+        joining.join = true;
+        return serve(joining, log);
+    }
     return serve(args, log);
 }
 
