@@ -247,23 +247,38 @@ TEST_CASE("an unestablished leader whose quorum voted elsewhere gives up at once
     }
 }
 
+namespace {
+
+/// A sync window of 64 records, and the smallest backlog the options accept with it.
+options small_sync_window() {
+    options opts;
+    opts.sync_window_records = 64;
+    opts.max_outstanding_proposals = 10;
+    opts.max_learner_backlog = 2 * 64 + 2 * 10 + 16;
+    return opts;
+}
+
+/// Discovery with learner 2 up to date with `l`'s 500 records (an empty DIFF) and learner 1
+/// empty (all 500 to stream); both syncs start.
+void sync_far_behind_learner(hand_leader& l) {
+    l.from(1, follower_info{0});
+    l.from(2, follower_info{1});
+    l.disk_catches_up();
+    l.from(2, ack_epoch{zxid{1, 500}, epoch_t{1}});
+    l.from(1, ack_epoch{zxid{}, epoch_t{0}});
+    l.disk_catches_up();
+}
+
+}  // namespace
+
 // Issue 15 defect 2. A learner far behind is sent more history than max_learner_backlog
 // frames. It used to be queued in one step and the learner dropped for it, again and again,
 // while the group waited; now the history streams, a window at a time, each answered by a
 // SYNCACK, and the leader never holds more than a window for it.
 TEST_CASE("a long sync streams under flow control and is never dropped for its length") {
-    options opts;
-    opts.sync_window_records = 64;
-    opts.max_outstanding_proposals = 10;
-    opts.max_learner_backlog = 2 * 64 + 2 * 10 + 16;
-    hand_leader l{500, opts};  // 500 records: 1,000 frames of history, backlog 164
+    hand_leader l{500, small_sync_window()};  // 500 records: 1,000 frames, backlog 164
     const epoch_t e = 2;
-    l.from(1, follower_info{0});
-    l.from(2, follower_info{1});
-    l.disk_catches_up();
-    l.from(2, ack_epoch{zxid{1, 500}, epoch_t{1}});  // up to date: an empty DIFF
-    l.from(1, ack_epoch{zxid{}, epoch_t{0}});        // empty: all 500 records
-    l.disk_catches_up();
+    sync_far_behind_learner(l);
 
     std::size_t proposals = 0;
     zxid last;
@@ -289,17 +304,8 @@ TEST_CASE("a long sync streams under flow control and is never dropped for its l
 // A SYNCACK naming history that was never sent is the learner's error: it is dropped, and
 // the failed sync is counted and reported.
 TEST_CASE("a SYNCACK of history never sent drops the learner, and its failed syncs are reported") {
-    options opts;
-    opts.sync_window_records = 64;
-    opts.max_outstanding_proposals = 10;
-    opts.max_learner_backlog = 2 * 64 + 2 * 10 + 16;
-    hand_leader l{500, opts};
-    l.from(1, follower_info{0});
-    l.from(2, follower_info{1});
-    l.disk_catches_up();
-    l.from(2, ack_epoch{zxid{1, 500}, epoch_t{1}});
-    l.from(1, ack_epoch{zxid{}, epoch_t{0}});
-    l.disk_catches_up();
+    hand_leader l{500, small_sync_window()};
+    sync_far_behind_learner(l);
     l.from(1, sync_ack{zxid{1, 400}});  // only 64 were sent
     CHECK_FALSE(l.p->context().connection_to(1).has_value());
     CHECK(l.p->counters().learner_sync_failures == 1);
