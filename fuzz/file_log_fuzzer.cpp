@@ -281,14 +281,20 @@ std::map<std::uint64_t, std::vector<std::byte>> segments_of(const std::string& d
 bool synced_past(const std::vector<std::byte>& file, std::size_t from, std::size_t cut,
                  std::uint32_t max_record_bytes) {
     using namespace zab::storage_format;
-    for (std::size_t at = from; at + record_header_size <= file.size(); ++at) {
+    // Record to record where records are whole, byte by byte elsewhere — as recovery walks:
+    // bytes inside a whole record's payload that happen to look like a record (a client's
+    // value can hold anything) are that record's data, not proof of a sync.
+    for (std::size_t at = from; at + record_header_size <= file.size();) {
         const std::uint32_t length = get_u32(&file[at + 4]);
         const std::uint32_t distance = get_u32(&file[at + 16]);
-        if (length > max_record_bytes || file.size() - at - record_header_size < length) continue;
-        if (!record_checksum_matches(
-                zab::byte_view{file.data() + at, record_header_size + length}))
+        if (length > max_record_bytes || file.size() - at - record_header_size < length ||
+            !record_checksum_matches(
+                zab::byte_view{file.data() + at, record_header_size + length})) {
+            ++at;
             continue;
+        }
         if (distance <= at && at - distance > cut) return true;
+        at += record_header_size + length;
     }
     return false;
 }
