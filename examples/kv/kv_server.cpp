@@ -633,6 +633,14 @@ public:
         for (const auto& f : s.followers)
             out += fmt::format("follower_{}:serving={},lag={},last_acked={}\r\n", f.id,
                                f.serving ? 1 : 0, f.lag, f.last_acked);
+        // A different member list or a second process with a member's id (issue 15 defect 9).
+        line("member_conflicts", s.conflicts.size());
+        for (const auto& c : s.conflicts)
+            out += fmt::format("member_conflict_{}:{},{},times={}: {}\r\n", c.peer,
+                               c.reason == zab::asio::refusal_reason::duplicate_id
+                                   ? "duplicate_id"
+                                   : "different_membership",
+                               c.refused_us ? "refused_us" : "refused_by_us", c.times, c.detail);
         out += "# Keyspace\r\n";
         line("keys", node_.machine().size());
         out += "# Stats\r\n";

@@ -58,6 +58,20 @@ using zab::asio::tcp_transport_options;
 
 constexpr std::uint64_t cluster = 0xC1D;
 
+/// The claim a member of the harness's group (1..4, all voters) makes: what a transport built
+/// from its `peers` computes, and a process instance.
+zab::asio::membership_claim member_claim(std::uint64_t instance = 0x5EED) {
+    std::vector<zab::member> members;
+    for (peer_id id = 1; id <= 4; ++id) members.push_back({id, zab::learner_type::participant});
+    return {0, zab::configuration::membership_digest(members), instance};
+}
+
+/// Kind, cluster and ids of a decoded message: what a test of routing compares.
+bool routed(const hello_message& m, hello_kind kind, peer_id from, peer_id to,
+            std::uint64_t cluster_id = cluster) {
+    return m.kind == kind && m.cluster_id == cluster_id && m.from == from && m.to == to;
+}
+
 // --- Log capture: keeps the output quiet, lets a test check that a refusal was logged -------
 
 struct captured_log {
@@ -217,10 +231,13 @@ struct harness {
         return options;
     }
 
-    node& start(peer_id id) {
+    node& start(peer_id id,
+                const std::function<void(tcp_transport_options&)>& adjust = {}) {
         auto n = std::make_unique<node>();
         n->id = id;
-        n->transport = std::make_unique<tcp_transport>(io.get_executor(), options_for(id),
+        tcp_transport_options options = options_for(id);
+        if (adjust) adjust(options);
+        n->transport = std::make_unique<tcp_transport>(io.get_executor(), std::move(options),
                                                        n->handler());
         const auto outcome = n->transport->start();
         REQUIRE(outcome.has_value());
@@ -395,8 +412,10 @@ raw_client connect_raw(harness& h, peer_id target) {
 }
 
 std::vector<std::byte> hello_bytes(hello_kind kind, peer_id from, peer_id to,
-                                   std::uint64_t cluster_id = cluster) {
-    return bytes_of(zab::asio::encode_hello(hello_message{kind, cluster_id, from, to}));
+                                   std::uint64_t cluster_id = cluster,
+                                   zab::asio::membership_claim claim = member_claim()) {
+    return bytes_of(zab::asio::encode_hello(
+        hello_message{kind, cluster_id, from, to, claim, zab::asio::refusal_reason::none}));
 }
 
 /// Plays the dialer's side of the handshake as `claimed` towards transport `target`, and
@@ -407,7 +426,7 @@ connection_id handshake_as(harness& h, raw_client& raw, peer_id claimed, peer_id
     REQUIRE(h.run_until([&] { return raw.received().size() >= zab::asio::hello_size; }));
     const auto welcome = zab::asio::decode_hello(raw.received());
     REQUIRE(welcome.has_value());
-    CHECK(welcome.value() == hello_message{hello_kind::welcome, cluster, target, claimed});
+    CHECK(routed(welcome.value(), hello_kind::welcome, target, claimed));
     raw.received().erase(raw.received().begin(),
                          raw.received().begin() + zab::asio::hello_size);
     raw.write(hello_bytes(hello_kind::confirm, claimed, target));
@@ -433,9 +452,14 @@ std::size_t total_received(node& n) {
 // === The pure pieces =========================================================================
 
 TEST_CASE("hello: round trip; a hostile hello is an error value, never a crash") {
-    const hello_message message{hello_kind::welcome, 0xABCDEF, 3, 1};
+    const hello_message message{hello_kind::welcome, 0xABCDEF, 3, 1, {7, 0xD16E57, 0x1234},
+                                zab::asio::refusal_reason::none};
     const auto bytes = zab::asio::encode_hello(message);
     REQUIRE(zab::asio::decode_hello(bytes).value() == message);
+    hello_message refusal = message;
+    refusal.kind = hello_kind::refusal;
+    refusal.reason = zab::asio::refusal_reason::duplicate_id;
+    REQUIRE(zab::asio::decode_hello(zab::asio::encode_hello(refusal)).value() == refusal);
 
     auto corrupted = [&](std::size_t offset, std::uint8_t value) {
         auto copy = bytes;
@@ -443,11 +467,19 @@ TEST_CASE("hello: round trip; a hostile hello is an error value, never a crash")
         return zab::asio::decode_hello(copy);
     };
     CHECK(corrupted(0, 0).error() == errc::bad_magic);
-    CHECK(corrupted(4, 2).error() == errc::unsupported_version);
-    CHECK(corrupted(5, 0).error() == errc::malformed);  // kinds are 1..3
-    CHECK(corrupted(5, 4).error() == errc::malformed);
-    CHECK(corrupted(6, 1).error() == errc::malformed);  // reserved bits
-    CHECK(zab::asio::decode_hello(byte_view{bytes}.first(31)).error() == errc::truncated);
+    CHECK(corrupted(4, 1).error() == errc::unsupported_version);  // the 32-byte version 1
+    CHECK(corrupted(5, 0).error() == errc::malformed);  // kinds are 1..4
+    CHECK(corrupted(5, 5).error() == errc::malformed);
+    CHECK(corrupted(6, 1).error() == errc::malformed);  // a reason outside a refusal
+    {
+        auto copy = zab::asio::encode_hello(refusal);
+        copy[6] = std::byte{0};  // a refusal without a reason
+        CHECK(zab::asio::decode_hello(copy).error() == errc::malformed);
+        copy[6] = std::byte{3};  // or with an unknown one
+        CHECK(zab::asio::decode_hello(copy).error() == errc::malformed);
+    }
+    CHECK(zab::asio::decode_hello(byte_view{bytes}.first(zab::asio::hello_size - 1)).error() ==
+          errc::truncated);
 
     // A frame is not a hello and a hello is not a frame: each side refuses the other's bytes.
     CHECK(zab::asio::decode_hello(make_frame(1, 64).view()).error() == errc::bad_magic);
@@ -877,8 +909,7 @@ TEST_CASE("tcp_transport: a dialer retries, and refuses a welcome from the wrong
         INFO(c.what);
         raw_client peer = one.accept(h);
         REQUIRE(h.run_until([&] { return peer.received().size() >= zab::asio::hello_size; }));
-        CHECK(zab::asio::decode_hello(peer.received()).value() ==
-              hello_message{hello_kind::hello, cluster, 2, 1});
+        CHECK(routed(zab::asio::decode_hello(peer.received()).value(), hello_kind::hello, 2, 1));
         peer.write(hello_bytes(hello_kind::welcome, c.from, c.to, c.cluster_id));
         REQUIRE(h.run_until([&] { return peer.closed(); }));
         if (c.counter == &rejections::unexpected_peer) ++unexpected;
@@ -893,8 +924,7 @@ TEST_CASE("tcp_transport: a dialer retries, and refuses a welcome from the wrong
     peer.received().clear();
     peer.write(hello_bytes(hello_kind::welcome, 1, 2));
     REQUIRE(h.run_until([&] { return peer.received().size() >= zab::asio::hello_size; }));
-    CHECK(zab::asio::decode_hello(peer.received()).value() ==
-          hello_message{hello_kind::confirm, cluster, 2, 1});
+    CHECK(routed(zab::asio::decode_hello(peer.received()).value(), hello_kind::confirm, 2, 1));
     peer.received().clear();
     REQUIRE(h.run_until([&] { return two.connects[1] == 1; }));
     const shared_bytes frame = make_frame(4, 40);
@@ -1039,42 +1069,6 @@ TEST_CASE("tcp_transport: a flood of silent connections is bounded; the peers ke
     h.require_no_violations();
 }
 
-TEST_CASE("tcp_transport: a connection claiming an existing peer's id replaces it") {
-    harness h;
-    // The real 3 notices and dials again after this: a margin for the impostor's exchange.
-    h.base.reconnect_min = 300ms;
-    h.base.reconnect_max = 600ms;
-    h.start_three();
-    const connection_id original = h[1].current.at(3);
-
-    // A raw socket claims to be 3 (say, 3 restarted and its old connection is half-open).
-    raw_client impostor = connect_raw(h, 1);
-    const connection_id replacement = handshake_as(h, impostor, 3, 1);
-    const auto& events = h[1].events;
-    REQUIRE(events.size() >= 2);
-    CHECK(events[events.size() - 2] == fmt::format("-3#{}", original));
-    CHECK(events.back() == fmt::format("+3#{}", replacement));
-    CHECK(h[1].counters().replaced_connections == 1);
-
-    // The new connection carries frames both ways.
-    const shared_bytes frame = make_frame(5, 50);
-    impostor.write(bytes_of(frame));
-    REQUIRE(h.run_until([&] { return !h[1].received[3].empty(); }));
-    CHECK(h[1].received[3].back() == frame);
-    h[1].send(3, replacement, frame);
-    REQUIRE(h.run_until([&] { return impostor.received().size() >= frame.size(); }));
-
-    // The real 3 lost its connection, dials again and replaces the impostor in turn.
-    REQUIRE(h.run_until([&] { return h[3].disconnects[1] == 1; }));
-    REQUIRE(h.run_until([&] { return impostor.closed() && h.connected(1, 3); }));
-    CHECK(h[1].counters().replaced_connections == 2);
-    CHECK(h[1].current.at(3) != replacement);
-    const shared_bytes after = make_frame(6, 60);
-    h[3].send(1, after);
-    REQUIRE(h.run_until([&] { return h[1].received[3].back() == after; }));
-    h.require_no_violations();
-}
-
 TEST_CASE("tcp_transport: a send queue overflow closes that connection, never blocks") {
     harness h;
     h.base.max_queued_bytes_per_peer = 1u << 20;
@@ -1161,5 +1155,107 @@ TEST_CASE("tcp_transport: stop() and destruction with operations in flight") {
 
     h[1].transport.reset();  // destroyed after stop(), with nothing left to cancel
     h.drain();
+    h.require_no_violations();
+}
+
+// === Members that contradict each other (issue 15 defect 9) ==================================
+
+namespace {
+
+const zab::asio::member_conflict* conflict_with(node& n, peer_id peer,
+                                                zab::asio::refusal_reason reason,
+                                                bool refused_us) {
+    for (const auto& c : n.transport->conflicts())
+        if (c.peer == peer && c.reason == reason && c.refused_us == refused_us) return &c;
+    return nullptr;
+}
+
+}  // namespace
+
+TEST_CASE("tcp_transport: replicas started with different member lists refuse each other and "
+          "say why on both sides") {
+    using zab::asio::refusal_reason;
+    harness h;
+    h.start(1);
+    // 2 was started believing the group is 1, 2, 3, 5: the same version (0), other members.
+    h.members = {1, 2, 3, 5};
+    node& two = h.start(2);
+    REQUIRE(h.run_until([&] { return two.counters().rejected.refused_by_peer >= 3; }));
+    CHECK(h[1].counters().rejected.different_membership >= 3);
+    CHECK(h[1].connects[2] == 0);
+    CHECK(two.connects[1] == 0);
+    const auto* ours = conflict_with(h[1], 2, refusal_reason::different_membership, false);
+    const auto* theirs = conflict_with(two, 1, refusal_reason::different_membership, true);
+    REQUIRE(ours != nullptr);
+    REQUIRE(theirs != nullptr);
+    CHECK(ours->times >= 3);
+    CHECK(ours->detail.find("peer 2 was started with a different member list") !=
+          std::string::npos);
+    CHECK(theirs->detail.find("peer 1 refused us: different membership") != std::string::npos);
+    CHECK(h[1].transport->conflicts().size() == 1);  // one finding, counted, not one per try
+    CHECK(logged("was started with a different member list"));
+
+    // At another configuration version the lists may differ (a reconfiguration brings the
+    // older one up to date): the handshake passes.
+    h.nodes.erase(2);
+    h.drain();
+    node& later = h.start(2, [](tcp_transport_options& o) { o.config_version = 7; });
+    REQUIRE(h.run_until([&] { return h.connected(1, 2); }));
+    CHECK(later.transport->conflicts().empty());
+    h.require_no_violations();
+}
+
+TEST_CASE("tcp_transport: a connection claiming an existing peer's id replaces it once; the "
+          "replaced process coming back while it is connected is a duplicate, refused") {
+    using zab::asio::refusal_reason;
+    harness h;
+    // The real 3 notices and dials again after this: a margin for the impostor's exchange.
+    h.base.reconnect_min = 300ms;
+    h.base.reconnect_max = 600ms;
+    h.start_three();
+    const connection_id original = h[1].current.at(3);
+
+    // A raw socket claims to be 3 (say, 3 restarted and its old connection is half-open).
+    std::optional<raw_client> impostor{connect_raw(h, 1)};
+    const connection_id replacement = handshake_as(h, *impostor, 3, 1);
+    const auto& events = h[1].events;
+    REQUIRE(events.size() >= 2);
+    CHECK(events[events.size() - 2] == fmt::format("-3#{}", original));
+    CHECK(events.back() == fmt::format("+3#{}", replacement));
+    CHECK(h[1].counters().replaced_connections == 1);
+
+    // The new connection carries frames both ways.
+    const shared_bytes frame = make_frame(5, 50);
+    impostor->write(bytes_of(frame));
+    REQUIRE(h.run_until([&] { return !h[1].received[3].empty(); }));
+    CHECK(h[1].received[3].back() == frame);
+    h[1].send(3, replacement, frame);
+    REQUIRE(h.run_until([&] { return impostor->received().size() >= frame.size(); }));
+
+    // The real 3 is alive: it lost its connection and dials again. Two live processes hold
+    // id 3 now. It is refused, told why, and the other's connection is left alone (they used
+    // to replace each other, forever).
+    REQUIRE(h.run_until([&] { return h[3].disconnects[1] == 1; }));
+    REQUIRE(h.run_until([&] { return h[3].counters().rejected.refused_by_peer >= 2; }));
+    CHECK(h[1].counters().replaced_connections == 1);
+    CHECK(h[1].counters().rejected.duplicate_id >= 2);
+    CHECK(h[1].current.at(3) == replacement);
+    CHECK(!impostor->closed());
+    const auto* ours = conflict_with(h[1], 3, refusal_reason::duplicate_id, false);
+    const auto* theirs = conflict_with(h[3], 1, refusal_reason::duplicate_id, true);
+    REQUIRE(ours != nullptr);
+    REQUIRE(theirs != nullptr);
+    CHECK(ours->detail.find("two live processes have id 3") != std::string::npos);
+    CHECK(ours->detail.find("(process 0000000000005eed)") != std::string::npos);
+    CHECK(theirs->detail.find("another live process has our id 3") != std::string::npos);
+    CHECK(logged("two live processes have id 3"));
+
+    // The other process goes away: the real 3 is taken back.
+    impostor.reset();
+    REQUIRE(h.run_until([&] { return h.connected(1, 3); }));
+    CHECK(h[1].current.at(3) != replacement);
+    const shared_bytes after = make_frame(6, 60);
+    h[3].send(1, after);
+    REQUIRE(h.run_until([&] { return h[1].received[3].back() == after; }));
     h.require_no_violations();
 }

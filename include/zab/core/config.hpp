@@ -75,6 +75,27 @@ public:
         return type_of(id) == learner_type::participant;
     }
 
+    /// A fingerprint of the member list (ids and types, not the version): replicas started
+    /// with the same members agree on it, replicas started with different ones almost surely
+    /// do not. The TCP handshake compares it (net/handshake.hpp). FNV-1a, 64 bits.
+    std::uint64_t digest() const noexcept { return membership_digest(members_); }
+
+    /// `digest()` of a member list sorted by id (what `make` keeps).
+    static std::uint64_t membership_digest(const std::vector<member>& sorted) noexcept {
+        std::uint64_t hash = 0xcbf29ce484222325u;
+        const auto mix = [&hash](std::uint64_t value, int bytes) {
+            for (int i = 0; i < bytes; ++i) {
+                hash ^= (value >> (8 * i)) & 0xffu;
+                hash *= 0x100000001b3u;
+            }
+        };
+        for (const member& m : sorted) {
+            mix(m.id, 8);
+            mix(static_cast<std::uint64_t>(m.type), 1);
+        }
+        return hash;
+    }
+
     /// Ids of the voting members, ascending.
     std::vector<peer_id> voters() const {
         std::vector<peer_id> ids;

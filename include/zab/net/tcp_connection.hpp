@@ -48,6 +48,7 @@ struct tcp_connection {
     /// frames of every step that runs before it into one system call).
     bool write_posted = false;
     std::string remote;        ///< the other end's address, for log lines
+    std::uint64_t remote_instance = 0;  ///< the other end's process (its handshake's instance)
 
     boost::asio::ip::tcp::socket socket;
     boost::asio::steady_timer handshake_timer;  ///< covers the connect and the handshake

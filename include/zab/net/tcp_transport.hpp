@@ -87,6 +87,15 @@ public:
     /// What happened so far: connections, refusals by reason, frames, bytes, overflows.
     const transport_counters& counters() const noexcept { return core_->counters(); }
 
+    /// Members that contradict this replica — a different member list, a second process with
+    /// a member's id — as the handshakes found them (tcp_transport_options.hpp). Empty when
+    /// the group is consistent.
+    const std::vector<member_conflict>& conflicts() const noexcept { return core_->conflicts(); }
+
+    /// What this transport's handshakes say about it: configuration version and digest, and
+    /// its process instance.
+    const membership_claim& claim() const noexcept { return core_->claim(); }
+
     /// The port bound by `start()` (the one chosen by the system if self's port is 0); 0
     /// before.
     std::uint16_t local_port() const noexcept { return core_->local_port(); }

@@ -10,6 +10,14 @@
 //   the dialing side, the attempt in progress. An accepted connection that completes its
 //   handshake for a peer that already has one replaces it: that peer restarted, or its old
 //   connection is half-open and it noticed first. The old one is reported disconnected first.
+// - Members that contradict each other (issue 15 defect 9). Every handshake message carries
+//   the sender's configuration version and digest and a random process instance. A member at
+//   our version with another digest was started with another member list: refused with a
+//   refusal message, on both sides, counted, logged and kept in `conflicts()`. A peer whose
+//   process instance changes replaced its old connection (a restart); if the replaced
+//   instance then comes back while the new one is still connected, two live processes hold
+//   that id: the returning one is refused as a duplicate (instead of the two replacing each
+//   other forever), and both addresses are named.
 // - Lifetime. The core is owned by the `tcp_transport` through a shared_ptr; every
 //   completion handler holds a weak_ptr to it and a shared_ptr to its connection (which owns
 //   the socket and the buffers the operation uses). A handler that finds the core gone or
@@ -23,6 +31,7 @@
 //   frames sent by every handler that runs before it leave in one gathered system call.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -30,6 +39,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <random>
 #include <set>
 #include <span>
 #include <string>
@@ -50,6 +60,7 @@
 
 #include "zab/core/assert.hpp"
 #include "zab/core/bytes.hpp"
+#include "zab/core/config.hpp"
 #include "zab/core/error.hpp"
 #include "zab/core/logging.hpp"
 #include "zab/core/types.hpp"
@@ -79,6 +90,16 @@ public:
           accept_retry_timer_{executor_} {
         const auto seed = static_cast<std::uint64_t>(
             std::chrono::steady_clock::now().time_since_epoch().count());
+        claim_.config_version = options_.config_version;
+        claim_.config_digest = options_.config_digest;
+        if (claim_.config_digest == 0) {
+            std::vector<member> members;
+            for (const auto& [id, endpoint] : options_.peers) members.push_back({id, {}});
+            claim_.config_digest = configuration::membership_digest(members);
+        }
+        std::random_device entropy;
+        claim_.instance = (std::uint64_t{entropy()} << 32 | entropy()) ^ seed;
+        if (claim_.instance == 0) claim_.instance = 1;
         for (const auto& [id, endpoint] : options_.peers) {
             if (id == options_.self) continue;
             peers_.try_emplace(id, executor_, id < options_.self,
@@ -184,6 +205,8 @@ public:
     }
 
     const transport_counters& counters() const noexcept { return counters_; }
+    const std::vector<member_conflict>& conflicts() const noexcept { return conflicts_; }
+    const membership_claim& claim() const noexcept { return claim_; }
     std::uint16_t local_port() const noexcept { return local_port_; }
     std::size_t pending_handshakes() const noexcept { return pending_.size(); }
 
@@ -202,7 +225,11 @@ private:
         boost::asio::steady_timer redial_timer;
         bool redial_scheduled = false;
         backoff retry;
+        /// Accepting side: process instances whose connection a newer instance replaced, and
+        /// where they connected from (the newest last, at most `max_retired`).
+        std::vector<std::pair<std::uint64_t, std::string>> retired;
     };
+    static constexpr std::size_t max_retired = 8;
 
     enum class notify { now, later };
 
@@ -295,8 +322,15 @@ private:
                                        "both have the same membership",
                                        from)});
         }
+        if (auto detail = membership_mismatch(hello)) {
+            return refuse(connection, from, refusal_reason::different_membership, *detail);
+        }
+        if (auto detail = duplicate_of(from, hello.claim.instance, connection->remote)) {
+            return refuse(connection, from, refusal_reason::duplicate_id, *detail);
+        }
         connection->peer = from;
-        write_hello(connection, {hello_kind::welcome, options_.cluster_id, options_.self, from},
+        connection->remote_instance = hello.claim.instance;
+        write_hello(connection, handshake(hello_kind::welcome, from),
                     &transport_core::on_welcome_written);
     }
 
@@ -314,7 +348,8 @@ private:
         if (auto why = check_hello(*connection, hello_kind::confirm, confirm)) {
             return reject(connection, *why);
         }
-        if (confirm.from != connection->peer || confirm.to != options_.self) {
+        if (confirm.from != connection->peer || confirm.to != options_.self ||
+            confirm.claim.instance != connection->remote_instance) {
             return reject(connection, {&handshake_rejections::unexpected_peer,
                                        fmt::format("confirm from {} to {} after a hello from {}",
                                                    confirm.from, confirm.to, connection->peer)});
@@ -322,6 +357,7 @@ private:
         forget_pending(connection);
         peer_slot& slot = peers_.at(connection->peer);
         if (slot.current) {
+            retire(slot, *slot.current, connection->remote_instance);
             ++counters_.replaced_connections;
             zab::log(log_level::info,
                      "tcp_transport {}: peer {} connected again from {}: connection {} replaces "
@@ -364,8 +400,7 @@ private:
         connection->remote = to_string(endpoint);
         boost::system::error_code ignored;
         connection->socket.set_option(tcp::no_delay(true), ignored);
-        write_hello(connection,
-                    {hello_kind::hello, options_.cluster_id, options_.self, connection->peer},
+        write_hello(connection, handshake(hello_kind::hello, connection->peer),
                     &transport_core::on_hello_written);
     }
 
@@ -379,6 +414,11 @@ private:
     void on_welcome(const connection_ptr& connection, boost::system::error_code ec, std::size_t) {
         if (connection->state != connection_state::handshaking) return;
         if (ec) return handshake_broken(connection, ec);
+        if (auto refusal = decode_hello(connection->hello_in);
+            refusal && refusal.assume_value().kind == hello_kind::refusal &&
+            refusal.assume_value().from == connection->peer) {
+            return refused_by(connection, refusal.assume_value());
+        }
         hello_message welcome;
         if (auto why = check_hello(*connection, hello_kind::welcome, welcome)) {
             return reject(connection, *why);
@@ -390,8 +430,11 @@ private:
                                        "{}: check the endpoints",
                                        connection->peer, welcome.from, welcome.to)});
         }
-        write_hello(connection,
-                    {hello_kind::confirm, options_.cluster_id, options_.self, connection->peer},
+        if (auto detail = membership_mismatch(welcome)) {
+            return reject(connection, {&handshake_rejections::different_membership, *detail});
+        }
+        connection->remote_instance = welcome.claim.instance;
+        write_hello(connection, handshake(hello_kind::confirm, connection->peer),
                     &transport_core::on_confirm_written);
     }
 
@@ -482,6 +525,109 @@ private:
                                          options_.cluster_id)};
         }
         return std::nullopt;
+    }
+
+    /// Our handshake message of `kind` to `to`.
+    hello_message handshake(hello_kind kind, peer_id to) const {
+        return hello_message{kind, options_.cluster_id, options_.self, to, claim_,
+                             refusal_reason::none};
+    }
+
+    /// Why `message`'s sender and we disagree about the members, if we do. Different versions
+    /// are not a contradiction: a reconfiguration brings the older one up to date.
+    std::optional<std::string> membership_mismatch(const hello_message& message) const {
+        if (message.claim.config_version != claim_.config_version ||
+            message.claim.config_digest == claim_.config_digest)
+            return std::nullopt;
+        return fmt::format(
+            "peer {} was started with a different member list (configuration version {}, digest "
+            "{:016x}; ours {:016x}): start every replica with the same members",
+            message.from, message.claim.config_version, message.claim.config_digest,
+            claim_.config_digest);
+    }
+
+    /// Why the process `instance` of `peer`, connecting from `remote`, is a second live
+    /// process with that id, if it is: an instance that a newer one replaced comes back while
+    /// the newer one is still connected. With no connection current, it is taken back (the
+    /// newer one may have been the impostor, and is gone).
+    std::optional<std::string> duplicate_of(peer_id peer, std::uint64_t instance,
+                                            const std::string& remote) {
+        peer_slot& slot = peers_.at(peer);
+        const auto it = std::find_if(slot.retired.begin(), slot.retired.end(),
+                                     [&](const auto& r) { return r.first == instance; });
+        if (it == slot.retired.end()) return std::nullopt;
+        if (!slot.current || slot.current->remote_instance == instance) {
+            slot.retired.erase(it);
+            return std::nullopt;
+        }
+        return fmt::format(
+            "two live processes have id {}: one connected from {} (process {:016x}), the other "
+            "from {} (process {:016x}, connected earlier from {}); stop one of them",
+            peer, slot.current->remote, slot.current->remote_instance, remote, instance,
+            it->second);
+    }
+
+    /// `replaced`, the connection of another process instance than `by`, ends: remember it.
+    void retire(peer_slot& slot, const tcp_connection& replaced, std::uint64_t by) {
+        if (replaced.remote_instance == by) return;  // the same process, a new connection
+        std::erase_if(slot.retired, [&](const auto& r) { return r.first == replaced.remote_instance; });
+        slot.retired.emplace_back(replaced.remote_instance, replaced.remote);
+        if (slot.retired.size() > max_retired) slot.retired.erase(slot.retired.begin());
+    }
+
+    /// Records a contradiction with `peer`; true if it is new (worth a warning).
+    bool note_conflict(peer_id peer, refusal_reason reason, bool refused_us,
+                       const std::string& detail) {
+        auto it = std::find_if(conflicts_.begin(), conflicts_.end(), [&](const member_conflict& c) {
+            return c.peer == peer && c.reason == reason && c.refused_us == refused_us;
+        });
+        if (it == conflicts_.end()) {
+            member_conflict found;
+            found.peer = peer;
+            found.reason = reason;
+            found.refused_us = refused_us;
+            it = conflicts_.insert(conflicts_.end(), std::move(found));
+        }
+        const bool changed = it->detail != detail;
+        it->detail = detail;
+        ++it->times;
+        it->last = std::chrono::steady_clock::now();
+        return changed || (it->times & (it->times - 1)) == 0;  // new, or the 2^n-th time
+    }
+
+    /// Refuses a member that contradicts us: a refusal message saying why, then the close.
+    void refuse(const connection_ptr& connection, peer_id from, refusal_reason reason,
+                const std::string& detail) {
+        ++(counters_.rejected.*(reason == refusal_reason::duplicate_id
+                                    ? &handshake_rejections::duplicate_id
+                                    : &handshake_rejections::different_membership));
+        const bool loud = note_conflict(from, reason, false, detail);
+        zab::log(loud ? log_level::warn : log_level::debug,
+                 "tcp_transport {}: refused {}: {}", options_.self, describe(*connection), detail);
+        hello_message refusal = handshake(hello_kind::refusal, from);
+        refusal.reason = reason;
+        write_hello(connection, refusal, &transport_core::on_refusal_written);
+    }
+
+    void on_refusal_written(const connection_ptr& connection, boost::system::error_code,
+                            std::size_t) {
+        close_connection(connection, notify::now);
+    }
+
+    /// The member we dialed refused us, saying why.
+    void refused_by(const connection_ptr& connection, const hello_message& refusal) {
+        ++counters_.rejected.refused_by_peer;
+        const std::string detail = fmt::format(
+            "peer {} refused us: {}{}", refusal.from, to_string(refusal.reason),
+            refusal.reason == refusal_reason::duplicate_id
+                ? fmt::format(" (another live process has our id {})", options_.self)
+                : fmt::format(" (its configuration version {} digest {:016x}; ours {:016x})",
+                              refusal.claim.config_version, refusal.claim.config_digest,
+                              claim_.config_digest));
+        const bool loud = note_conflict(refusal.from, refusal.reason, true, detail);
+        zab::log(loud ? log_level::warn : log_level::debug, "tcp_transport {}: {}",
+                 options_.self, detail);
+        close_connection(connection, notify::now);
     }
 
     void reject(const connection_ptr& connection, const rejection& why) {
@@ -694,6 +840,8 @@ private:
     const tcp_transport_options options_;
     const transport_handler handler_;  // kept until the core dies: a running handler is safe
     transport_counters counters_;
+    membership_claim claim_;  // what our handshake messages say about us
+    std::vector<member_conflict> conflicts_;
     tcp::acceptor acceptor_;
     boost::asio::steady_timer accept_retry_timer_;
     std::map<peer_id, peer_slot> peers_;  // every member but self; fixed after construction

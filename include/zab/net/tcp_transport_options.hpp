@@ -17,6 +17,7 @@
 #include "zab/core/codec.hpp"
 #include "zab/core/error.hpp"
 #include "zab/core/types.hpp"
+#include "zab/net/handshake.hpp"
 
 namespace zab::asio {
 
@@ -40,6 +41,14 @@ struct tcp_transport_options {
     /// (port 0: any free port, see `tcp_transport::local_port()`). The higher id of each pair
     /// dials the lower one, so the endpoints of higher ids are never dialed from here.
     std::map<peer_id, tcp_endpoint> peers;
+
+    /// The member list this replica was started with, as the handshake compares it
+    /// (handshake.hpp): `configuration::version()` and `configuration::digest()`. A member at
+    /// the same version with another digest is refused, on both sides, with a reason. The
+    /// node sets both from its configuration; a digest left at 0 is computed from the ids in
+    /// `peers`, every one counted a voter.
+    std::uint64_t config_version = 0;
+    std::uint64_t config_digest = 0;
 
     /// The largest whole frame (header and payload) accepted from a peer, checked from the
     /// header before anything is allocated for the payload. The default accepts exactly what
@@ -132,6 +141,22 @@ struct handshake_rejections {
     std::uint64_t timeout = 0;           ///< not finished within handshake_timeout
     std::uint64_t too_many_pending = 0;  ///< closed at once: max_pending_handshakes reached
     std::uint64_t closed_by_remote = 0;  ///< the other end closed (or failed) mid-handshake
+    /// Members that contradict this one (answered with a refusal, see `member_conflict`):
+    std::uint64_t different_membership = 0;  ///< same configuration version, other members
+    std::uint64_t duplicate_id = 0;  ///< a second live process with a member's id
+    std::uint64_t refused_by_peer = 0;  ///< a member refused us (our conflicts say why)
+};
+
+/// A member that contradicts this replica, as the handshakes found it: the latest finding
+/// per (peer, reason), kept while the transport lives (a duplicate process does not go away
+/// by being refused). Read with `tcp_transport::conflicts()`; the node's status carries them.
+struct member_conflict {
+    peer_id peer = 0;
+    refusal_reason reason = refusal_reason::none;
+    bool refused_us = false;  ///< that member refused us (else we refused it)
+    std::string detail;       ///< the log line's explanation, addresses included
+    std::uint64_t times = 0;  ///< handshakes refused for this reason so far
+    std::chrono::steady_clock::time_point last;  ///< when the latest one was
 };
 
 /// What the transport did since it was constructed. Read with `tcp_transport::counters()`.

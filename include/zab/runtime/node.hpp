@@ -58,6 +58,17 @@ struct node_options {
     tcp_transport_options transport; ///< `transport.self` is this replica; its peers' addresses
 };
 
+/// `options.transport` with the membership the handshake compares set from `options.config`
+/// (unless the caller set a digest itself).
+inline tcp_transport_options transport_options_of(const node_options& options) {
+    tcp_transport_options transport = options.transport;
+    if (transport.config_digest == 0) {
+        transport.config_version = options.config.version();
+        transport.config_digest = options.config.digest();
+    }
+    return transport;
+}
+
 /// What a client operation completes with, beside its error code.
 struct reply {
     zxid id;          ///< success: the write's zxid, or for a sync the zxid applied here
@@ -84,6 +95,9 @@ struct node_status {
     zxid last_logged, last_committed, last_applied;
     std::vector<follower_status> followers;  ///< when leading
     std::error_code failure;                 ///< set once storage failed (terminal)
+    /// Members that contradict this one (a different member list, a duplicate id), as the
+    /// transport's handshakes found them; empty in a consistent group.
+    std::vector<member_conflict> conflicts;
 };
 
 template <flushable_log Log, state_machine StateMachine, typename Policies = default_policies>
@@ -102,7 +116,7 @@ public:
           options_{std::move(options)},
           log_{log},
           machine_{machine},
-          transport_{executor, options_.transport, make_handler()},
+          transport_{executor, transport_options_of(options_), make_handler()},
           timer_{executor} {}
 
     node(const node&) = delete;
@@ -225,6 +239,7 @@ public:
     /// Role, epoch, leader, zxids, followers' lag (on the node's executor).
     node_status status() const {
         node_status s;
+        s.conflicts = transport_.conflicts();
         if (!peer_) return s;
         s.role = peer_->state();
         s.established = peer_->established();
