@@ -4,7 +4,7 @@
 // process on one thread, with nothing else in the way:
 //   - an in-memory, no-delay transport: a frame sent is queued on one FIFO and the driver
 //     loop hands it to the receiver's `on_receive` later, never from inside `send`
-//     (DESIGN.md rule 2);
+//     (docs/design.md rule 2);
 //   - zab::memory_log, whose durability is instant: the driver flushes it right after each
 //     step and delivers what became durable (`on_log_durable` / `on_epochs_durable`) as
 //     steps of their own;

@@ -2,7 +2,7 @@
 // example's two binary formats (commands, kv_command.hpp; snapshots, kv_snapshot.hpp).
 //
 // Writing appends to a growing vector: the kv formats are small and written once. Reading
-// treats its input as hostile (DESIGN.md rule 9): every read is bounds-checked, the first
+// treats its input as hostile (docs/design.md rule 9): every read is bounds-checked, the first
 // failure sticks, and the caller checks once at the end which error it was.
 #pragma once
 

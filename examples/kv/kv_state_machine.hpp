@@ -104,7 +104,7 @@ public:
 
     // --- zab::state_machine ---------------------------------------------------------------
 
-    /// Applies committed transaction `z`. zab delivers zxids in increasing order (DESIGN.md
+    /// Applies committed transaction `z`. zab delivers zxids in increasing order (docs/design.md
     /// rule 5); anything else is a bug in zab, hence asserted.
     void apply(zxid z, byte_view txn) {
         ZAB_ASSERT(state_.last_applied < z, "kv: transactions applied out of zxid order");

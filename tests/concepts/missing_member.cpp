@@ -1,6 +1,6 @@
 // tests/concepts/missing_member.cpp — a type that is its concept's archetype minus one member.
 //
-// DESIGN.md rule 8: "a user's type that misses a member fails with a readable message".
+// docs/design.md rule 8: "a user's type that misses a member fails with a readable message".
 // This source is never built into a program. expect_compile_failure.cmake compiles it with
 // -fsyntax-only, once per (concept, member, compiler):
 //   -DZAB_CHECK_<CONCEPT>                  which concept to static_assert (exactly one);

@@ -1,4 +1,4 @@
-// The client path (PROTOCOL.md §6.1, §7): writes submitted on any replica, one honest outcome
+// The client path (docs/protocol.md §6.1, §7): writes submitted on any replica, one honest outcome
 // each; linearizable sync; bounds; zxid counter exhaustion (§1).
 #include <map>
 #include <string>

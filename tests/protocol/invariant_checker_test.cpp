@@ -1,4 +1,4 @@
-// The invariant checker of PROTOCOL.md §10: a clean history passes, and every property fires
+// The invariant checker of docs/protocol.md §10: a clean history passes, and every property fires
 // on a small history that breaks it (named after the ZooKeeper bug it models, where one fits).
 #include <algorithm>
 #include <map>
@@ -692,7 +692,7 @@ TEST_CASE("contiguity: the first record may start anywhere; appends are checked 
     CHECK(c.checks() - before == 100);  // one neighbour pair per append, not a rescan
 }
 
-// --- §11.10, DESIGN.md rule 5: only committed txns are applied ---------------------------------
+// --- §11.10, docs/design.md rule 5: only committed txns are applied ---------------------------------
 
 TEST_CASE("applied committed: a server applies a txn that was never committed") {
     script s;
@@ -705,7 +705,7 @@ TEST_CASE("applied committed: a server applies a txn that was never committed") 
 
 TEST_CASE(
     "applied committed: a restarted server replays its uncommitted tail (ZooKeeper's "
-    "start-up, DESIGN.md rule 5)") {
+    "start-up, docs/design.md rule 5)") {
     script s;
     first_epoch(s);
     const txn_id pending = txn(1, 3);

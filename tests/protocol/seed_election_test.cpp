@@ -1,4 +1,4 @@
-// The seeds' election walkthroughs, message by message (DESIGN.md: every worked example in
+// The seeds' election walkthroughs, message by message (docs/design.md: every worked example in
 // the seeds is a test).
 #include <catch2/catch.hpp>
 

@@ -1,4 +1,4 @@
-// Snapshots (issue #6). SNAP sync streamed in chunks (PROTOCOL.md §5.2 step 5): a large
+// Snapshots (issue #6). SNAP sync streamed in chunks (docs/protocol.md §5.2 step 5): a large
 // state reaches a learner in frames of at most `snapshot_chunk_bytes`, with at most
 // `snapshot_chunks_in_flight` of them unanswered, while the leader keeps committing; a
 // learner refuses a stream with a hole in it. Compaction by bytes (`snapshot_every_bytes`),

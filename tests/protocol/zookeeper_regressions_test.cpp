@@ -1,4 +1,4 @@
-// ZooKeeper's bugs in discovery (PROTOCOL.md §4) and in the window between NEWLEADER and
+// ZooKeeper's bugs in discovery (docs/protocol.md §4) and in the window between NEWLEADER and
 // UPTODATE (§5.3), as directed regressions. Each runs the real core through the interleaving
 // the bug needed, asserts the rule ZooKeeper broke, and shows the buggy ordering — kept here
 // as a variant of one policy — breaking it.

@@ -101,7 +101,7 @@ TEST_CASE("sim_log: writes are visible at once, durable only after the sync comp
     CHECK(ids(d.log.records()) == ids(batch));
     CHECK(d.log.last_zxid() == zxid{1, 3});
     CHECK(d.log.durable_records().empty());
-    CHECK(d.seen.empty());  // never from inside the call (DESIGN.md rule 2)
+    CHECK(d.seen.empty());  // never from inside the call (docs/design.md rule 2)
     CHECK(d.log.pending_syncs() == 1);
 
     REQUIRE(d.events.run_next());

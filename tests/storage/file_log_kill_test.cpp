@@ -206,7 +206,7 @@ private:
     }
 
     /// Records of epoch e are appended only once e is durable in the epoch file: open
-    /// refuses a log whose last record is of an epoch above acceptedEpoch (PROTOCOL.md §2).
+    /// refuses a log whose last record is of an epoch above acceptedEpoch (docs/protocol.md §2).
     void bump_epoch(file_log& log) {
         ++epoch_;
         log.write_epochs(op_, {epoch_, epoch_});

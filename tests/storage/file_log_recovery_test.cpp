@@ -1,6 +1,6 @@
 // zab::file_log recovery: torn tails cut at every byte, garbage after the tail, corruption
 // refused with the file named (earlier segment, beyond the window, missing or foreign
-// segment), idempotent recovery, the epoch file and the start-up checks of PROTOCOL.md §2,
+// segment), idempotent recovery, the epoch file and the start-up checks of docs/protocol.md §2,
 // the directory's identity and fresh flag, and snapshot installs interrupted by a crash
 // (ZOOKEEPER-2832/2872: never a stale record after the snapshot).
 #include <cstdint>
@@ -257,7 +257,7 @@ TEST_CASE("file_log epoch file: atomic writes, leftovers ignored, damage refused
     }
 }
 
-TEST_CASE("file_log start-up checks of PROTOCOL.md §2") {
+TEST_CASE("file_log start-up checks of docs/protocol.md §2") {
     temporary_directory dir;
     const auto options = small_options(dir.data());
 

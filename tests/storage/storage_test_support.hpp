@@ -149,7 +149,7 @@ inline zab::flush_result flush_ok(file_log& log) {
 }
 
 /// A log whose epochs (9, 9) admit records of any epoch up to 9: open checks that the last
-/// logged zxid's epoch is at most currentEpoch (PROTOCOL.md §2).
+/// logged zxid's epoch is at most currentEpoch (docs/protocol.md §2).
 inline file_log open_new(const file_log_options& options) {
     file_log log = open_log(options);
     log.write_epochs(0, {9, 9});

@@ -1,4 +1,4 @@
-// Unit tests of zab::shared_bytes and the byte_view helpers (DESIGN.md rule 10).
+// Unit tests of zab::shared_bytes and the byte_view helpers (docs/design.md rule 10).
 #include <cstddef>
 #include <string>
 #include <string_view>

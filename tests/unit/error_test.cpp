@@ -1,4 +1,4 @@
-// Unit tests of zab::errc, its error category and zab::result (DESIGN.md rule 9).
+// Unit tests of zab::errc, its error category and zab::result (docs/design.md rule 9).
 #include <set>
 #include <string>
 #include <system_error>

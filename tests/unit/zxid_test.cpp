@@ -1,4 +1,4 @@
-// Unit tests of zab::zxid (PROTOCOL.md §1).
+// Unit tests of zab::zxid (docs/protocol.md §1).
 #include <cstdint>
 #include <vector>
 

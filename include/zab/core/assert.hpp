@@ -6,7 +6,7 @@
 
 namespace zab::detail {
 
-/// Called when a zab invariant is violated: a bug in zab, never bad input (DESIGN.md rule 6).
+/// Called when a zab invariant is violated: a bug in zab, never bad input (docs/design.md rule 6).
 [[noreturn]] inline void assertion_failed(const char* expression, const char* file, int line,
                                           const char* message) noexcept {
     std::fprintf(stderr, "zab: assertion failed: %s (%s) at %s:%d\n", expression, message, file,

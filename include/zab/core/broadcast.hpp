@@ -1,7 +1,7 @@
-// zab/core/broadcast.hpp — the Broadcast phase (PROTOCOL.md §6, §8).
+// zab/core/broadcast.hpp — the Broadcast phase (docs/protocol.md §6, §8).
 //
 // Leader: a proposal is encoded once and the same frame goes to every forwarding follower
-// and, sliced, into the leader's own log (DESIGN.md rule 10). The leader's own ACK counts
+// and, sliced, into the leader's own log (docs/design.md rule 10). The leader's own ACK counts
 // only once its log says the append is durable. Commits go strictly in zxid order; COMMIT to
 // followers, INFORM (with the bytes) to observers. Heartbeats every tick; a learner silent
 // for sync_limit is dropped, and a leader that cannot see a quorum steps down (§6.2).
@@ -46,7 +46,7 @@ public:
         const zxid id = l.last_proposed.next();
         const shared_bytes frame =
             encode(frame_context{ctx_.opts().group_id, ctx_.config().version()}, proposal{id, txn});
-        // The log record shares the frame's bytes: the txn is encoded once (rule 10).
+        // The log record shares the frame's bytes: the txn is encoded once (docs/design.md rule 10).
         auto decoded = decode(frame.view());
         ZAB_ASSERT(decoded.has_value(), "a frame zab encoded does not decode");
         const byte_view txn_in_frame = std::get<proposal>(decoded.value().msg).txn;
@@ -323,7 +323,7 @@ protected:  // the building blocks of the phase, for policies derived from this 
         const zxid last = ctx_.last_zxid_visible;
         if (record.id <= last) return false;  // a duplicate of a synced proposal
         if (!last.continued_by(record.id)) {
-            ctx_.leader_misbehaved("a hole in the proposals (§13 contiguity)");
+            ctx_.leader_misbehaved("a hole in the proposals (§10.13 contiguity)");
             return false;
         }
         ctx_.append(record);

@@ -26,7 +26,7 @@ inline std::string_view as_string_view(byte_view b) noexcept {
 
 /// An immutable, reference-counted byte buffer, or a slice of one. Copying shares the bytes:
 /// a proposal is encoded once and the same bytes go to every follower and into the log
-/// record (DESIGN.md rule 10).
+/// record (docs/design.md rule 10).
 class shared_bytes {
 public:
     shared_bytes() noexcept = default;

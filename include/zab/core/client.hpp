@@ -1,7 +1,7 @@
 // zab/core/client.hpp — the client's side of a peer: requests in flight and their outcomes.
 //
 // Every write or sync submitted to a peer gets a `request_id` and later exactly one
-// `client_completion` (PROTOCOL.md §6.1, §7). The rules that make outcomes honest:
+// `client_completion` (docs/protocol.md §6.1, §7). The rules that make outcomes honest:
 // - a write succeeds only once it is applied on this peer, so a read here afterwards sees it;
 // - a definite failure (`not_leader`, `backpressure`, `zxid_exhausted`, `shutting_down`) is
 //   reported only when the transaction was never proposed and never will be;

@@ -9,7 +9,7 @@
 //        5    1 type             message_type (messages.hpp)
 //        6    2 flags            0; reserved for a later version, so nonzero is malformed now
 //        8    8 group_id         which zab group the message belongs to: several groups may
-//                                share one connection (DESIGN.md, "room to leave")
+//                                share one connection (docs/design.md, "room to leave")
 //       16    8 config_version   the sender's configuration version (reconfiguration, §9)
 //       24    4 payload_length   bytes after the header
 //       28    4 payload_crc32c   CRC32C (crc32c.hpp) of the payload bytes
@@ -23,7 +23,7 @@
 // field. Every field has exactly one encoding, so decode∘encode is the identity on every
 // valid frame (the fuzz target checks this).
 //
-// Decoding treats its input as hostile (DESIGN.md rules 6 and 9): any byte string yields a
+// Decoding treats its input as hostile (docs/design.md rules 6 and 9): any byte string yields a
 // message or a `zab::errc`, never an assertion, a throw or undefined behaviour. Encoding
 // only sees zab's own messages, so its preconditions are ZAB_ASSERTs.
 //
@@ -467,7 +467,7 @@ inline void encode_into(std::span<std::byte> out, const frame_context& context,
 }
 
 /// Encodes `msg` as one frame in a new buffer. Encode once and share the result: the same
-/// bytes go to every follower and into the log (DESIGN.md rule 10).
+/// bytes go to every follower and into the log (docs/design.md rule 10).
 ///
 /// The frame and its reference count are one allocation (shared_bytes::make).
 inline shared_bytes encode(const frame_context& context, const message& msg) {

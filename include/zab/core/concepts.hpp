@@ -1,6 +1,6 @@
 // zab/core/concepts.hpp — what an application plugs into zab: Transport, Log, StateMachine.
 //
-// The rules that hold for all three (DESIGN.md rules 1–3, 8):
+// The rules that hold for all three (docs/design.md rules 1–3, 8):
 // - The peer calls these members from its own steps only, on the one thread (or strand)
 //   that drives the peer. No member may call back into the peer: results come back later
 //   as events that the driver (the simulator, or the Asio runtime) delivers.
@@ -35,7 +35,7 @@ namespace zab {
 ///   - `on_disconnected(peer, connection)` when it is gone (anything in flight is lost);
 ///   - `on_receive(peer, connection, frame)` for each whole frame, in the order sent.
 /// Frames on one connection arrive in order, without loss or duplication, until it breaks:
-/// Zab depends on FIFO per connection (PROTOCOL.md §0).
+/// Zab depends on FIFO per connection (docs/protocol.md §0).
 ///
 /// Requirements:
 ///   t.send(to, connection, frame)
@@ -56,7 +56,7 @@ concept transport = requires(T& t, peer_id to, connection_id connection,
 // --- Log store -----------------------------------------------------------------------------
 
 /// Sequence number of a storage operation. The peer numbers its operations 1, 2, 3, … and
-/// every completion names the operation it completes (DESIGN.md rule 3): after a truncation,
+/// every completion names the operation it completes (docs/design.md rule 3): after a truncation,
 /// "durable up to zxid Z" would be ambiguous, "operation #N is durable" is not.
 using storage_op = std::uint64_t;
 
@@ -72,7 +72,7 @@ struct log_snapshot {
     shared_bytes state;
 };
 
-/// The two epochs a replica must keep durable (PROTOCOL.md §2).
+/// The two epochs a replica must keep durable (docs/protocol.md §2).
 struct epochs {
     epoch_t accepted = 0;  ///< last epoch promised in ACKEPOCH (or chosen, on a leader)
     epoch_t current = 0;   ///< last epoch whose NEWLEADER was acknowledged (or led)
@@ -85,11 +85,11 @@ struct epochs {
 /// are visible to `read` and `last_zxid` at once, but are durable only when the driver
 /// delivers `peer.on_log_durable(op)` for a `sync(op)` that covers them. That completion
 /// means every log operation numbered ≤ op is on stable storage. The peer issues at most one
-/// append batch and one sync per step (DESIGN.md rule 2): that is the group commit.
+/// append batch and one sync per step (docs/design.md rule 2): that is the group commit.
 /// Epoch writes are independent of log operations: their completion
 /// `peer.on_epochs_durable(op)` may arrive before or after log completions issued earlier.
 /// A failed fsync or truncation is reported as `peer.on_storage_failed(error)`; it is
-/// terminal for the replica (DESIGN.md rule 6), the log must not retry it.
+/// terminal for the replica (docs/design.md rule 6), the log must not retry it.
 ///
 /// Requirements:
 ///   log.append(op, records)     Append records, zxids strictly increasing and above
@@ -154,7 +154,7 @@ concept compactable_log =
 /// State machine: the application's replicated state.
 ///
 /// Only committed transactions reach it, exactly once each, in zxid order, on every replica
-/// (DESIGN.md rule 5). A restarted replica with a fresh in-memory state reports zxid{} from
+/// (docs/design.md rule 5). A restarted replica with a fresh in-memory state reports zxid{} from
 /// `last_applied` and is brought forward again from the log and the leader.
 ///
 /// Requirements:

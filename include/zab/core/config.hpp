@@ -23,7 +23,7 @@ struct member {
 };
 
 /// The group's membership. `version` is 0 for a static configuration; reconfiguration
-/// (PROTOCOL.md §9) will number later ones. Members are kept sorted by id.
+/// (docs/protocol.md §9) will number later ones. Members are kept sorted by id.
 class configuration {
 public:
     configuration() = default;

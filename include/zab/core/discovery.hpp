@@ -1,4 +1,4 @@
-// zab/core/discovery.hpp — the Discovery phase (PROTOCOL.md §4): the leader chooses a new
+// zab/core/discovery.hpp — the Discovery phase (docs/protocol.md §4): the leader chooses a new
 // epoch strictly above every epoch a quorum accepted, and each learner promises it.
 //
 // Leader: FOLLOWERINFO/OBSERVERINFO in → once the leader and a quorum of voters are in,

@@ -1,6 +1,6 @@
 // zab/core/election.hpp — the Election policy interface, and Fast Leader Election (§3).
 //
-// An election policy is the seam users swap first (DESIGN.md rule 4). It is constructed
+// An election policy is the seam users swap first (docs/design.md rule 4). It is constructed
 // with the peer's context and gets these calls, always from the peer's own step:
 //   start()                     the peer entered LOOKING: begin a new election
 //   on_notification(from, n)    a notification arrived — in *every* state: settled peers
@@ -34,7 +34,7 @@ concept election_policy = std::constructible_from<E, peer_context&> &&
         { const_e.next_deadline() } -> std::same_as<std::optional<std::uint64_t>>;
     };
 
-/// ZooKeeper's Fast Leader Election, PROTOCOL.md §3, event-driven: ZooKeeper's blocking
+/// ZooKeeper's Fast Leader Election, docs/protocol.md §3, event-driven: ZooKeeper's blocking
 /// `lookForLeader` loop and its receiver thread become `on_notification` and `on_tick`.
 class fast_leader_election {
 public:

@@ -10,7 +10,7 @@ namespace zab {
 
 /// Every error zab reports. Grouped by where it comes from; values are stable.
 enum class errc {
-    // Decoding input from the network or disk (DESIGN.md rule 9).
+    // Decoding input from the network or disk (docs/design.md rule 9).
     truncated = 1,          ///< fewer bytes than the frame or field needs
     oversized,              ///< a length field exceeds the configured bound
     bad_magic,              ///< not a zab frame at all
@@ -74,7 +74,7 @@ inline std::error_code make_error_code(errc e) noexcept {
     return {static_cast<int>(e), error_category()};
 }
 
-/// The return type of everything in zab that can fail (DESIGN.md rule 9).
+/// The return type of everything in zab that can fail (docs/design.md rule 9).
 template <typename T>
 using result = BOOST_OUTCOME_V2_NAMESPACE::std_result<T>;
 

@@ -3,7 +3,7 @@
 // Byte fields are `byte_view`s: a decoded message points into its frame buffer (no copy of
 // transaction bytes); the code that keeps a message beyond the frame's lifetime keeps the
 // frame's `shared_bytes` with it. Sentinels (-1 in ZooKeeper) are std::optional here
-// (PROTOCOL.md §1). The wire encoding is in codec.hpp.
+// (docs/protocol.md §1). The wire encoding is in codec.hpp.
 #pragma once
 
 #include <cstdint>

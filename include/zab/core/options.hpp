@@ -11,14 +11,14 @@
 namespace zab {
 
 /// Timing and identity options of a peer. Time enters the core only as `tick()`
-/// (DESIGN.md rule 1): every duration here is a number of ticks, and `tick_ms` tells the
+/// (docs/design.md rule 1): every duration here is a number of ticks, and `tick_ms` tells the
 /// runtime how long a tick is. The defaults reproduce ZooKeeper's timings with 100 ms ticks.
 struct options {
     /// Length of one tick in milliseconds (used by the runtime, not by the core).
     std::uint32_t tick_ms = 100;
 
     /// FLE: how long a peer that sees a quorum for its proposal keeps listening for a better
-    /// vote before deciding (ZooKeeper's finalizeWait, 200 ms; PROTOCOL.md §3.4 step 4).
+    /// vote before deciding (ZooKeeper's finalizeWait, 200 ms; docs/protocol.md §3.4 step 4).
     std::uint32_t finalize_wait_ticks = 2;
 
     /// FLE: silence after which notifications are sent again; doubles on each silence up to

@@ -1,10 +1,10 @@
-// zab/core/peer.hpp — zab::peer: one replica's protocol core, with no I/O (DESIGN.md rule 1).
+// zab/core/peer.hpp — zab::peer: one replica's protocol core, with no I/O (docs/design.md rule 1).
 //
 // Inputs are events, each one step: start, tick, connection up/down, a received frame, a
 // storage completion, a proposal. Outputs leave through the three concepts at the end of the step
-// (DESIGN.md rule 2). The phase policies (`Policies`) hold the code of each phase and share
+// (docs/design.md rule 2). The phase policies (`Policies`) hold the code of each phase and share
 // the peer's state through one `peer_context`. Messages are dispatched by kind to the policy
-// that owns them; election notifications are answered in every state (DESIGN.md rule 4).
+// that owns them; election notifications are answered in every state (docs/design.md rule 4).
 #pragma once
 
 #include <cstdint>
@@ -28,7 +28,7 @@
 
 namespace zab {
 
-/// The phase policies a peer is built from (DESIGN.md, "The shape"). Swap one by naming
+/// The phase policies a peer is built from (docs/design.md, "The shape"). Swap one by naming
 /// another type, e.g. `zab::policies<zab::fixed_leader_election>`.
 template <election_policy Election = fast_leader_election, typename Discovery = zab_discovery,
           typename Synchronization = zab_synchronization, typename Broadcast = zab_broadcast>
@@ -42,7 +42,7 @@ struct policies {
 using default_policies = policies<>;
 
 /// One replica. Not thread-safe: drive it from one thread or strand. Never blocks, never
-/// calls back into the caller from inside a call (DESIGN.md rule 2).
+/// calls back into the caller from inside a call (docs/design.md rule 2).
 template <transport Transport, log_store Log, state_machine StateMachine,
           typename Policies = default_policies>
 class peer {
@@ -72,7 +72,7 @@ public:
         if (stored.accepted < stored.current) {
             zab::log(log_level::error,
                      "peer {}: stored accepted epoch {} is below current epoch {}; refusing to "
-                     "start (PROTOCOL.md §2)",
+                     "start (docs/protocol.md §2)",
                      self, stored.accepted, stored.current);
             return make_error_code(errc::corrupt);
         }
@@ -150,7 +150,7 @@ public:
     }
 
     /// A frame arrived from `from` on `connection`. Anything wrong with it is the sender's
-    /// problem: the connection is closed and a counter moves (DESIGN.md rule 6).
+    /// problem: the connection is closed and a counter moves (docs/design.md rule 6).
     void on_receive(peer_id from, connection_id connection, const shared_bytes& frame) {
         if (failed()) return;
         ++ctx_.counters.frames_received;
@@ -191,7 +191,7 @@ public:
         end_step();
     }
 
-    /// An fsync or truncation failed: the replica stops for good (DESIGN.md rule 6). Every
+    /// An fsync or truncation failed: the replica stops for good (docs/design.md rule 6). Every
     /// later event is ignored; `failed()` reports the error.
     void on_storage_failed(std::error_code error) {
         if (failed()) return;
@@ -429,7 +429,7 @@ private:
           broadcast_{ctx_} {
         ctx_.storage_ = &storage_;
         ctx_.machine_ = &machine_;
-        // What this replica recovered is what it advertises (PROTOCOL.md §2): after a crash
+        // What this replica recovered is what it advertises (docs/protocol.md §2): after a crash
         // the log holds exactly its durable records.
         ctx_.durable_epochs = ctx_.written_epochs = log.stored_epochs();
         ctx_.last_logged = ctx_.last_zxid_visible = log.last_zxid();

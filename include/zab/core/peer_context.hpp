@@ -1,9 +1,9 @@
 // zab/core/peer_context.hpp — the state the phase policies share, and what they may ask for.
 //
-// A peer is built from four phase policies (DESIGN.md, "The shape"); they do not talk to each
+// A peer is built from four phase policies (docs/design.md, "The shape"); they do not talk to each
 // other directly but read and change this one context. It holds no I/O: `send` encodes the
 // message into a frame and queues it; the peer hands the queue to the transport at the end
-// of the step (DESIGN.md rule 2). It is not a template, so a policy is an ordinary class.
+// of the step (docs/design.md rule 2). It is not a template, so a policy is an ordinary class.
 #pragma once
 
 #include <algorithm>
@@ -142,7 +142,7 @@ public:
     /// non_voter_until_synced): it votes for nobody and joins as an observer until then.
     bool voting_suspended = false;
 
-    // --- durable quantities (PROTOCOL.md §2, §11.3) ---------------------------------------
+    // --- durable quantities (docs/protocol.md §2, §11.3) ---------------------------------------
     /// Epochs as durable on this replica: never ahead of what a crash would recover.
     epochs durable_epochs;
     /// Last zxid in the durable log: what this peer advertises (votes, ACKEPOCH).
@@ -170,7 +170,7 @@ public:
 
     /// Like `send`, but held until log operation `log_op` and epoch write `epoch_op` are
     /// durable (0: no condition). Messages to one peer leave in the order queued, so a held
-    /// message also holds back everything queued after it for that peer (DESIGN.md rule 2:
+    /// message also holds back everything queued after it for that peer (docs/design.md rule 2:
     /// a message that promises durability waits for the completion that covers it).
     void send_after(peer_id to, const message& m, storage_op log_op, storage_op epoch_op) {
         send_frame_after(to, encode(frame_context{options_.group_id, config_.version()}, m),
@@ -251,14 +251,14 @@ public:
     }
 
     /// Storage failed outside a completion (a read of the log): the peer stops at the end
-    /// of the step, as at a failed fsync (DESIGN.md rule 6). A read error never stands for a
+    /// of the step, as at a failed fsync (docs/design.md rule 6). A read error never stands for a
     /// shorter history (issue 15 defect 7).
     void storage_error(std::error_code error, const char* what) {
         log(log_level::error, "peer {}: {}: {}", self_, what, error.message());
         if (!storage_error_) storage_error_ = error;
     }
     /// Learner: the leader sent something that breaks the protocol; count it and look for a
-    /// leader again (never an assertion: DESIGN.md rule 6).
+    /// leader again (never an assertion: docs/design.md rule 6).
     void leader_misbehaved(const char* what) {
         ++counters.unexpected_messages;
         log(log_level::warn, "peer {}: {} from leader {}; back to LOOKING", self_, what,
@@ -268,7 +268,7 @@ public:
 
     // --- storage --------------------------------------------------------------------------
     /// Appends a record to this step's batch (one append and one sync per step: group
-    /// commit, DESIGN.md rule 2). Returns the operation that will make it durable.
+    /// commit, docs/design.md rule 2). Returns the operation that will make it durable.
     storage_op append(log_record record) {
         ZAB_ASSERT(record.id > last_zxid_visible, "appends must follow the log");
         if (batch_.empty()) last_log_op_ = batch_op_ = next_op();
@@ -329,7 +329,7 @@ public:
     std::optional<log_snapshot> log_snapshot_in_effect() const { return storage_->snapshot(); }
 
     // --- state machine --------------------------------------------------------------------
-    /// Applies a committed transaction (DESIGN.md rule 5): in zxid order, exactly once.
+    /// Applies a committed transaction (docs/design.md rule 5): in zxid order, exactly once.
     void apply(const log_record& record) {
         ZAB_ASSERT(record.id > last_applied, "applying out of order");
         machine_->apply(record.id, record.txn.view());

@@ -1,7 +1,7 @@
 // zab/core/quorum.hpp — quorum verifiers, and a tracker that checks every active one.
 //
 // Every quorum decision (FLE vote set, epoch quorum, NEWLEADER quorum, commit, leader
-// liveness) is checked against *all* active verifiers (PROTOCOL.md §9): the committed
+// liveness) is checked against *all* active verifiers (docs/protocol.md §9): the committed
 // configuration's, and during a reconfiguration the proposed one's too. Today there is one;
 // the tracker already keeps a list so reconfiguration does not have to change its callers.
 #pragma once

@@ -1,6 +1,6 @@
 // zab/core/roles.hpp — what a leader and a learner remember while they hold their role.
 //
-// The leader has no single phase (PROTOCOL.md §0, §6.3, DESIGN.md rule 4): it keeps one
+// The leader has no single phase (docs/protocol.md §0, §6.3, docs/design.md rule 4): it keeps one
 // `learner_link` per connected learner, each going through discovery → synchronization →
 // broadcast on its own, while the leader's own epoch moves through choosing the epoch,
 // collecting ACKEPOCHs and collecting NEWLEADER ACKs. The learner has one leader and one

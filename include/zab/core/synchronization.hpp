@@ -1,4 +1,4 @@
-// zab/core/synchronization.hpp — the Synchronization phase (PROTOCOL.md §5).
+// zab/core/synchronization.hpp — the Synchronization phase (docs/protocol.md §5).
 //
 // Leader: for each learner whose ACKEPOCH is in (once a quorum promised the epoch), plan
 // DIFF / TRUNC / SNAP from its last zxid against the leader's contiguous committed history,
@@ -140,7 +140,7 @@ public:
         if (!begin_sync()) return;
         if (m.truncate_to < ctx_.last_applied) {
             // It would take back transactions this replica applied as committed: not a
-            // leader of this history. Refuse it (DESIGN.md rule 6).
+            // leader of this history. Refuse it (docs/design.md rule 6).
             ctx_.leader_misbehaved("TRUNC below the applied state");
             return;
         }

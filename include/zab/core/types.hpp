@@ -14,16 +14,16 @@ using peer_id = std::uint64_t;
 
 /// Identifies one connection to one peer. The transport numbers connections; a message or
 /// event that names a connection other than the current one is stale and is dropped
-/// (Zab relies on FIFO per connection, PROTOCOL.md §0).
+/// (Zab relies on FIFO per connection, docs/protocol.md §0).
 using connection_id = std::uint64_t;
 
-/// The state a peer announces in election notifications (PROTOCOL.md §0, wire values).
+/// The state a peer announces in election notifications (docs/protocol.md §0, wire values).
 enum class peer_state : std::uint8_t { looking = 0, following = 1, leading = 2, observing = 3 };
 
 /// What a peer is after an election decided: the leader, a voting follower, or an observer.
 enum class role : std::uint8_t { leader, follower, observer };
 
-/// Zab phases (PROTOCOL.md §0). The leader has none of its own while learners join (§6.3):
+/// Zab phases (docs/protocol.md §0). The leader has none of its own while learners join (§6.3):
 /// each learner handler has its own phase.
 enum class phase : std::uint8_t { election, discovery, synchronization, broadcast };
 

@@ -1,4 +1,4 @@
-// zab/core/vote.hpp — an FLE vote, the vote order, and when two votes agree (PROTOCOL.md §3).
+// zab/core/vote.hpp — an FLE vote, the vote order, and when two votes agree (docs/protocol.md §3).
 #pragma once
 
 #include <cstdint>

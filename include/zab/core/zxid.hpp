@@ -8,10 +8,10 @@
 
 namespace zab {
 
-/// Epoch of a leader (PROTOCOL.md §1). Epochs stay far below 2^32; overflow is not handled.
+/// Epoch of a leader (docs/protocol.md §1). Epochs stay far below 2^32; overflow is not handled.
 using epoch_t = std::uint32_t;
 
-/// A zxid: `(epoch << 32) | counter` (PROTOCOL.md §1). Ordered as the pair (epoch, counter).
+/// A zxid: `(epoch << 32) | counter` (docs/protocol.md §1). Ordered as the pair (epoch, counter).
 /// Counter 0 is never a transaction: `(e, 0)` is the NEWLEADER zxid / epoch marker.
 /// Counter 0xffffffff is never proposed: reaching it forces a new election (ZOOKEEPER-1277).
 class zxid {
@@ -46,7 +46,7 @@ public:
     constexpr zxid next() const noexcept { return zxid{epoch(), counter() + 1}; }
 
     /// Whether `next` may follow this zxid in one log: within an epoch every counter follows
-    /// the previous one (PROTOCOL.md §5.3, §10.13, ZOOKEEPER-4925); a new epoch may start
+    /// the previous one (docs/protocol.md §5.3, §10.13, ZOOKEEPER-4925); a new epoch may start
     /// anywhere.
     constexpr bool continued_by(zxid next) const noexcept {
         return next.epoch() != epoch() || next.counter() == counter() + 1;

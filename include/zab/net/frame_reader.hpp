@@ -11,7 +11,7 @@
 //
 // Every header is validated with `zab::decode_header` (codec.hpp) before anything is
 // allocated for its payload, so a peer cannot make us allocate more than `max_frame_size`
-// (DESIGN.md rule 9). The payload itself is not decoded here: the peer decodes the frame,
+// (docs/design.md rule 9). The payload itself is not decoded here: the peer decodes the frame,
 // checks its CRC and rejects what is malformed. After an error the reader stays failed; the
 // connection is to be closed.
 //

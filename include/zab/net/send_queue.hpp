@@ -1,6 +1,6 @@
 // zab/net/send_queue.hpp — one connection's bounded queue of frames waiting to be written.
 //
-// Frames are `shared_bytes` (encoded once, shared with every follower and the log; DESIGN.md
+// Frames are `shared_bytes` (encoded once, shared with every follower and the log; docs/design.md
 // rule 10): the queue keeps a reference until the bytes are written, never a copy. Writes
 // gather several queued frames into one vector of buffers (one `writev`), at most one write
 // in flight, so frames leave in the order they were queued.

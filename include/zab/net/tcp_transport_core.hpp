@@ -3,7 +3,7 @@
 // Read tcp_transport.hpp first for what the transport promises. This file is how:
 //
 // - Who dials. The higher id of each pair dials the lower one, which only accepts. ZooKeeper
-//   keeps the connection the higher sid initiated and closes the other (PROTOCOL.md §3.1);
+//   keeps the connection the higher sid initiated and closes the other (docs/protocol.md §3.1);
 //   here the other is never opened. A member this replica dials that dials it anyway is
 //   refused (`wrong_direction`): the two disagree about the membership.
 // - One connection per peer. A peer slot holds the current (established) connection and, on

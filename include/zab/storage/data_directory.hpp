@@ -3,7 +3,7 @@
 //
 // Identity (issue #6): a directory belongs to one replica of one cluster. `identity` is
 // written last when a directory is initialized, so its presence is the "initialized" marker
-// (PROTOCOL.md §2, ZOOKEEPER-261): a directory without it holds no history, whatever else
+// (docs/protocol.md §2, ZOOKEEPER-261): a directory without it holds no history, whatever else
 // lies there, and `file_log::fresh()` reports it so the core can join as a non-voter.
 #pragma once
 

@@ -5,7 +5,7 @@
 // One `durable_io` serves one flush job (or one recovery). Its first failed step is
 // remembered with a sentence naming the step, the file and the errno; every later step then
 // does nothing and fails too, so a job never continues past a failed fsync and nothing is
-// retried (DESIGN.md rule 6: after a failed fsync the page cache may have dropped the dirty
+// retried (docs/design.md rule 6: after a failed fsync the page cache may have dropped the dirty
 // pages, and a second fsync would "succeed" on data that is gone).
 #pragma once
 
@@ -144,7 +144,7 @@ public:
 
     /// Replaces `name` by a file holding `parts`, atomically at a crash: write `name.tmp`,
     /// fsync it (`file_site`), rename it over `name`, fsync the directory (`directory_site`)
-    /// (PROTOCOL.md §2, §11.2).
+    /// (docs/protocol.md §2, §11.2).
     bool write_file_atomically(std::string_view name, std::span<const byte_view> parts,
                                sync_site file_site, sync_site directory_site) {
         const std::string temporary = fmt::format("{}.tmp", name);

@@ -1,7 +1,7 @@
 // zab/storage/file_log.hpp — zab::file_log: a crash-safe `zab::log_store` in a directory of
 // segment files, with the epoch file and snapshot files beside it (issue #6).
 //
-// Threading and durability (DESIGN.md rules 1–3). Every `log_store` member runs on the
+// Threading and durability (docs/design.md rules 1–3). Every `log_store` member runs on the
 // peer's thread and never blocks on the disk: `append`, `truncate_after`,
 // `install_snapshot` and `write_epochs` take effect at once for `read`, `last_zxid`,
 // `stored_epochs` and `snapshot` (what is not on disk yet is served from memory), and only
@@ -17,7 +17,7 @@
 // One flush covers every append made before `begin_flush`: that is the group commit (many
 // appends, one fdatasync per touched segment). At most one job is outstanding.
 //
-// Failure is terminal (DESIGN.md rule 6, PROTOCOL.md §2 ZOOKEEPER-3701/4882): once a write,
+// Failure is terminal (docs/design.md rule 6, docs/protocol.md §2 ZOOKEEPER-3701/4882): once a write,
 // sync or truncation fails, this flush and every later one report `errc::storage_failed`
 // with the first failure's reason; no job does any I/O again.
 //
@@ -73,7 +73,7 @@ public:
     ///   - `invalid_argument`: the directory belongs to another cluster or replica, is not
     ///     initialized while `create_if_missing` is false, or another file_log holds it;
     ///   - `corrupt`: a file fails its checks beyond a torn tail, or the epochs fail the
-    ///     start-up checks of PROTOCOL.md §2 (accepted ≥ current; the epoch of the last
+    ///     start-up checks of docs/protocol.md §2 (accepted ≥ current; the epoch of the last
     ///     logged zxid — the snapshot's when the log is empty — ≤ current);
     ///   - `unsupported_version`: a file of another format version;
     ///   - `storage_failed`: a system call failed (the errno text is in the diagnostic).
@@ -355,7 +355,7 @@ public:
 
     /// True when this `open` initialized the directory (it was missing, empty, or never
     /// initialized): this replica has no history, and the core should make it a non-voter
-    /// until synced (PROTOCOL.md §2, ZOOKEEPER-261).
+    /// until synced (docs/protocol.md §2, ZOOKEEPER-261).
     bool fresh() const noexcept { return fresh_; }
 
     /// True when this `open` found the directory corrupt and, as
@@ -1034,10 +1034,10 @@ inline result<void> file_log::recover_segments(const detail::directory_contents&
     return success();
 }
 
-/// The start-up checks of PROTOCOL.md §2 (and §11.2).
+/// The start-up checks of docs/protocol.md §2 (and §11.2).
 inline result<void> file_log::check_epochs(std::string& why) const {
     if (epochs_.accepted < epochs_.current) {
-        why = fmt::format("{}: acceptedEpoch {} < currentEpoch {} (PROTOCOL.md §2: refuse to "
+        why = fmt::format("{}: acceptedEpoch {} < currentEpoch {} (docs/protocol.md §2: refuse to "
                           "start)",
                           options_.directory, epochs_.accepted, epochs_.current);
         return make_error_code(errc::corrupt);
@@ -1052,7 +1052,7 @@ inline result<void> file_log::check_epochs(std::string& why) const {
     const zxid last = last_zxid();
     if (last != zxid{} && last.epoch() > epochs_.accepted) {
         why = fmt::format("{}: last logged zxid {} is of epoch {}, above acceptedEpoch {} "
-                          "(PROTOCOL.md §2: refuse to start)",
+                          "(docs/protocol.md §2: refuse to start)",
                           options_.directory, last, last.epoch(), epochs_.accepted);
         return make_error_code(errc::corrupt);
     }

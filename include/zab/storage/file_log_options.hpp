@@ -25,7 +25,7 @@ enum class corruption_policy : std::uint8_t {
     /// is kept) and whose currentEpoch is 0. `file_log::resynced_after_corruption()` then
     /// reports it: the driver must set `options::non_voter_until_synced` on the peer, so
     /// that the replica votes for nobody and rejoins as an observer until a leader has
-    /// synced it — as `--join` does for a wiped directory (PROTOCOL.md §2, ZOOKEEPER-261).
+    /// synced it — as `--join` does for a wiped directory (docs/protocol.md §2, ZOOKEEPER-261).
     resync,
 };
 
@@ -42,7 +42,7 @@ struct file_log_options {
 
     /// A missing or empty directory is created and initialized (and `fresh()` reports it).
     /// When false, `open` fails on such a directory instead: an operator must initialize it,
-    /// the safe choice where a wiped disk must not rejoin on its own (PROTOCOL.md §2,
+    /// the safe choice where a wiped disk must not rejoin on its own (docs/protocol.md §2,
     /// ZOOKEEPER-261).
     bool create_if_missing = true;
 

@@ -4,7 +4,7 @@
 // `job.run()` (any thread, blocks) does the writes and syncs; `file_log::finish_flush(job)`
 // (peer thread) turns its outcome into completions for the peer. The job owns what it works
 // on: the bytes to write, and shared references to the directory and segment files it
-// touches, so it never reads or writes the log's members while it runs (DESIGN.md rules 1–3).
+// touches, so it never reads or writes the log's members while it runs (docs/design.md rules 1–3).
 //
 // Order inside a job, chosen so that a crash at any instant leaves a state recovery accepts:
 //   1. truncation: newer segments unlinked newest first (a directory fsync each, so the
@@ -21,7 +21,7 @@
 //      or a checkpoint (after 1 and 2): the snapshot file the same way, then the segments
 //      whose records it covers wholly, and surplus snapshots, are unlinked;
 //   4. the epoch file, atomically (temp + fsync + rename + directory fsync, §2, §11.2).
-// The first failed step ends the job; nothing is retried (DESIGN.md rule 6).
+// The first failed step ends the job; nothing is retried (docs/design.md rule 6).
 #pragma once
 
 #include <algorithm>
@@ -103,7 +103,7 @@ struct pending_install {
 
 /// What a finished flush means for the peer. Deliver `log_durable` as
 /// `peer.on_log_durable(op)`, `epochs_durable` as `peer.on_epochs_durable(op)`, or, when
-/// `failed()`, `error` as `peer.on_storage_failed(error)`: terminal (DESIGN.md rule 6).
+/// `failed()`, `error` as `peer.on_storage_failed(error)`: terminal (docs/design.md rule 6).
 struct flush_result {
     std::optional<storage_op> log_durable;     ///< every log operation ≤ this is durable
     std::optional<storage_op> epochs_durable;  ///< the epoch write with this op is durable

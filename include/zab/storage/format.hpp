@@ -2,7 +2,7 @@
 //
 // A data directory holds:
 //   identity              who owns the directory: cluster id, replica id, "initialized" flag
-//   epochs                acceptedEpoch and currentEpoch (PROTOCOL.md §2), one small file
+//   epochs                acceptedEpoch and currentEpoch (docs/protocol.md §2), one small file
 //   log.<16 hex digits>   log segments, numbered in creation order, never reused
 //   snapshot.<16 hex>     snapshots, numbered like segments. An installed snapshot (a SNAP
 //                         sync) starts a log generation, its number: segments with a smaller

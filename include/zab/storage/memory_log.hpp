@@ -3,7 +3,7 @@
 // For tests, benchmarks of the protocol, and replicas whose durability comes from elsewhere.
 // "Durable" here means "in this process's memory": a process that dies loses everything, so
 // a cluster of memory_logs survives the crash of a minority only, never a power loss of all
-// (PROTOCOL.md §2 assumes a disk). It offers the same flush interface as zab::file_log, so
+// (docs/protocol.md §2 assumes a disk). It offers the same flush interface as zab::file_log, so
 // a driver (the Asio runtime node) treats both alike:
 //
 //     auto job = log.begin_flush();     // takes the requested completions

@@ -1,6 +1,6 @@
 // zab/testing/client_checker.hpp — checks the promises of the client path under faults.
 //
-// What a client of zab is promised (PROTOCOL.md §6.1, §7; client.hpp):
+// What a client of zab is promised (docs/protocol.md §6.1, §7; client.hpp):
 // 1. every request submitted gets exactly one completion;
 // 2. a write that succeeds with zxid z was applied, with its bytes, on the replica that
 //    reported it before the report;

@@ -11,7 +11,7 @@
 //
 // `power_loss()` restarts from the durable image: every descriptor is gone, and what was not
 // synced is lost. `power_loss(random)` is the crash of include/zab/testing/sim_log.hpp and of
-// FoundationDB's AsyncFileNonDurable (DESIGN.md rule 11) for real files: every 4 KiB page
+// FoundationDB's AsyncFileNonDurable (docs/design.md rule 11) for real files: every 4 KiB page
 // written since the file's last sync is independently kept, dropped (the durable bytes stay)
 // or torn — each 512-byte sector of it new or old, or garbage where the sector held no
 // durable byte (sectors are written atomically, so a torn write never destroys bytes that

@@ -5,7 +5,7 @@
 //   - a decision by the LOOKING branch rests on a quorum (counted independently) of votes
 //     equal to the decided vote, each really delivered to the decider by its voter, and the
 //     decided leader's (current epoch, last zxid, sid) is at least that of every LOOKING
-//     voter in the quorum (PROTOCOL.md §3.3, §3.4 step 4);
+//     voter in the quorum (docs/protocol.md §3.3, §3.4 step 4);
 //   - a decision through FOLLOWING/LEADING votes rests on a quorum of agreeing settled votes
 //     and on checkLeader: the leader itself told the decider it was LEADING (§3.4 step 6).
 // FLE alone does not make the leader unique: Discovery does (§3, safety note).

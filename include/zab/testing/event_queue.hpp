@@ -3,7 +3,7 @@
 // What it models: the passage of time in a simulated run. Nothing in the simulator reads a
 // clock or sleeps; every delayed effect (a frame arriving, an fsync completing, a timer) is
 // an event scheduled at a virtual instant, and running the queue jumps straight from one
-// event to the next, so idle time costs nothing (DESIGN.md rule 11). Events at the same
+// event to the next, so idle time costs nothing (docs/design.md rule 11). Events at the same
 // instant run in the order they were scheduled: with one seed, the order of everything is
 // fixed, which is what lets a failing seed replay exactly.
 #pragma once

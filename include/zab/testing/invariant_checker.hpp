@@ -1,4 +1,4 @@
-// zab/testing/invariant_checker.hpp — checks the correctness properties of PROTOCOL.md §10
+// zab/testing/invariant_checker.hpp — checks the correctness properties of docs/protocol.md §10
 // against the facts a run reports.
 //
 // The checker knows nothing of the peer's internals. The harness (the simulator, or a test by
@@ -27,7 +27,7 @@
 // A log is reported as its records in zxid order, plus (optionally) the zxid of the snapshot
 // it starts from. A transaction at or below that snapshot counts as in the log when some
 // server applied it: a snapshot holds applied state, and only committed transactions are
-// applied (DESIGN.md rule 5).
+// applied (docs/design.md rule 5).
 #pragma once
 
 #include <algorithm>
@@ -58,7 +58,7 @@ struct txn_id {
     auto operator<=>(const txn_id&) const = default;
 };
 
-/// The properties checked, in the order of PROTOCOL.md §10 (1–13), plus DESIGN.md rule 5 and
+/// The properties checked, in the order of docs/protocol.md §10 (1–13), plus docs/design.md rule 5 and
 /// the commit rule of §6.1.
 enum class property {
     integrity,             ///< §10.1: every delivered txn was broadcast by some leader
@@ -74,7 +74,7 @@ enum class property {
     advertise_durable,     ///< §10.11: everything advertised is durable, and vice versa
     commit_order,          ///< §10.12: COMMITs in order, only after earlier ones, matching
     contiguity,            ///< §10.13: no holes within an epoch
-    applied_committed,     ///< §11.10, DESIGN.md rule 5: nothing applied before committed
+    applied_committed,     ///< §11.10, docs/design.md rule 5: nothing applied before committed
     quorum_durable,        ///< §6.1: when a leader commits, a quorum of voters hold it durably
 };
 
@@ -99,7 +99,7 @@ constexpr std::string_view to_string(property p) noexcept {
     return "?";
 }
 
-/// Where PROTOCOL.md (or DESIGN.md) states the property.
+/// Where docs/protocol.md (or docs/design.md) states the property.
 constexpr std::string_view citation(property p) noexcept {
     switch (p) {
         case property::integrity: return "§10.1";
@@ -312,7 +312,7 @@ public:
         ++observations_;
         server_record& s = servers_[server];
 
-        // DESIGN.md rule 5, §11.10: only committed transactions reach the state machine.
+        // docs/design.md rule 5, §11.10: only committed transactions reach the state machine.
         expect(is_committed(t), property::applied_committed, [&] {
             return fmt::format("server {} applied {}, which was never committed", server, show(t));
         });

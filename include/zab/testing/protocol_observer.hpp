@@ -273,7 +273,7 @@ private:
         const auto* c = std::get_if<commit>(&m);
         if (c == nullptr) return;
         const auto* p = sim_.peer_of(receiver);
-        // A replica whose disk failed handles nothing more (DESIGN.md: terminal).
+        // A replica whose disk failed handles nothing more (docs/design.md: terminal).
         if (p == nullptr || p->failed() || !p->context().learning ||
             p->context().learning->leader != sender)
             return;

@@ -2,7 +2,7 @@
 //
 // What it models: every random choice of a simulated run (network delays, disk latencies,
 // crash outcomes, fault schedules) comes from one seed, so a failing run replays exactly
-// from that seed (DESIGN.md rule 11). The standard library's engines are portable but its
+// from that seed (docs/design.md rule 11). The standard library's engines are portable but its
 // distributions are not (libstdc++ and libc++ draw differently), so zab has its own:
 // xoshiro256** (Blackman & Vigna) seeded through splitmix64, Lemire's unbiased bounded
 // integers, and 53-bit doubles. Nothing here may change output without changing the golden

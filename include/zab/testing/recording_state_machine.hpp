@@ -1,7 +1,7 @@
 // zab/testing/recording_state_machine.hpp — a state machine that remembers what it applied.
 //
 // Its state is the sequence of applied transactions itself, which is exactly what the
-// invariant checkers compare between replicas (PROTOCOL.md §10: delivered sequences D_s).
+// invariant checkers compare between replicas (docs/protocol.md §10: delivered sequences D_s).
 #pragma once
 
 #include <cstdint>
@@ -23,7 +23,7 @@ public:
         shared_bytes txn;
     };
 
-    /// Applies a committed transaction. zab guarantees zxid order (DESIGN.md rule 5); a
+    /// Applies a committed transaction. zab guarantees zxid order (docs/design.md rule 5); a
     /// violation here is a bug in zab, so it is asserted.
     void apply(zxid id, byte_view txn) {
         ZAB_ASSERT(applied_.empty() || applied_.back().id < id,

@@ -7,7 +7,7 @@
 // (group commit: the job takes every operation issued so far), and the job runs — writes,
 // fdatasyncs, renames — at the instant the disk completes it, a latency drawn as sim_log
 // draws it from `disk_options`; `finish_flush` then turns its result into completions,
-// delivered as events (DESIGN.md rule 2), and the next flush starts if more was requested
+// delivered as events (docs/design.md rule 2), and the next flush starts if more was requested
 // meanwhile. Log syncs and epoch writes complete in the order issued, each with the flush
 // that carried it.
 //

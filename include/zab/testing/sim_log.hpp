@@ -1,11 +1,11 @@
 // zab/testing/sim_log.hpp — a `zab::log_store` on a simulated disk that can lose power.
 //
 // What it models: a log file, an optional snapshot standing in for every record up to its
-// zxid, and the two epoch files of PROTOCOL.md §2, on a disk whose fsync takes time and
+// zxid, and the two epoch files of docs/protocol.md §2, on a disk whose fsync takes time and
 // whose un-synced writes are at the mercy of a crash. Writes are visible at once (the page
 // cache) and durable only when a sync completes (fsync). At a power loss each un-synced
 // record is independently kept, dropped or torn, as in FoundationDB's AsyncFileNonDurable
-// (DESIGN.md rule 11). A torn record fails its checksum at recovery, so recovery stops
+// (docs/design.md rule 11). A torn record fails its checksum at recovery, so recovery stops
 // there: the recovered log is the durable image plus a prefix of the un-synced writes. That
 // prefix is what resurrects transactions that were never acknowledged, the situation behind
 // most of ZooKeeper's data-loss bugs (§2).
@@ -18,7 +18,7 @@
 // record after the snapshot's zxid (ZOOKEEPER-2832/2872).
 //
 // Timing: completions are events on the event_queue, never calls from inside a member
-// (DESIGN.md rule 2). Log syncs complete in the order issued. Epoch writes complete in
+// (docs/design.md rule 2). Log syncs complete in the order issued. Epoch writes complete in
 // their own order, independently of log syncs: an epoch write issued after a sync may
 // become durable first, which the protocol must survive (the concept allows it).
 //
@@ -112,7 +112,7 @@ constexpr std::string_view to_string(storage_op_kind k) noexcept {
 /// nothing). The two modes keep that rule:
 enum class storage_fault_mode : std::uint8_t {
     /// The error is reported: the completion that covers the operation is kind::failed with
-    /// the fault's error, the peer gets `on_storage_failed` and stops (DESIGN.md: terminal).
+    /// the fault's error, the peer gets `on_storage_failed` and stops (docs/design.md: terminal).
     /// The operation's writes stay un-synced, at the mercy of the next crash.
     terminal = 0,
     /// The error happens before anything was handed to fsync — a write(2) of the layer's

@@ -1,12 +1,12 @@
 // zab/testing/sim_network.hpp — a simulated network with TCP's guarantees and TCP's failures.
 //
 // What it models: one connection per pair of nodes, as ZooKeeper's QuorumCnxManager keeps,
-// carrying frames FIFO and without loss while it lasts (PROTOCOL.md §0: Zab relies on
+// carrying frames FIFO and without loss while it lasts (docs/protocol.md §0: Zab relies on
 // that). What the protocol must survive is what TCP does when things go wrong: connections
 // break and come back with a new identity, frames in flight are lost with them, nodes crash
 // and restart, the network partitions, and one direction can stall while the other flows
 // until a timeout kills the connection. Every delay is drawn from the seeded prng and every
-// effect is an event on the event_queue (DESIGN.md rules 2 and 11): same seed, same run.
+// effect is an event on the event_queue (docs/design.md rules 2 and 11): same seed, same run.
 //
 // What each node sees on one connection, in this order: `connected`, then frames in the
 // order they were sent (a prefix of them), then `disconnected`. Every `connected` is

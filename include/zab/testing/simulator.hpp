@@ -1,9 +1,9 @@
 // zab/testing/simulator.hpp — a deterministic cluster of real zab peers in virtual time.
 //
-// What it is: the production `zab::peer`, unchanged (DESIGN.md rule 7), over a simulated
+// What it is: the production `zab::peer`, unchanged (docs/design.md rule 7), over a simulated
 // network (sim_network: per-connection FIFO, delays, broken connections, partitions) and a
 // simulated disk per replica (sim_log: slow fsync, crashes that keep, drop or tear un-synced
-// writes). One seed drives every random choice (DESIGN.md rule 11), so a run replays exactly
+// writes). One seed drives every random choice (docs/design.md rule 11), so a run replays exactly
 // from its seed; a hash over every delivered frame and every peer's state digest after
 // every event checks that claim. Users can run their own state machine under it.
 //
@@ -68,7 +68,7 @@ struct cluster_options {
 };
 
 /// Where inside a learner's NEWLEADER handling (§5.3, §11.1, §11.8) a crash can be aimed.
-/// The learner's steps are events of their own (DESIGN.md rule 2), so each point is a state
+/// The learner's steps are events of their own (docs/design.md rule 2), so each point is a state
 /// the learner sits in between two events.
 enum class newleader_point : std::uint8_t {
     history_appended,  ///< NEWLEADER handled: the history is appended, not yet durable
