@@ -128,13 +128,13 @@ stop() {  # stop ID [SIGNAL]: signals replica ID (KILL unless told), if it runs,
     unset "pids[$1]"
 }
 
+# shellcheck disable=SC2034  # exit_status is the caller's
 exited_within() {  # exited_within ID SECONDS: reaps replica ID once it exits; status in $exit_status
     local deadline=$((SECONDS + $2))
     while kill -0 "${pids[$1]}" 2>/dev/null; do
         ((SECONDS < deadline)) || fail "replica $1 still runs $2 s after its start"
         sleep 0.1
     done
-    # shellcheck disable=SC2034  # read by the caller
     exit_status=0
     wait "${pids[$1]}" || exit_status=$?
     unset "pids[$1]"
@@ -165,6 +165,7 @@ no_leader_for() {
 
 # digests_equal_within ID...: waits (30 s) until the listed replicas' INFO DIGEST (digest and
 # the zxid it was taken at) are equal; the digest is left in $digest. Write nothing meanwhile.
+# shellcheck disable=SC2034  # digest is the caller's
 digests_equal_within() {
     local deadline=$((SECONDS + 30)) id first all
     while :; do
@@ -179,7 +180,6 @@ digests_equal_within() {
                 tr -d '\r' | tr '\n' ' ')"; done)"
         sleep 0.3
     done
-    # shellcheck disable=SC2034  # read by the caller
     digest=$first
 }
 
@@ -225,4 +225,12 @@ mark_logs() {
 logged() {
     tail -n +$((${log_mark[$1]:-0} + 1)) "$work/replica-$1.log" 2>/dev/null | grep -qF -- "$2" ||
         fail "replica $1 did not log '$2'"
+}
+logged_within() {  # logged_within ID SECONDS TEXT: as logged, waiting up to SECONDS for it
+    local deadline=$((SECONDS + $2))
+    until tail -n +$((${log_mark[$1]:-0} + 1)) "$work/replica-$1.log" 2>/dev/null |
+        grep -qF -- "$3"; do
+        ((SECONDS < deadline)) || fail "replica $1 did not log '$3' within $2 s"
+        sleep 0.2
+    done
 }

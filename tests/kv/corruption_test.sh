@@ -8,11 +8,12 @@
 # tail), and a flipped byte in that segment's header (records after it name synced offsets
 # past 0) — on fresh directories:
 #   1. 1,000 writes, one after another, through the leader; the acknowledged ones (+OK)
-#      are kept. All three replicas reach the same digest.
+#      are kept. After the first 500 every replica is stopped and its directory copied (the
+#      backup), then restarted. All three reach the same digest.
 #   2. Every replica is killed (SIGKILL: a crash; every acknowledged write had been fsynced
-#      by a quorum, and here by all three, before its +OK). Their directories are copied (the
-#      backup), then one byte is flipped on two of the three: the leader and a follower for
-#      the record kind, both followers for the header kind.
+#      by a quorum, and here by all three, before its +OK), then one byte is flipped on two of
+#      the three: the leader and a follower for the record kind, both followers for the
+#      header kind.
 #   3. All three restarted with --on-corruption refuse (the default): the damaged ones exit 1
 #      naming the segment file and the offset (the damaged record's, or 0 for the header);
 #      the intact one is never established and logs why (the stalled-election warning:
@@ -22,8 +23,11 @@
 #      quorum), and the intact one says so (two voters voting for nobody).
 #   5. Recovery: every replica stopped; a copy of the intact replica's directory is refused
 #      by a damaged one (it belongs to another replica: identity and segment headers); each
-#      damaged directory is restored from its backup; all three restarted: a leader, every
-#      acknowledged write read back (after ZSYNC) on every replica, equal digests.
+#      damaged directory is restored from its backup (500 writes behind), and started one at
+#      a time after the intact replica, each established before the next starts (two
+#      restored replicas started together could elect their older history without it, and
+#      truncate it). The intact one leads; every acknowledged write reads back (after ZSYNC)
+#      on every replica; equal digests.
 # Then the available case: one follower damaged (record kind) and restarted with
 # --on-corruption resync while the other two run is synced: established, the leader's
 # digest, every acknowledged write.
@@ -58,26 +62,28 @@ no_leader_seconds=4
 segment_header_bytes=64
 record_header_bytes=20
 
-segment_of() {  # segment_of DIR: the one log segment of DIR, in $segment
+segment_of() {  # segment_of DIR: the newest log segment of DIR, in $segment
     local found=("$1"/log.*)
-    [[ ${#found[@]} -eq 1 && -f "${found[0]}" ]] ||
-        fail "expected one log segment in $1, found: ${found[*]}"
-    segment=${found[0]}
+    [[ -f "${found[-1]}" ]] || fail "no log segment in $1"
+    segment=${found[-1]}
 }
 
-# record_at FILE N: the N-th record (from 1) of a segment: $record_offset, $record_length.
-record_at() {
-    local -a b
+# middle_record FILE: the middle record of a segment: $record_offset, $record_length, and
+# $records_after (how many follow it).
+middle_record() {
+    local -a b offsets=() lengths=()
     mapfile -t b < <(od -An -v -tu1 -w1 "$1")
-    local offset=$segment_header_bytes i length
+    local offset=$segment_header_bytes length
     if ((b[4] == 1 && b[5] == 0 && b[6] == 0 && b[7] == 0)); then record_header_bytes=16; fi
-    for ((i = 1; ; i++)); do
-        ((offset + record_header_bytes <= ${#b[@]})) || fail "$1 holds fewer than $2 records"
+    while ((offset + record_header_bytes <= ${#b[@]})); do
         length=$((b[offset + 4] | b[offset + 5] << 8 | b[offset + 6] << 16 | b[offset + 7] << 24))
-        ((i < $2)) || break
+        offsets+=("$offset") lengths+=("$length")
         offset=$((offset + record_header_bytes + length))
     done
-    record_offset=$offset record_length=$length
+    ((${#offsets[@]} >= 3)) || fail "$1 holds ${#offsets[@]} records"
+    local middle=$((${#offsets[@]} / 2))
+    record_offset=${offsets[middle]} record_length=${lengths[middle]}
+    records_after=$((${#offsets[@]} - middle - 1))
 }
 
 flip_byte() {  # flip_byte FILE OFFSET: inverts every bit of the byte at OFFSET
@@ -94,13 +100,14 @@ declare -A refusal=()
 damage() {
     segment_of "$work/replica-$1"
     if [[ "$2" == record ]]; then
-        record_at "$segment" $((writes / 2))
+        middle_record "$segment"
         flip_byte "$segment" $((record_offset + record_header_bytes + record_length / 2))
         refusal[$1]="$segment: offset $record_offset: record checksum mismatch"
     else
         flip_byte "$segment" 32  # the base zxid's low byte: the header's CRC no longer matches
         refusal[$1]="$segment: offset 0: segment header: header checksum mismatch"
     fi
+    cp "$segment" "$work/damaged-segment-$1"
 }
 
 fresh() {  # fresh: nothing running, no data; the logs so far move to old/
@@ -112,26 +119,39 @@ fresh() {  # fresh: nothing running, no data; the logs so far move to old/
             mv "$work/replica-$id.log" "$work/old/$SECONDS-replica-$id.log"
         fi
     done
-    rm -rf "$work"/replica-* "$work"/backup-*
+    rm -rf "$work"/replica-* "$work"/backup-* "$work"/damaged-segment-*
     mark_logs
 }
 
-# Steps 1 and 2: fresh replicas, $writes acknowledged writes in $work/KIND.acked, all
-# killed; $leader is the one that led.
-write_and_kill() {
-    local id
+# Steps 1 and 2: fresh replicas; half of $writes writes, a backup of every directory (all
+# stopped for it: $work/backup-N; not with "nobackup"), the other half; their "key value"
+# lines, all acknowledged, in $work/KIND.acked; all killed. $leader is the one that led last.
+write_and_kill() {  # write_and_kill KIND [nobackup]
+    local id half=$((writes / 2))
     fresh
     for id in 1 2 3; do start "$id"; done
     leader=$(wait_leader 1 2 3)
-    write_acked "$leader" "$writes" "$1-" "$work/$1.acked"
-    expect "[$1] writes acknowledged by leader $leader" "$writes" "$(wc -l <"$work/$1.acked")"
+    write_acked "$leader" "$half" "$1-a" "$work/$1.acked"
+    if [[ "${2:-}" != nobackup ]]; then
+        digests_equal_within 1 2 3
+        for id in 1 2 3; do
+            stop "$id"
+            cp -a "$work/replica-$id" "$work/backup-$id"
+        done
+        for id in 1 2 3; do start "$id"; done
+        leader=$(wait_leader 1 2 3)
+    fi
+    write_acked "$leader" $((writes - half)) "$1-b" "$work/$1.acked-b"
+    cat "$work/$1.acked-b" >>"$work/$1.acked"
+    expect "[$1] writes acknowledged" "$writes" "$(wc -l <"$work/$1.acked")"
     digests_equal_within 1 2 3
     for id in 1 2 3; do stop "$id"; done
-    say "[$1] $writes writes acknowledged by leader $leader, digest $(sed -n 's/^digest://p' <<<"$digest"); all killed"
+    say "[$1] $writes writes acknowledged${2:+ (no backup)}${2:-" ($half before the backup)"}," \
+        "last leader $leader, digest $(sed -n 's/^digest://p' <<<"$digest"); all killed"
 }
 
 majority_damaged() {  # majority_damaged KIND (record | header)
-    local kind=$1 id d
+    local kind=$1 id d records_after=
     write_and_kill "$kind"
     local -a damaged
     if [[ "$kind" == record ]]; then
@@ -141,10 +161,10 @@ majority_damaged() {  # majority_damaged KIND (record | header)
     fi
     mapfile -t damaged < <(printf '%s\n' "${damaged[@]}" | sort -n)
     local intact=$((6 - damaged[0] - damaged[1]))
-    for id in 1 2 3; do cp -a "$work/replica-$id" "$work/backup-$id"; done
     for d in "${damaged[@]}"; do damage "$d" "$kind"; done
     local who="replicas ${damaged[0]} and ${damaged[1]}"
-    say "[$kind] damaged $who (leader was $leader): ${refusal[${damaged[0]}]}"
+    say "[$kind] damaged $who (leader was $leader): ${refusal[${damaged[0]}]}" \
+        "${records_after:+($records_after records after it)}"
 
     # 3. --on-corruption refuse: the damaged exit 1 naming file and offset; no leader.
     mark_logs
@@ -156,8 +176,8 @@ majority_damaged() {  # majority_damaged KIND (record | header)
         logged "$d" "kv_server: cannot open the data directory $work/replica-$d: ${refusal[$d]}"
         logged "$d" "not a torn tail: corruption"
     done
-    logged "$intact" "peer $intact: no leader elected after"
-    logged "$intact" "voting for a candidate: $intact; voting for nobody (not synced since their data was wiped or found damaged): none; not heard from: ${damaged[0]}, ${damaged[1]}"
+    # The stalled-election warning comes at initLimit (2 s), 4 s, 8 s ... after the start.
+    logged_within "$intact" 8 "voting for a candidate: $intact; voting for nobody (not synced since their data was wiped or found damaged): none; not heard from: ${damaged[0]}, ${damaged[1]}"
     say "[$kind] refused: $who exited 1; replica $intact unestablished for ${no_leader_seconds}+ s, and says why"
 
     # 4. --on-corruption resync: non-voters; still no leader. The intact one restarts after
@@ -172,14 +192,14 @@ majority_damaged() {  # majority_damaged KIND (record | header)
     for d in "${damaged[@]}"; do
         logged "$d" "${refusal[$d]}"
         logged "$d" "moved to $work/replica-$d/damaged-1; joining as a non-voter until a leader syncs it"
-        logged "$d" "this replica itself votes for nobody until a leader syncs it"
+        logged_within "$d" 8 "this replica itself votes for nobody until a leader syncs it"
         segment_of "$work/replica-$d/damaged-1"
         [[ -e "$work/replica-$d/damaged-1/identity" && -e "$work/replica-$d/damaged-1/epochs" ]] ||
             fail "[$kind] $work/replica-$d/damaged-1 lacks the identity or epochs file"
-        expect "[$kind] bytes of replica $d's moved segment that differ from its backup" 1 \
-            "$(cmp -l "$work/backup-$d/${segment##*/}" "$segment" | wc -l)"
+        cmp -s "$work/damaged-segment-$d" "$segment" ||
+            fail "[$kind] $segment is not the segment damaged on replica $d"
     done
-    logged "$intact" "voting for a candidate: $intact; voting for nobody (not synced since their data was wiped or found damaged): ${damaged[0]}, ${damaged[1]}; not heard from: none"
+    logged_within "$intact" 8 "voting for a candidate: $intact; voting for nobody (not synced since their data was wiped or found damaged): ${damaged[0]}, ${damaged[1]}; not heard from: none"
     say "[$kind] resync: $who non-voters, files in damaged-1/; no leader for ${no_leader_seconds}+ s"
 
     # 5. The recovery. Another replica's directory is not a backup: it is refused.
@@ -194,15 +214,24 @@ majority_damaged() {  # majority_damaged KIND (record | header)
         logged "${damaged[0]}" "belongs to cluster 27510 replica $intact, not to cluster 27510 replica ${damaged[0]}"
         say "[$kind] replica $intact's directory copied to replica ${damaged[0]}: refused (exit 1, another replica's)"
     fi
+    # Each damaged directory restored from its backup (half the writes older), started one
+    # at a time behind the intact replica: each election then has the intact history in it,
+    # the newest, and the restored one is brought up to date from it.
     for d in "${damaged[@]}"; do
         rm -rf "$work/replica-$d"
         cp -a "$work/backup-$d" "$work/replica-$d"
     done
-    for id in 1 2 3; do start "$id"; done
+    start "$intact"
+    for d in "${damaged[@]}"; do
+        start "$d"
+        established_within "$d" 20 "[$kind] restored replica $d"
+    done
     leader=$(wait_leader 1 2 3)
+    expect "[$kind] the leader after the recovery" "$intact" "$leader"
     for id in 1 2 3; do values_on "$id" "$work/$kind.acked" "[$kind] after the recovery"; done
     digests_equal_within 1 2 3
-    say "[$kind] restored from backups: leader $leader; all $writes acknowledged writes on every replica; digests equal"
+    say "[$kind] restored from backups, started one at a time behind replica $intact: it" \
+        "leads; all $writes acknowledged writes on every replica; digests equal"
 }
 
 say "3 replicas in $work (client ports ${client_port[*]})"
@@ -210,7 +239,7 @@ majority_damaged record
 majority_damaged header
 
 # 6. One of three damaged: it resyncs from the leader while the other two run.
-write_and_kill single
+write_and_kill single nobackup
 for id in 1 2 3; do start "$id"; done
 leader=$(wait_leader 1 2 3)
 follower=$((leader % 3 + 1))

@@ -282,7 +282,8 @@ private:
     }
 
     /// The stalled-election warning (see the top of this file); rate-limited by
-    /// `stall_warning_tick_`. Only logs: the election itself is unchanged.
+    /// `stall_warning_tick_`. Only logs: the election itself is unchanged, and so is
+    /// next_deadline() (a driver that sleeps until it hears the warning at the next wake).
     void warn_stalled() {
         const std::uint64_t ticks = ctx_.now_tick - looking_since_;
         stall_warning_tick_ =
