@@ -120,3 +120,117 @@ caught_up_within() {  # caught_up_within ID KEY VALUE WHAT: ZSYNC + GET on ID se
     done
 }
 
+
+stop() {  # stop ID [SIGNAL]: signals replica ID (KILL unless told), if it runs, and reaps it
+    [[ -v "pids[$1]" ]] || return 0
+    kill -"${2:-KILL}" "${pids[$1]}" 2>/dev/null || true
+    wait "${pids[$1]}" 2>/dev/null || true
+    unset "pids[$1]"
+}
+
+# shellcheck disable=SC2034  # exit_status is the caller's
+exited_within() {  # exited_within ID SECONDS: reaps replica ID once it exits; status in $exit_status
+    local deadline=$((SECONDS + $2))
+    while kill -0 "${pids[$1]}" 2>/dev/null; do
+        ((SECONDS < deadline)) || fail "replica $1 still runs $2 s after its start"
+        sleep 0.1
+    done
+    exit_status=0
+    wait "${pids[$1]}" || exit_status=$?
+    unset "pids[$1]"
+}
+
+established_within() {  # established_within ID SECONDS WHAT
+    local deadline=$((SECONDS + $2))
+    until [[ "$(info_field "$1" established)" == 1 ]]; do
+        ((SECONDS < deadline)) || fail "$3 not established within $2 s"
+        sleep 0.2
+    done
+}
+
+# no_leader_for SECONDS ID...: for at least SECONDS, no listed replica is ever established.
+no_leader_for() {
+    local deadline=$((SECONDS + $1 + 1)) id
+    shift
+    while ((SECONDS < deadline)); do
+        for id in "$@"; do
+            if [[ "$(info_field "$id" established)" == 1 ]]; then
+                fail "replica $id is established ($(info_field "$id" role), leader" \
+                     "$(info_field "$id" leader)): a leader was elected"
+            fi
+        done
+        sleep 0.2
+    done
+}
+
+# digests_equal_within ID...: waits (30 s) until the listed replicas' INFO DIGEST (digest and
+# the zxid it was taken at) are equal; the digest is left in $digest. Write nothing meanwhile.
+# shellcheck disable=SC2034  # digest is the caller's
+digests_equal_within() {
+    local deadline=$((SECONDS + 30)) id first all
+    while :; do
+        first=$(cli "$1" INFO DIGEST 2>&1 | tr -d '\r')
+        all=1
+        for id in "${@:2}"; do
+            [[ "$(cli "$id" INFO DIGEST 2>&1 | tr -d '\r')" == "$first" ]] || all=0
+        done
+        ((all)) && break
+        ((SECONDS < deadline)) || fail "digests of replicas $* still differ after 30 s:$(
+            for id in "$@"; do printf ' [%s: %s]' "$id" "$(cli "$id" INFO DIGEST 2>&1 |
+                tr -d '\r' | tr '\n' ' ')"; done)"
+        sleep 0.3
+    done
+    digest=$first
+}
+
+# write_acked ID N PREFIX FILE: N writes SET <PREFIX><i> <PREFIX>v<i>, one after another on
+# one connection to ID; "key value" of each acknowledged one (+OK) goes to FILE.
+write_acked() {
+    local i
+    for ((i = 1; i <= $2; i++)); do echo "SET $3$i $3v$i"; done >"$4.commands"
+    cli "$1" <"$4.commands" >"$4.replies" 2>&1 || true
+    [[ "$(wc -l <"$4.replies")" -eq "$2" ]] ||
+        fail "$2 writes through replica $1: $(wc -l <"$4.replies") replies"
+    paste -d ' ' "$4.commands" "$4.replies" | sed -n 's/^SET \([^ ]*\) \([^ ]*\) OK$/\1 \2/p' >"$4"
+}
+
+# values_on ID FILE WHAT: after a ZSYNC, ID reads back every "key value" line of FILE.
+values_on() {
+    local got wrong
+    got=$({ echo ZSYNC; sed 's/ .*//; s/^/GET /' "$2"; } | cli "$1" 2>&1 || true)
+    [[ "$got" == "OK"$'\n'"$(cut -d ' ' -f 2 "$2")" ]] && return 0
+    wrong=$(paste -d ' ' "$2" <(echo "$got" | tail -n +2) |
+        awk '$2 != $3 { if (!n++) first = $1 " = \"" $3 "\" (expected " $2 ")" }
+             END { print n + 0 " of " NR " keys wrong, first " first }')
+    fail "$3: replica $1 (ZSYNC: $(echo "$got" | head -n 1)): $wrong"
+}
+
+serving_within() {  # serving_within ID SECONDS: ID answers PING
+    local deadline=$((SECONDS + $2))
+    until [[ "$(cli "$1" PING 2>/dev/null)" == PONG ]]; do
+        ((SECONDS < deadline)) || fail "replica $1 does not answer PING within $2 s"
+        sleep 0.1
+    done
+}
+
+# mark_logs; logged ID TEXT: TEXT (a fixed string) is in replica ID's log since mark_logs.
+declare -A log_mark=()
+mark_logs() {
+    local id
+    for id in 1 2 3; do
+        log_mark[$id]=0
+        if [[ -e "$work/replica-$id.log" ]]; then log_mark[$id]=$(wc -l <"$work/replica-$id.log"); fi
+    done
+}
+logged() {
+    tail -n +$((${log_mark[$1]:-0} + 1)) "$work/replica-$1.log" 2>/dev/null | grep -qF -- "$2" ||
+        fail "replica $1 did not log '$2'"
+}
+logged_within() {  # logged_within ID SECONDS TEXT: as logged, waiting up to SECONDS for it
+    local deadline=$((SECONDS + $2))
+    until tail -n +$((${log_mark[$1]:-0} + 1)) "$work/replica-$1.log" 2>/dev/null |
+        grep -qF -- "$3"; do
+        ((SECONDS < deadline)) || fail "replica $1 did not log '$3' within $2 s"
+        sleep 0.2
+    done
+}

@@ -29,9 +29,7 @@ for id in 1 2 3; do start "$id"; done
 leader=$(wait_leader 1 2 3)
 follower=$((leader % 3 + 1))
 say "leader $leader; killing follower $follower"
-kill -9 "${pids[$follower]}"
-wait "${pids[$follower]}" 2>/dev/null || true
-unset "pids[$follower]"
+stop "$follower"
 
 say "190,000 writes through the leader while $follower is down"
 timeout 120 redis-benchmark -p "${client_port[$leader]}" -t set -n 190000 -r 100000 -c 8 -P 16 \
@@ -40,24 +38,14 @@ set_within "$leader" last-key written "the last write"
 
 say "restarting $follower from its files"
 start "$follower"
-deadline=$((SECONDS + 30))
-until [[ "$(info_field "$follower" established)" == 1 ]]; do
-    ((SECONDS < deadline)) || fail "replica $follower not established within 30 s of its restart"
-    sleep 0.2
-done
-say "replica $follower established after $((30 - (deadline - SECONDS))) s"
+restarted=$SECONDS
+established_within "$follower" 30 "replica $follower (restarted)"
+say "replica $follower established after $((SECONDS - restarted)) s"
 caught_up_within "$follower" last-key written "replica $follower"
 
 # Digests compared at one zxid: write nothing more, and let every replica apply the last.
-deadline=$((SECONDS + 30))
-while :; do
-    d_leader=$(cli "$leader" INFO DIGEST | tr -d '\r')
-    d_follower=$(cli "$follower" INFO DIGEST | tr -d '\r')
-    [[ "$d_leader" == "$d_follower" ]] && break
-    ((SECONDS < deadline)) || fail "digests differ: leader '$d_leader', follower '$d_follower'"
-    sleep 0.3
-done
-say "digests equal: $d_leader"
+digests_equal_within "$leader" "$follower"
+say "digests equal: $digest"
 if grep -q "frames held" "$work/replica-$leader.log"; then
     fail "the leader dropped a learner for its backlog: $(grep -m1 'frames held' "$work/replica-$leader.log")"
 fi

@@ -215,3 +215,61 @@ TEST_CASE("seed 001: B and C elect C, B's changed vote is <3, 1, 102, B>") {
     CHECK(c.p->current_phase() == phase::discovery);
     CHECK(b.p->current_phase() == phase::discovery);
 }
+
+// Not from a seed (issue 15 defect 3): a group that cannot form a quorum waits, and says
+// why — once the election has lasted initLimit, then each time its length has doubled, at
+// least once per notification_timeout_max_ticks — without changing the election.
+namespace {
+std::vector<std::string> warnings;
+void capture_warning(void*, log_level level, std::string_view line) {
+    if (level == log_level::warn) warnings.emplace_back(line);
+}
+struct capture_warnings {
+    capture_warnings() {
+        warnings.clear();
+        set_log_sink(&capture_warning);
+        set_log_level(log_level::warn);
+    }
+    ~capture_warnings() { set_log_sink(nullptr); }
+};
+}  // namespace
+
+TEST_CASE("an election without a quorum warns who votes for whom, rate-limited") {
+    capture_warnings capture;
+    options opts;
+    opts.tick_ms = 100;
+    opts.init_limit_ticks = 10;
+    opts.sync_limit_ticks = 5;
+    opts.notification_timeout_max_ticks = 30;
+    manual_peer<> s3{3, voters(3), zxid{1, 5}, 1, opts};
+    s3.p->start();
+    // Voter 1 votes for nobody (a voter not synced since its data was wiped or found
+    // damaged, ZOOKEEPER-261); voter 2 is silent.
+    s3.receive(1, looking(0, 0, zxid{}, 1));
+    std::vector<std::uint64_t> warned_at;
+    for (std::uint64_t t = 1; t <= 130; ++t) {
+        s3.p->tick();
+        if (!warnings.empty() && warned_at.size() < warnings.size()) warned_at.push_back(t);
+    }
+    CHECK(s3.p->state() == peer_state::looking);
+    // At initLimit (10), doubling (20, 40), then every 30 ticks (the cap).
+    CHECK(warned_at == std::vector<std::uint64_t>{10, 20, 40, 70, 100, 130});
+    REQUIRE(!warnings.empty());
+    CHECK(warnings[0] ==
+          "peer 3: no leader elected after 10 ticks (1.0 s), round 1: a quorum of voters 1, 2, "
+          "3 must agree; voting for a candidate: 3; voting for nobody (not synced since their "
+          "data was wiped or found damaged): 1; not heard from: 2");
+
+    // A replica whose own voting is suspended says so too.
+    warnings.clear();
+    opts.non_voter_until_synced = true;
+    manual_peer<> s1{1, voters(3), zxid{}, 0, opts};
+    s1.p->start();
+    s1.p->tick(10);
+    REQUIRE(warnings.size() == 1);
+    CHECK(warnings[0] ==
+          "peer 1: no leader elected after 10 ticks (1.0 s), round 1: a quorum of voters 1, 2, "
+          "3 must agree; voting for a candidate: none; voting for nobody (not synced since their "
+          "data was wiped or found damaged): 1; not heard from: 2, 3; this replica itself "
+          "votes for nobody until a leader syncs it");
+}

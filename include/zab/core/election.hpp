@@ -9,6 +9,12 @@
 //   on_tick()                   time advanced (ctx.now_tick)
 //   next_deadline()             the tick at which on_tick has something to do, if any
 // It reports its result with `ctx.decide(...)`; the peer then leaves LOOKING.
+//
+// An election that lasts initLimit without a leader is logged at warning level, again each
+// time its length has doubled, and at least once per notification_timeout_max_ticks after
+// that: which voters back a candidate, which vote for
+// nobody (voting suspended until synced, ZOOKEEPER-261), which were not heard from. A group
+// that cannot form a quorum waits (safety before availability) and says why.
 #pragma once
 
 #include <algorithm>
@@ -16,6 +22,9 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <string>
+
+#include <fmt/format.h>
 
 #include "zab/core/logging.hpp"
 #include "zab/core/peer_context.hpp"
@@ -50,6 +59,9 @@ public:
         finalize_deadline_.reset();
         notification_timeout_ = ctx_.opts().notification_timeout_min_ticks;
         last_poll_tick_ = ctx_.now_tick;
+        looking_since_ = ctx_.now_tick;
+        stall_warning_tick_ = ctx_.now_tick + ctx_.opts().init_limit_ticks;
+        abstaining_.clear();
         log(log_level::debug, "peer {}: LOOKING, round {}, my vote {}", ctx_.self(),
             logical_clock_, proposal_);
         send_notifications();
@@ -102,6 +114,8 @@ public:
             last_poll_tick_ = ctx_.now_tick;
             drain_loopback();
         }
+        if (ctx_.state == peer_state::looking && ctx_.now_tick >= stall_warning_tick_)
+            warn_stalled();
     }
 
     std::optional<std::uint64_t> next_deadline() const {
@@ -176,7 +190,11 @@ private:
     /// The main loop's handling of one notification (§3.4 steps 3–6).
     void process(peer_id from, const vote& received) {
         last_poll_tick_ = ctx_.now_tick;
-        if (!can_win(received)) return;  // step 3: the proposed leader must be a voter
+        if (!can_win(received)) {  // step 3: the proposed leader must be a voter
+            abstaining_.insert(from);
+            return;
+        }
+        abstaining_.erase(from);
         vote n = received;
         if (n.leader == ctx_.self() && from != ctx_.self()) {
             // A vote for me carries what *I* hold. Another peer may still propose me with
@@ -263,6 +281,40 @@ private:
         return logical_clock_ == round;
     }
 
+    /// The stalled-election warning (see the top of this file); rate-limited by
+    /// `stall_warning_tick_`. Only logs: the election itself is unchanged, and so is
+    /// next_deadline() (a driver that sleeps until it hears the warning at the next wake).
+    void warn_stalled() {
+        const std::uint64_t ticks = ctx_.now_tick - looking_since_;
+        stall_warning_tick_ =
+            ctx_.now_tick +
+            std::max<std::uint64_t>(1, std::min<std::uint64_t>(
+                                           ticks, ctx_.opts().notification_timeout_max_ticks));
+        if (!log_enabled(log_level::warn)) return;
+        peer_set candidate, nobody, silent;
+        for (peer_id id : ctx_.config().voters()) {
+            if (abstaining_.contains(id))
+                nobody.insert(id);
+            else if (received_.contains(id) || out_of_election_.contains(id))
+                candidate.insert(id);
+            else
+                silent.insert(id);
+        }
+        const auto ids = [](const peer_set& set) {
+            return set.empty() ? std::string{"none"} : fmt::format("{}", fmt::join(set, ", "));
+        };
+        log(log_level::warn,
+            "peer {}: no leader elected after {} ticks ({:.1f} s), round {}: a quorum of voters "
+            "{} must agree; voting for a candidate: {}; voting for nobody (not synced since "
+            "their data was wiped or found damaged): {}; not heard from: {}{}",
+            ctx_.self(), ticks,
+            static_cast<double>(ticks) * ctx_.opts().tick_ms / 1000.0, logical_clock_,
+            fmt::join(ctx_.config().voters(), ", "), ids(candidate), ids(nobody), ids(silent),
+            ctx_.voting_suspended ? "; this replica itself votes for nobody until a leader "
+                                    "syncs it"
+                                  : "");
+    }
+
     void finish(election_decision::basis how, const votes& box, const vote& target) {
         election_decision d;
         d.how = how;
@@ -292,6 +344,9 @@ private:
     std::uint32_t notification_timeout_ = 1;
     std::uint64_t last_poll_tick_ = 0;
     bool loopback_pending_ = false;
+    std::uint64_t looking_since_ = 0;       ///< when start() began this election
+    std::uint64_t stall_warning_tick_ = 0;  ///< when warn_stalled() may speak next
+    peer_set abstaining_;                   ///< voters whose last vote was for nobody
 };
 
 static_assert(election_policy<fast_leader_election>);
