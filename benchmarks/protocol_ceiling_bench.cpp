@@ -13,7 +13,7 @@
 // follower serves; during the measurement nothing ticks (no heartbeats, no timeouts).
 //
 // Each configuration submits a fixed number of 100-byte writes through the client path
-// (`submit` + `take_completions`) at the leader — or at a follower, which forwards them —
+// (`submit`, then `ready().completions`) at the leader — or at a follower, which forwards them —
 // keeping W of them outstanding, and reports, on the wall clock (steady_clock):
 //   commits/s        completed writes / time from the first submit until the cluster is
 //                    quiet again (every peer has received, logged and applied everything);
@@ -324,16 +324,18 @@ private:
     /// After a step: the storage completions it asked for, each a step of its own, until
     /// none is owed; then the client completions.
     void settle(node& n) {
-        while (n.log.has_pending_work()) {
+        for (;;) {
+            zab::peer_ready ready = n.peer->ready();
+            for (auto& c : ready.completions) completions_.push_back({n.peer->id(), std::move(c)});
+            if (ready.snapshot) {  // serialized in place: this driver has one thread
+                n.peer->on_snapshot_ready(ready.snapshot->at, ready.snapshot->serialize());
+                continue;
+            }
+            if (!ready.flush_due) break;
             auto job = n.log.begin_flush();
             job.run();
-            const zab::flush_result r = n.log.finish_flush(std::move(job));
-            if (r.log_durable) n.peer->on_log_durable(*r.log_durable);
-            if (r.epochs_durable) n.peer->on_epochs_durable(*r.epochs_durable);
+            n.peer->on_flushed(n.log.finish_flush(std::move(job)));
         }
-        if (n.peer->has_completions())
-            for (auto& c : n.peer->take_completions())
-                completions_.push_back({n.peer->id(), std::move(c)});
     }
 
     std::optional<zab::peer_id> established_leader() const {

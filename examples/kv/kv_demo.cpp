@@ -103,10 +103,9 @@ private:
     zab::asio::node_options options_for(peer_id id) const {
         zab::asio::node_options o;
         o.config = zab::configuration::numbered(replicas).value();
-        o.peer.tick_ms = 20;
-        o.peer.group_id = cluster_id;
+        o.tick = std::chrono::milliseconds{20};
+        o.cluster_id = cluster_id;
         o.transport.self = id;
-        o.transport.cluster_id = cluster_id;
         o.transport.reconnect_min = 10ms;
         o.transport.reconnect_max = 200ms;
         for (peer_id m = 1; m <= replicas; ++m) {

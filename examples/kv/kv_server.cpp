@@ -779,8 +779,8 @@ zab::asio::node_options node_options_for(const server_args& args) {
     std::vector<zab::member> members;
     for (const auto& [id, endpoint] : args.peers) members.push_back({id, zab::learner_type::participant});
     o.config = zab::configuration::make(std::move(members)).value();
-    o.peer.tick_ms = args.tick_ms;
-    o.peer.group_id = args.cluster_id;
+    o.tick = std::chrono::milliseconds{args.tick_ms};
+    o.cluster_id = args.cluster_id;  // once: the peer and the transport take it
     o.peer.snapshot_every = args.snapshot_every;
     o.peer.non_voter_until_synced = args.join;
     o.peer.snapshot_every_bytes = args.snapshot_every_bytes;
@@ -788,7 +788,6 @@ zab::asio::node_options node_options_for(const server_args& args) {
     // anything larger too (definitely), and every replica's log holds one (see below).
     o.peer.max_txn_bytes = static_cast<std::uint32_t>(max_txn_bytes);
     o.transport.self = args.id;
-    o.transport.cluster_id = args.cluster_id;
     o.transport.peers = args.peers;
     // A restarted replica should rejoin quickly: cap the dial back-off at half a second.
     o.transport.reconnect_max = std::chrono::milliseconds{500};

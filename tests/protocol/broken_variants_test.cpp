@@ -104,7 +104,7 @@ struct eager_commit_broadcast : zab_broadcast {
         auto& l = *ctx_.leading;
         for (std::size_t i = 1; i < l.outstanding.size(); ++i) {
             const auto& p = l.outstanding[i];
-            if (!ctx_.quorums().contains_quorum(p.acks) || !sent_early.insert(p.record.id).second)
+            if (p.record.id > quorum_acked(l) || !sent_early.insert(p.record.id).second)
                 continue;
             for (const auto& link : l.links)
                 if (link.forwarding && link.type == learner_type::participant)
@@ -160,7 +160,7 @@ struct rollover_broadcast : zab_broadcast {
         if (ctx_.leading && ctx_.leading->established &&
             ctx_.leading->last_proposed.counter_exhausted())
             ctx_.leading->last_proposed =
-                zxid{ctx_.leading->last_proposed.epoch() + 1, ctx_.opts().initial_counter};
+                zxid{ctx_.leading->last_proposed.epoch() + 1, ctx_.opts().test_only.initial_counter};
         return zab_broadcast::propose(txn, origin);
     }
 };

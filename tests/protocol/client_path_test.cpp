@@ -6,6 +6,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "zab/testing/peer_internals.hpp"
 #include "zab/testing/simulator.hpp"
 
 using namespace zab;
@@ -235,12 +236,12 @@ TEST_CASE("bounds: requests in flight, outstanding proposals, forwarded per lear
 TEST_CASE("zxid counter exhaustion (§1, ZOOKEEPER-1277): refused, the leader steps down, a new epoch follows") {
     cluster_options o;
     o.seed = 57;
-    o.peer.initial_counter = 0xfffffffcu;  // two proposals left in each epoch
+    o.peer.test_only.initial_counter = 0xfffffffcu;  // two proposals left in each epoch
     sim_type sim{o};
     outcomes out{sim};
     settled(sim);
     const peer_id leader = leader_of(sim);
-    const epoch_t epoch = sim.peer_of(leader)->context().leading->epoch;
+    const epoch_t epoch = zab::testing::internals(*sim.peer_of(leader)).leading->epoch;
     const auto a = sim.submit(leader, as_bytes("a"));
     const auto b = sim.submit(leader, as_bytes("b"));
     const auto c = sim.submit(leader, as_bytes("c"));
@@ -258,7 +259,7 @@ TEST_CASE("zxid counter exhaustion (§1, ZOOKEEPER-1277): refused, the leader st
     REQUIRE(sim.run_until(
         [&] {
             const peer_id l = leader_of(sim);
-            return l != 0 && sim.peer_of(l)->context().leading->epoch > epoch;
+            return l != 0 && zab::testing::internals(*sim.peer_of(l)).leading->epoch > epoch;
         },
         sim.now() + 30'000'000));
     const peer_id next = leader_of(sim);
@@ -309,8 +310,8 @@ TEST_CASE("back-pressure: a flood with a slow follower and a partitioned one kee
     sim.network().partition({{followers[1]}, rest});
     std::size_t most_outstanding = 0;
     sim.add_checker([&](sim_type& s) {
-        if (const auto* p = s.peer_of(leader); p && p->context().leading)
-            most_outstanding = std::max(most_outstanding, p->context().leading->outstanding.size());
+        if (const auto* p = s.peer_of(leader); p && zab::testing::internals(*p).leading)
+            most_outstanding = std::max(most_outstanding, zab::testing::internals(*p).leading->outstanding.size());
     });
     // A flood: 300 writes at once at the leader.
     std::vector<request_id> flood;

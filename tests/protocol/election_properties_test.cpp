@@ -118,7 +118,6 @@ TEST_CASE("options are validated with a reason for each inconsistency") {
         return o;
     };
     const options cases[] = {
-        bad([](options& o) { o.tick_ms = 0; }),
         bad([](options& o) { o.finalize_wait_ticks = 0; }),
         bad([](options& o) { o.notification_timeout_min_ticks = 0; }),
         bad([](options& o) { o.notification_timeout_max_ticks = 1; }),

@@ -11,6 +11,7 @@
 #include <catch2/catch.hpp>
 
 #include "manual_peer.hpp"
+#include "zab/testing/peer_internals.hpp"
 #include "zab/core/codec.hpp"
 #include "zab/core/peer.hpp"
 
@@ -94,7 +95,7 @@ struct hand_leader {
 
     template <typename M>
     void from(peer_id id, const M& m) {
-        p->on_receive(id, *p->context().connection_to(id), encode(frame_context{}, m));
+        p->on_receive(id, *zab::testing::internals(*p).connection_to(id), encode(frame_context{}, m));
     }
 
     /// Makes every log operation and epoch write issued so far durable.
@@ -120,7 +121,7 @@ struct hand_leader {
 
     /// Learner `id`'s connection is replaced by a new one (a reconnect).
     void reconnect(peer_id id) {
-        p->on_disconnected(id, *p->context().connection_to(id));
+        p->on_disconnected(id, *zab::testing::internals(*p).connection_to(id));
         p->on_connected(id, ++next_connection);
     }
 };
@@ -195,7 +196,7 @@ TEST_CASE("acknowledgements are forgotten whenever a learner's link ends") {
             l.p->tick();
             l.from(2, ping{zxid{}, 0});
         }
-        REQUIRE_FALSE(l.p->context().connection_to(1).has_value());
+        REQUIRE_FALSE(zab::testing::internals(*l.p).connection_to(1).has_value());
         l.disk_catches_up();
         CHECK(l.machine.applied().empty());
     }
@@ -283,7 +284,7 @@ TEST_CASE("a long sync streams under flow control and is never dropped for its l
     std::size_t proposals = 0;
     zxid last;
     for (int round = 0; round < 100; ++round) {
-        REQUIRE(l.p->context().connection_to(1).has_value());  // never dropped
+        REQUIRE(zab::testing::internals(*l.p).connection_to(1).has_value());  // never dropped
         const auto sent = sent_to<proposal>(l.transport, 1);
         CHECK(sent.size() <= 64);  // one window at a time
         proposals += sent.size();
@@ -307,10 +308,70 @@ TEST_CASE("a SYNCACK of history never sent drops the learner, and its failed syn
     hand_leader l{500, small_sync_window()};
     sync_far_behind_learner(l);
     l.from(1, sync_ack{zxid{1, 400}});  // only 64 were sent
-    CHECK_FALSE(l.p->context().connection_to(1).has_value());
+    CHECK_FALSE(zab::testing::internals(*l.p).connection_to(1).has_value());
     CHECK(l.p->counters().learner_sync_failures == 1);
     const auto learners = l.p->learners();
     REQUIRE(learners.size() == 1);  // learner 2, syncing; 1 is gone but its trouble is kept
     CHECK(l.p->sync_trouble(1).failures == 1);
     CHECK(std::string{l.p->sync_trouble(1).last_reason} == "a SYNCACK of history never sent");
+}
+
+// --- issue 17: the driver contract, status, ignored messages -------------------------------
+
+TEST_CASE("ready(): a completion is handed out once; status() shows the learners' progress") {
+    hand_leader l;
+    l.establish();
+    const request_id write = l.p->submit(as_bytes("x"));
+    peer_ready ready = l.p->ready();
+    CHECK(ready.completions.empty());  // not committed yet
+    CHECK_FALSE(ready.flush_due);      // hand_log has no flush jobs
+    REQUIRE(ready.next_deadline.has_value());
+    CHECK(*ready.next_deadline == l.p->now_tick() + 1);  // a leader pings every tick
+    l.disk_catches_up();
+    l.from(1, ack{zxid{l.p->durable_epochs().current, 1}});
+    ready = l.p->ready();
+    REQUIRE(ready.completions.size() == 1);
+    CHECK(ready.completions[0].id == write);
+    CHECK(ready.completions[0].outcome.has_value());
+    CHECK(l.p->ready().completions.empty());  // once
+
+    const peer_status s = l.p->status();
+    CHECK(s.role == peer_state::leading);
+    CHECK(s.established);
+    CHECK(s.leader == 3);
+    CHECK(s.last_committed == zxid{s.durable_epochs.current, 1});
+    REQUIRE(s.learners.size() == 2);
+    for (const learner_status& learner : s.learners) {
+        CHECK(learner.stage == learner_link::stage::broadcasting);
+        CHECK(learner.lag == (learner.id == 1 ? 0u : 1u));  // 2 never acknowledged it
+    }
+}
+
+TEST_CASE("a valid message out of place is ignored with its reason, counted per reason") {
+    hand_leader l;
+    l.establish();
+    const auto before = l.p->counters();
+    l.from(1, leader_info{9, 1});  // a leader's message to a leader
+    l.from(2, up_to_date{});
+    const auto& c = l.p->counters();
+    CHECK(c.ignored_for(ignore_reason::not_from_my_leader) ==
+          before.ignored_for(ignore_reason::not_from_my_leader) + 2);
+    CHECK(c.unexpected_messages == before.unexpected_messages + 2);
+    CHECK(l.p->state() == peer_state::leading);
+}
+
+TEST_CASE("a durability report for an operation never issued makes nothing durable") {
+    hand_leader l;
+    l.establish();
+    l.p->submit(as_bytes("y"));
+    l.from(1, ack{zxid{l.p->durable_epochs().current, 1}});
+    REQUIRE_FALSE(l.log.syncs.empty());
+    const storage_op issued = l.log.syncs.back();
+    const zxid committed = l.p->last_committed();
+    l.p->on_log_durable(issued + 1000);  // the leader's own append is not durable yet
+    CHECK_FALSE(l.p->failed());
+    CHECK(l.p->counters().unissued_completions == 1);
+    CHECK(l.p->last_committed() == committed);  // 1's ACK alone is no quorum
+    l.p->on_log_durable(issued);
+    CHECK(l.p->last_committed() == zxid{l.p->durable_epochs().current, 1});
 }

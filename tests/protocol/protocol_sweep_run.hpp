@@ -29,6 +29,7 @@
 
 #include "sweep_faults.hpp"
 #include "sweep_main.hpp"
+#include "zab/testing/peer_internals.hpp"
 #include "zab/testing/client_checker.hpp"
 #include "zab/testing/election_checker.hpp"
 #include "zab/testing/protocol_observer.hpp"
@@ -71,7 +72,7 @@ struct sweep_variant {
     /// Aim every armed crash at this point of NEWLEADER handling (a regression's interleaving)
     /// instead of a random one.
     std::optional<testing::newleader_point> crash_point;
-    /// options::initial_counter: every epoch starts this close to counter exhaustion (§1).
+    /// options::test_hooks::initial_counter: every epoch starts this close to counter exhaustion (§1).
     std::uint32_t initial_counter = 0;
     /// options::snapshot_every: logs compacted as replicas apply.
     std::uint64_t snapshot_every = 0;
@@ -142,7 +143,7 @@ protocol_seed_result run_protocol_seed(std::uint64_t seed, protocol_totals& t, b
     if (order == 1) o.disk.epoch_latency_factor = std::min(20.0, 300'000.0 / slowest_write);
     if (draw.chance(0.25)) o.disk.stall_probability = 0.05;  // completions delivered late
     o.disk.lie_probability = variant.disk_lie_probability;
-    o.peer.initial_counter = variant.initial_counter;
+    o.peer.test_only.initial_counter = variant.initial_counter;
     o.peer.snapshot_every = variant.snapshot_every;
     if (variant.snapshot_chunk_bytes != 0) {
         o.peer.snapshot_chunk_bytes = variant.snapshot_chunk_bytes;
@@ -311,8 +312,8 @@ protocol_seed_result run_protocol_seed(std::uint64_t seed, protocol_totals& t, b
                 restart_failed();
                 const auto* p = sim.peer_of(leader);
                 const bool still_leads = p != nullptr && p->established() &&
-                                         p->context().leading &&
-                                         p->context().leading->epoch == final_txn.epoch();
+                                         zab::testing::internals(*p).leading &&
+                                         zab::testing::internals(*p).leading->epoch == final_txn.epoch();
                 return applied_everywhere(final_txn) || !still_leads;
             },
             start + bound);

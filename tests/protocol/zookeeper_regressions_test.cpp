@@ -25,6 +25,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "zab/testing/peer_internals.hpp"
 #include "zab/testing/simulator.hpp"
 
 using namespace zab;
@@ -227,7 +228,7 @@ window_run run_window(std::uint64_t seed) {
         if (to == f) {
             const auto* p = sim.peer_of(f);
             const learner_state* s =
-                p && p->context().learning ? &*p->context().learning : nullptr;
+                p && zab::testing::internals(*p).learning ? &*zab::testing::internals(*p).learning : nullptr;
             if (std::holds_alternative<new_leader>(m)) {
                 ++r.newleaders;
                 newleader_acked = false;
@@ -254,14 +255,14 @@ window_run run_window(std::uint64_t seed) {
     int i = 0;
     for (; i < 200; ++i) write(i);
     const std::uint64_t unexpected_before =
-        sim.peer_of(leader)->context().counters.unexpected_messages;
+        sim.peer_of(leader)->counters().unexpected_messages;
     sim.crash(f);
     for (; i < 600; ++i) write(i);
     sim.restart(f);
     for (; i < 6'600; ++i) write(i);
     if (sim.peer_of(leader))
         r.leader_dropped_it =
-            sim.peer_of(leader)->context().counters.unexpected_messages - unexpected_before;
+            sim.peer_of(leader)->counters().unexpected_messages - unexpected_before;
     r.serving = sim.peer_of(f) && sim.peer_of(f)->established();
     r.same_history = sim.run_until(
         [&] {
@@ -422,7 +423,7 @@ wipe_run run_wipe(std::uint64_t seed, bool non_voter) {
                        });
     }
     r.rejoined = sim.peer_of(1)->state() == peer_state::following &&
-                 !sim.peer_of(1)->context().voting_suspended;
+                 !zab::testing::internals(*sim.peer_of(1)).voting_suspended;
     return r;
 }
 

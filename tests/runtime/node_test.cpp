@@ -13,6 +13,7 @@
 // in Boost's code, which this file only instantiates.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -102,12 +103,12 @@ struct cluster {
 
     zab::asio::node_options options_for(peer_id id) const {
         zab::asio::node_options o;
+        o.cluster_id = 7;  // once: the node gives it to the peer and the transport
         o.config = zab::configuration::numbered(voters).value();
-        o.peer.tick_ms = 20;
+        o.tick = 20ms;
         o.peer.sync_limit_ticks = 50;
         o.peer.snapshot_every = snapshot_every;
         o.transport.self = id;
-        o.transport.cluster_id = 7;
         o.transport.reconnect_min = 10ms;
         o.transport.reconnect_max = 200ms;
         for (peer_id m = 1; m <= voters; ++m) {
@@ -427,6 +428,47 @@ TEST_CASE("stop: every operation in flight completes once; later calls fail shut
     // Nothing leaks into the next run of the loop after it: one completion each.
     c.io.poll();
     for (const auto& o : flight) CHECK(o->completions == 1);
+}
+
+TEST_CASE("the cluster id is given once; ids that contradict it, or the log's, are refused "
+          "naming the field", "[runtime]") {
+    struct capture {
+        std::vector<std::string> lines;
+        static void sink(void* self, zab::log_level, std::string_view line) {
+            static_cast<capture*>(self)->lines.emplace_back(line);
+        }
+    } captured;
+    const auto logged = [&](std::string_view needle) {
+        return std::any_of(captured.lines.begin(), captured.lines.end(),
+                           [&](const std::string& l) { return l.find(needle) != std::string::npos; });
+    };
+    cluster<zab::file_log> c{3};
+    zab::set_log_sink(&capture::sink, &captured);
+    auto log = c.open_log(1);  // a log of cluster 7
+    recording_state_machine machine;
+    const auto refused = [&](const zab::asio::node_options& o) {
+        zab::asio::node<zab::file_log, recording_state_machine> n{c.io.get_executor(), o, *log,
+                                                                  machine};
+        const auto started = n.start();
+        return !started && started.error() == zab::errc::invalid_options;
+    };
+    auto o = c.options_for(1);
+    o.peer.group_id = 8;
+    CHECK(refused(o));
+    CHECK(logged("peer.group_id 8 is not the cluster id 7"));
+    o = c.options_for(1);
+    o.cluster_id = 9;
+    CHECK(refused(o));
+    CHECK(logged("the log belongs to cluster 7, not to cluster 9"));
+    o = c.options_for(1);
+    o.cluster_id = 0;
+    o.transport.cluster_id = 7;  // peer.group_id left at 0: what the README's example once did
+    CHECK(refused(o));
+    CHECK(logged("peer.group_id 0 and transport.cluster_id 7 differ"));
+    o = c.options_for(1);
+    o.tick = 0ms;
+    CHECK(refused(o));
+    zab::set_log_sink(nullptr);
 }
 
 TEST_CASE("hostile input at a live node's peer port: the cluster keeps committing", "[runtime]") {

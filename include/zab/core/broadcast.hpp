@@ -10,6 +10,7 @@
 #pragma once
 
 #include <algorithm>
+#include <functional>
 #include <utility>
 
 #include "zab/core/codec.hpp"
@@ -46,15 +47,26 @@ public:
         const zxid id = l.last_proposed.next();
         const shared_bytes frame =
             encode(frame_context{ctx_.opts().group_id, ctx_.config().version()}, proposal{id, txn});
-        // The log record shares the frame's bytes: the txn is encoded once (docs/design.md rule 10).
-        auto decoded = decode(frame.view());
-        ZAB_ASSERT(decoded.has_value(), "a frame zab encoded does not decode");
-        const byte_view txn_in_frame = std::get<proposal>(decoded.value().msg).txn;
+        // The log record shares the frame's bytes: the txn is encoded once (docs/design.md
+        // rule 10). A PROPOSAL's payload ends with the txn (codec.hpp: id, then txn), so it is
+        // the frame's last txn.size() bytes — found without decoding the frame again.
+        ZAB_ASSERT(frame.size() >= frame_header_size + txn.size(), "a PROPOSAL shorter than its txn");
+        const byte_view txn_in_frame = frame.view().last(txn.size());
+#if defined(ZAB_EXPENSIVE_INVARIANTS)
+        ZAB_ASSERT(std::equal(txn.begin(), txn.end(), txn_in_frame.begin()),
+                   "a PROPOSAL's txn is not at the end of its frame");
+#endif
         outstanding_proposal p;
         p.record = log_record{id, frame.slice(txn_in_frame)};
         p.frame = frame;
         p.log_op = ctx_.append(p.record);
         p.origin = origin;
+        if (origin != 0)
+            for (auto& link : l.links)
+                if (link.id == origin) {
+                    p.origin_connection = link.connection;
+                    ++link.forwarded_outstanding;
+                }
         l.last_proposed = id;
         for (const auto& link : l.links)
             if (link.forwarding && link.type == learner_type::participant)
@@ -70,16 +82,12 @@ public:
         auto& l = *ctx_.leading;
         if (m.acked.is_epoch_marker()) return;  // NEWLEADER/UPTODATE acks: nothing to count
         if (m.acked.epoch() != l.epoch || m.acked > l.last_proposed) {
-            ++ctx_.counters.unexpected_messages;
+            ctx_.ignore(link.id, ignore_reason::bad_acknowledgement);
             ctx_.drop_learner(link.id, "an ACK of a proposal never made");
             return;
         }
+        // Observers' ACKs never count (§8): quorum_acked() looks at voters only.
         link.last_acked = std::max(link.last_acked, m.acked);
-        if (link.type != learner_type::participant) return;  // observers never count (§8)
-        for (auto& p : l.outstanding) {
-            if (p.record.id > m.acked) break;
-            p.acks.insert(link.id);
-        }
     }
 
     /// A heartbeat answer (any message refreshes the learner's deadline; the peer did that):
@@ -93,7 +101,7 @@ public:
     void leader_on_request(learner_link& link, const request& m) {
         auto& l = *ctx_.leading;
         if (link.at != learner_link::stage::broadcasting) {
-            ++ctx_.counters.unexpected_messages;  // learners forward only once UPTODATE
+            ctx_.ignore(link.id, ignore_reason::out_of_stage);  // learners forward once UPTODATE
             ctx_.drop_learner(link.id, "a request before UPTODATE");
             return;
         }
@@ -112,11 +120,9 @@ public:
             l.round_wanted = true;
             return;
         }
-        const auto forwarded = static_cast<std::size_t>(std::count_if(
-            l.outstanding.begin(), l.outstanding.end(),
-            [&](const outstanding_proposal& p) { return p.origin == link.id; }));
         result<zxid> proposed = make_error_code(errc::backpressure);
-        if (forwarded < ctx_.opts().max_forwarded_per_learner) proposed = propose(m.txn, link.id);
+        if (link.forwarded_outstanding < ctx_.opts().max_forwarded_per_learner)
+            proposed = propose(m.txn, link.id);
         if (proposed) {
             ctx_.send(link.id, reply{m.request_id, reply_outcome::accepted, proposed.value()});
             return;
@@ -138,15 +144,14 @@ public:
     void leader_advance() {
         auto& l = *ctx_.leading;
         // The leader's own ack, once its log made the proposal durable. Durability comes in
-        // log order, so the acked ones are a prefix of `outstanding`: O(new acks) per step,
-        // not O(outstanding) (which made throughput fall with the window).
+        // log order, so the acked ones are a prefix of `outstanding`: O(new acks) per step.
         while (l.self_acked_count < l.outstanding.size() &&
-               ctx_.log_durable(l.outstanding[l.self_acked_count].log_op)) {
-            l.outstanding[l.self_acked_count].acks.insert(ctx_.self());
+               ctx_.log_durable(l.outstanding[l.self_acked_count].log_op))
             ++l.self_acked_count;
-        }
-        // §6.1 tryToCommit: strictly in order, each on a quorum of every verifier.
-        while (!l.outstanding.empty() && ctx_.quorums().contains_quorum(l.outstanding.front().acks)) {
+        // §6.1 tryToCommit: strictly in order, up to the highest zxid a quorum of every
+        // verifier holds durably. O(voters²) per step, whatever the window.
+        const zxid point = quorum_acked(l);
+        while (!l.outstanding.empty() && l.outstanding.front().record.id <= point) {
             outstanding_proposal p = std::move(l.outstanding.front());
             l.outstanding.pop_front();
             if (l.self_acked_count > 0) --l.self_acked_count;  // a quorum may lack the leader
@@ -331,9 +336,34 @@ protected:  // the building blocks of the phase, for policies derived from this 
         return true;
     }
 
+    /// The highest zxid that a quorum of voters (of every verifier) holds durably: each
+    /// voter's progress is its link's `last_acked`, the leader's its own durable prefix of
+    /// `outstanding` (etcd's tracker + quorum: per-member progress, not a set per proposal).
+    zxid quorum_acked(const leader_state& l) const {
+        std::vector<std::pair<zxid, peer_id>> progress;
+        progress.reserve(l.links.size() + 1);
+        if (l.self_acked_count > 0)
+            progress.emplace_back(l.outstanding[l.self_acked_count - 1].record.id, ctx_.self());
+        for (const auto& link : l.links)
+            if (link.type == learner_type::participant && link.last_acked.epoch() == l.epoch)
+                progress.emplace_back(link.last_acked, link.id);
+        std::sort(progress.begin(), progress.end(), std::greater<>{});
+        peer_set holders;
+        for (const auto& [acked, id] : progress) {
+            holders.insert(id);  // everyone so far holds `acked` (they are sorted downwards)
+            if (ctx_.quorums().contains_quorum(holders)) return acked;
+        }
+        return zxid{};
+    }
+
     void commit_proposal(outstanding_proposal p) {
         auto& l = *ctx_.leading;
         const zxid id = p.record.id;
+        if (p.origin != 0)
+            for (auto& link : l.links)
+                if (link.id == p.origin && link.connection == p.origin_connection &&
+                    link.forwarded_outstanding > 0)
+                    --link.forwarded_outstanding;
         for (const auto& link : l.links) {
             if (!link.forwarding) continue;
             if (link.type == learner_type::participant)

@@ -178,8 +178,8 @@ using deferred_snapshot = std::function<shared_bytes()>;
 
 /// Optional: a state machine that can hand over a consistent view of its state cheaply, so
 /// that compaction (options::snapshot_every) serializes it off the peer's thread and applying
-/// does not stall for a large state (the driver must say it runs such work: options::
-/// snapshot_off_thread; zab::asio::node and the simulator do).
+/// does not stall for a large state (the driver runs that work: `peer.ready().snapshot`,
+/// zab/core/driver.hpp; zab::asio::node and the simulator do).
 ///
 ///   sm.snapshot_later()   A deferred_snapshot that, called once on any one thread while
 ///                         `apply` goes on on the peer's, returns exactly what `snapshot()`

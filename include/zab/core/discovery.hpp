@@ -72,7 +72,7 @@ public:
         // configuration.
         if (configured != claimed &&
             !(configured == learner_type::participant && claimed == learner_type::observer)) {
-            ++ctx_.counters.unexpected_messages;
+            ctx_.ignore(from, ignore_reason::wrong_learner_type);
             ctx_.close(from);
             return;
         }
@@ -106,7 +106,8 @@ public:
         auto& l = *ctx_.leading;
         learner_link* link = find(from);
         if (link == nullptr || link->at != learner_link::stage::awaiting_ack_epoch) {
-            ++ctx_.counters.unexpected_messages;
+            ctx_.ignore(from, link == nullptr ? ignore_reason::unknown_learner
+                                              : ignore_reason::out_of_stage);
             return;
         }
         if (m.current_epoch &&
@@ -126,7 +127,7 @@ public:
             return;
         }
         link->last_logged = m.last_logged;
-        link->at = learner_link::stage::awaiting_sync;
+        link->move_to(learner_link::stage::awaiting_sync);
         if (m.current_epoch && link->type == learner_type::participant) l.epoch_acks.insert(from);
     }
 
@@ -150,7 +151,7 @@ public:
                 // Held until acceptedEpoch is durable on the leader (ZOOKEEPER-1291).
                 ctx_.send_after(link.id, leader_info{l.epoch, protocol_version}, 0,
                                 l.accepted_write);
-                link.at = learner_link::stage::awaiting_ack_epoch;
+                link.move_to(learner_link::stage::awaiting_ack_epoch);
             }
         }
         if (l.epoch_durable && l.current_write == 0 &&
@@ -174,7 +175,7 @@ public:
     void learner_on_leader_info(const leader_info& m) {
         auto& s = *ctx_.learning;
         if (s.at != learner_state::stage::awaiting_leader_info) {
-            ++ctx_.counters.unexpected_messages;
+            ctx_.ignore(s.leader, ignore_reason::out_of_stage);
             return;
         }
         const epoch_t accepted = ctx_.written_epochs.accepted;
@@ -184,7 +185,7 @@ public:
             return;
         }
         s.epoch = m.new_epoch;
-        s.at = learner_state::stage::awaiting_sync;
+        s.move_to(learner_state::stage::awaiting_sync);
         if (m.new_epoch > accepted) {
             // Promise durably before saying so (§2, §4.5).
             const storage_op op = ctx_.write_epochs({m.new_epoch, ctx_.written_epochs.current});

@@ -10,13 +10,11 @@
 
 namespace zab {
 
-/// Timing and identity options of a peer. Time enters the core only as `tick()`
-/// (docs/design.md rule 1): every duration here is a number of ticks, and `tick_ms` tells the
-/// runtime how long a tick is. The defaults reproduce ZooKeeper's timings with 100 ms ticks.
+/// The core's options: protocol timing, identity, compaction, bounds. Time enters the core
+/// only as `tick()` (docs/design.md rule 1): every duration here is a number of ticks; how
+/// long a tick is belongs to the driver (zab::asio::node_options::tick). The defaults
+/// reproduce ZooKeeper's timings with 100 ms ticks.
 struct options {
-    /// Length of one tick in milliseconds (used by the runtime, not by the core).
-    std::uint32_t tick_ms = 100;
-
     /// FLE: how long a peer that sees a quorum for its proposal keeps listening for a better
     /// vote before deciding (ZooKeeper's finalizeWait, 200 ms; docs/protocol.md §3.4 step 4).
     std::uint32_t finalize_wait_ticks = 2;
@@ -36,7 +34,8 @@ struct options {
     /// Ignored by Fast Leader Election.
     std::uint64_t fixed_leader = 0;
 
-    /// Group this peer belongs to: frames of another group are refused.
+    /// Group this peer belongs to: frames of another group are refused. zab::asio::node
+    /// sets it from node_options::cluster_id.
     std::uint64_t group_id = 0;
 
     /// Log compaction: after this many transactions applied since the last snapshot, the
@@ -45,18 +44,13 @@ struct options {
     /// zab::compactable_log; others are never asked). A learner further behind is then
     /// brought up by SNAP. 0: never. A state machine that models
     /// zab::deferred_snapshot_machine hands over a view that the driver serializes off the
-    /// peer's thread (snapshot_off_thread); any other is serialized in the step, in time
-    /// proportional to the state.
+    /// peer's thread (`peer.ready().snapshot`, zab/core/driver.hpp); any other is serialized
+    /// in the step, in time proportional to the state.
     std::uint64_t snapshot_every = 0;
     /// The same trigger counted in bytes of applied transactions: a cap on the log a replica
     /// keeps beyond its snapshot (and replays at a restart), whatever the transactions'
     /// sizes. 0: never. With both set, whichever is reached first.
     std::uint64_t snapshot_every_bytes = 0;
-    /// Set by a driver that runs snapshot work off the peer's thread (zab::asio::node and the
-    /// simulator set it): with a state machine that models zab::deferred_snapshot_machine,
-    /// compaction hands its work out through `peer.take_snapshot_work()` and completes at
-    /// `peer.on_snapshot_ready(at, state)`. Otherwise the snapshot is taken in the step.
-    bool snapshot_off_thread = false;
 
     // --- bounds (each hit is a clear error, never unbounded memory) ---------------------
 
@@ -113,13 +107,16 @@ struct options {
     /// cluster is created: every replica is unsynced then, and none would vote.
     bool non_voter_until_synced = false;
 
-    /// Test hook (§1, ZOOKEEPER-1277): the counter an established leader's epoch starts
-    /// after, so a test reaches counter exhaustion without 2^32 proposals. 0 in production.
-    std::uint32_t initial_counter = 0;
+    /// Hooks for tests only; production leaves them at their defaults.
+    struct test_hooks {
+        /// §1, ZOOKEEPER-1277: the counter an established leader's epoch starts after, so a
+        /// test reaches counter exhaustion without 2^32 proposals.
+        std::uint32_t initial_counter = 0;
+    };
+    test_hooks test_only;
 
     /// What is wrong with these options, or an empty string when they are consistent.
     std::string problem() const {
-        if (tick_ms == 0) return "tick_ms must be at least 1";
         if (finalize_wait_ticks == 0) return "finalize_wait_ticks must be at least 1";
         if (notification_timeout_min_ticks == 0)
             return "notification_timeout_min_ticks must be at least 1";
@@ -157,8 +154,8 @@ struct options {
             return "max_learner_backlog must exceed 2 * (sync_window_records + "
                    "max_outstanding_proposals) + 16: a learner's sync would be dropped for its "
                    "size";
-        if (initial_counter >= 0xfffffffeu)
-            return "initial_counter must leave room for a proposal (below 2^32 - 2)";
+        if (test_only.initial_counter >= 0xfffffffeu)
+            return "test_only.initial_counter must leave room for a proposal (below 2^32 - 2)";
         return {};
     }
 

@@ -19,14 +19,20 @@
 #include "zab/core/config.hpp"
 #include "zab/core/broadcast.hpp"
 #include "zab/core/discovery.hpp"
+#include "zab/core/driver.hpp"
 #include "zab/core/election.hpp"
 #include "zab/core/synchronization.hpp"
 #include "zab/core/error.hpp"
 #include "zab/core/logging.hpp"
 #include "zab/core/options.hpp"
 #include "zab/core/peer_context.hpp"
+#include "zab/core/status.hpp"
 
 namespace zab {
+
+namespace testing {
+struct peer_internals;  // zab/testing/peer_internals.hpp: tests' access to the core's state
+}  // namespace testing
 
 /// The phase policies a peer is built from (docs/design.md, "The shape"). Swap one by naming
 /// another type, e.g. `zab::policies<zab::fixed_leader_election>`.
@@ -173,22 +179,35 @@ public:
             ctx_.learning->last_heard_tick = ctx_.now_tick;
         if (ctx_.leading)
             if (auto* link = find_link(from)) link->last_heard_tick = ctx_.now_tick;
+        ctx_.handling = type_of(decoded.value().msg);
         std::visit([&](const auto& m) { dispatch(from, m, frame); }, decoded.value().msg);
         end_step();
     }
 
     /// Log operation `op` (and every earlier one) is durable.
     void on_log_durable(storage_op op) {
-        if (failed()) return;
+        if (failed() || !issued(op, "log operation")) return;
         ctx_.log_became_durable(op);
         end_step();
     }
 
     /// The epoch write `op` (and every earlier epoch write) is durable.
     void on_epochs_durable(storage_op op) {
-        if (failed()) return;
+        if (failed() || !issued(op, "epoch write")) return;
         ctx_.epochs_became_durable(op);
         end_step();
+    }
+
+    /// A flush job of a flushable log finished (`log.finish_flush(job)`, zab/core/driver.hpp):
+    /// reports what it made durable, or its failure (logged with its reason).
+    template <typename FlushResult>
+    void on_flushed(const FlushResult& flushed) {
+        if (flushed.failed()) {
+            zab::log(log_level::error, "peer {}: {}", ctx_.self(), flushed.reason);
+            return on_storage_failed(flushed.error);
+        }
+        if (flushed.log_durable) on_log_durable(*flushed.log_durable);
+        if (flushed.epochs_durable) on_epochs_durable(*flushed.epochs_durable);
     }
 
     /// An fsync or truncation failed: the replica stops for good (docs/design.md rule 6). Every
@@ -215,7 +234,7 @@ public:
     }
 
     /// Submits a client write on this replica, leader or learner (§6.1). Exactly one
-    /// `client_completion` with the returned id follows (from `take_completions`): the zxid
+    /// `client_completion` with the returned id follows (from `ready()`): the zxid
     /// once the write is applied here; a definite error (`too_large` above
     /// options::max_txn_bytes, `not_leader` with the known leader as hint, `backpressure`,
     /// `zxid_exhausted`, `storage_failed`) when it was never proposed; `outcome_unknown` when
@@ -264,10 +283,6 @@ public:
         return id;
     }
 
-    /// The completions of client requests since the last call, oldest first. A driver calls
-    /// it after every event it delivers.
-    std::vector<client_completion> take_completions() { return ctx_.clients.take(); }
-    bool has_completions() const noexcept { return ctx_.clients.has_completions(); }
 
     /// Stops serving clients: every request in flight completes now (`outcome_unknown` for
     /// writes already handed to a leader, `shutting_down` for syncs), and later `submit` and
@@ -278,12 +293,22 @@ public:
         ctx_.clients.abandon(errc::shutting_down, 0);
     }
 
-    // --- what a driver needs ------------------------------------------------------------
+    // --- what a driver needs (zab/core/driver.hpp) ---------------------------------------
 
-    /// Snapshot work this peer handed out (options::snapshot_off_thread, with a state
-    /// machine that models zab::deferred_snapshot_machine), once: run `serialize` on any
-    /// thread, then deliver `on_snapshot_ready(work.at, bytes)`. At most one is out at a time.
-    std::optional<snapshot_work> take_snapshot_work() { return ctx_.take_snapshot_work(); }
+    /// What the driver owes this peer after the call it just made: completions to deliver,
+    /// whether the log wants a flush, snapshot work, the next deadline. Takes the completions
+    /// and the snapshot work (each is handed out once).
+    peer_ready ready() {
+        peer_ready r;
+        r.completions = ctx_.clients.take();
+        if constexpr (requires(const Log& l) {
+                          { l.has_pending_work() } -> std::same_as<bool>;
+                      })
+            r.flush_due = storage_.log.has_pending_work();
+        r.snapshot = ctx_.take_snapshot_work();
+        r.next_deadline = next_deadline();
+        return r;
+    }
 
     /// The snapshot handed out for `at` is serialized: the log compacts with it (if `at` is
     /// still a record above its snapshot).
@@ -311,7 +336,7 @@ public:
 
     peer_id id() const noexcept { return ctx_.self(); }
     peer_state state() const noexcept { return ctx_.state; }
-    phase current_phase() const noexcept { return ctx_.current_phase; }
+    phase current_phase() const noexcept { return ctx_.current_phase(); }
     const vote& current_vote() const noexcept { return ctx_.current_vote; }
     epochs durable_epochs() const noexcept { return ctx_.durable_epochs; }
     zxid last_logged() const noexcept { return ctx_.last_logged; }
@@ -327,17 +352,44 @@ public:
         return (ctx_.leading && ctx_.leading->established) ||
                (ctx_.learning && ctx_.learning->at == learner_state::stage::broadcasting);
     }
-    /// Leader: every learner connected now, with its sync stage and how many of its syncs in
-    /// a row have failed (and why the last one did). Empty unless LEADING.
+    /// Leader: every learner connected now, with its sync stage, what it acknowledged, its
+    /// lag, and how many of its syncs in a row have failed (and why the last one did). Empty
+    /// unless LEADING.
     std::vector<learner_status> learners() const {
         std::vector<learner_status> out;
         if (!ctx_.leading) return out;
+        const zxid committed = ctx_.last_committed;
         for (const auto& link : ctx_.leading->links) {
             const auto trouble = sync_trouble(link.id);
-            out.push_back({link.id, link.type, link.at, link.last_acked, trouble.failures,
-                           trouble.last_reason});
+            learner_status l{link.id, link.type, link.at, link.last_acked, 0, trouble.failures,
+                             trouble.last_reason};
+            if (link.type == learner_type::participant &&
+                committed.epoch() == ctx_.leading->epoch)
+                l.lag = link.last_acked.epoch() == committed.epoch()
+                            ? committed.counter() -
+                                  std::min(committed.counter(), link.last_acked.counter())
+                            : committed.counter();
+            out.push_back(l);
         }
         return out;
+    }
+
+    /// Role, epochs, leader, zxids, a learner's stage, a leader's learners, failure.
+    peer_status status() const {
+        peer_status s;
+        s.id = ctx_.self();
+        s.role = ctx_.state;
+        s.established = established();
+        s.durable_epochs = ctx_.durable_epochs;
+        if (s.established) s.leader = ctx_.current_vote.leader;
+        s.last_logged = ctx_.last_logged;
+        s.last_committed = ctx_.last_committed;
+        s.last_applied = ctx_.last_applied;
+        s.learner_stage = learner_stage();
+        s.learners = learners();
+        s.failure = failure_;
+        s.now_tick = ctx_.now_tick;
+        return s;
     }
     /// Leader: learner `id`'s failed syncs in a row, connected or not (zero once synced).
     learner_sync_trouble sync_trouble(peer_id id) const {
@@ -352,7 +404,6 @@ public:
         return ctx_.learning->at;
     }
     const election_type& election() const noexcept { return election_; }
-    const peer_context& context() const noexcept { return ctx_; }
     bool failed() const noexcept { return static_cast<bool>(failure_); }
     std::error_code failure() const noexcept { return failure_; }
 
@@ -363,7 +414,7 @@ public:
         const vote& v = ctx_.current_vote;
         for (std::uint64_t x :
              {std::uint64_t{ctx_.self()}, std::uint64_t(ctx_.state),
-              std::uint64_t(ctx_.current_phase), v.leader, v.leader_zxid.value(),
+              std::uint64_t(ctx_.current_phase()), v.leader, v.leader_zxid.value(),
               std::uint64_t{v.leader_epoch}, v.round, std::uint64_t{ctx_.durable_epochs.accepted},
               std::uint64_t{ctx_.durable_epochs.current}, ctx_.last_logged.value(),
               ctx_.last_committed.value(), ctx_.last_applied.value(), ctx_.now_tick,
@@ -373,6 +424,8 @@ public:
     }
 
 private:
+    friend struct testing::peer_internals;
+
     /// The user's log, seen through the non-template port the policies use.
     struct storage_adapter final : storage_port {
         explicit storage_adapter(Log& l) : log{l} {}
@@ -452,7 +505,6 @@ private:
     void enter_looking() {
         establish_deadline_.reset();
         ctx_.state = peer_state::looking;
-        ctx_.current_phase = phase::election;
         election_started_ = false;
         maybe_start_election();
     }
@@ -505,7 +557,6 @@ private:
     void enter_role(const election_decision& decision) {
         ctx_.state = decision.decided.state;
         ctx_.current_vote = decision.decided;
-        ctx_.current_phase = phase::discovery;
         establish_deadline_ = ctx_.now_tick + ctx_.opts().init_limit_ticks;
         ++ctx_.counters.elections_decided;
         zab::log(log_level::info, "peer {}: {} (leader {}, decided by {} votes)", ctx_.self(),
@@ -543,7 +594,40 @@ private:
         return ctx_.learning->at;
     }
 
-    void ignore() { ++ctx_.counters.unexpected_messages; }
+    void ignore(peer_id from, ignore_reason why) { ctx_.ignore(from, why); }
+
+    /// Whether this peer issued storage operation `op`. A completion for one it never issued
+    /// (a log reporting work done before this peer existed, or a driver's bug) makes nothing
+    /// durable: it is ignored, counted and logged, never taken for an unwritten record.
+    bool issued(storage_op op, const char* what) {
+        if (op <= ctx_.last_issued_op()) return true;
+        ++ctx_.counters.unissued_completions;
+        zab::log(log_level::warn,
+                 "peer {}: ignored a durability report for {} {}: the last operation this peer "
+                 "issued is {}",
+                 ctx_.self(), what, op, ctx_.last_issued_op());
+        return false;
+    }
+
+    /// Where the leader's PROPOSAL, COMMIT and INFORM go on a learner: into the sync it is
+    /// receiving, or into the broadcast (from NEWLEADER on). Nothing, counted, when `from` is
+    /// not its leader; nothing, and the leader is dropped, before the sync began.
+    enum class learner_route { sync, broadcast, none };
+    learner_route route_from_leader(peer_id from) {
+        const auto at = from_my_leader(from);
+        if (!at) {
+            ignore(from, ignore_reason::not_from_my_leader);
+            return learner_route::none;
+        }
+        using stage = learner_state::stage;
+        if (*at == stage::syncing) return learner_route::sync;
+        if (*at == stage::awaiting_uptodate || *at == stage::broadcasting)
+            return learner_route::broadcast;
+        ctx_.leader_misbehaved(ctx_.handling == message_type::proposal ? "PROPOSAL before the sync began"
+                               : ctx_.handling == message_type::commit ? "COMMIT before the sync began"
+                                                                        : "INFORM before the sync began");
+        return learner_route::none;
+    }
 
     // Election notifications go to the election policy in every state (§3.4 step 7).
     void dispatch(peer_id from, const notification& n, const shared_bytes&) {
@@ -574,7 +658,7 @@ private:
         if (!ctx_.leading) {
             // It follows someone else: the learner must look again. Closing is what a
             // refused connection to ZooKeeper's leader port does.
-            ignore();
+            ignore(from, ignore_reason::follows_another);
             ctx_.close(from);
             return;
         }
@@ -582,37 +666,37 @@ private:
     }
 
     void dispatch(peer_id from, const leader_info& m, const shared_bytes&) {
-        if (!from_my_leader(from)) return ignore();
+        if (!from_my_leader(from)) return ignore(from, ignore_reason::not_from_my_leader);
         discovery_.learner_on_leader_info(m);
     }
 
     void dispatch(peer_id from, const ack_epoch& m, const shared_bytes&) {
-        if (!ctx_.leading) return ignore();
+        if (!ctx_.leading) return ignore(from, ignore_reason::not_leading);
         discovery_.leader_on_ack_epoch(from, m);
     }
 
     void dispatch(peer_id from, const diff& m, const shared_bytes&) {
-        if (!from_my_leader(from)) return ignore();
+        if (!from_my_leader(from)) return ignore(from, ignore_reason::not_from_my_leader);
         synchronization_.learner_on_diff(m);
     }
     void dispatch(peer_id from, const trunc& m, const shared_bytes&) {
-        if (!from_my_leader(from)) return ignore();
+        if (!from_my_leader(from)) return ignore(from, ignore_reason::not_from_my_leader);
         synchronization_.learner_on_trunc(m);
     }
     void dispatch(peer_id from, const snap& m, const shared_bytes& frame) {
-        if (!from_my_leader(from)) return ignore();
+        if (!from_my_leader(from)) return ignore(from, ignore_reason::not_from_my_leader);
         synchronization_.learner_on_snap(m, frame);
         sync_progress();
     }
     void dispatch(peer_id from, const snap_ack& m, const shared_bytes&) {
         learner_link* link = find_link(from);
-        if (link == nullptr) return ignore();
+        if (link == nullptr) return ignore(from, ignore_reason::unknown_learner);
         synchronization_.leader_on_snap_ack(*link, m);
         sync_progress();
     }
     void dispatch(peer_id from, const sync_ack& m, const shared_bytes&) {
         learner_link* link = find_link(from);
-        if (link == nullptr) return ignore();
+        if (link == nullptr) return ignore(from, ignore_reason::unknown_learner);
         synchronization_.leader_on_sync_ack(*link, m);
         sync_progress();
     }
@@ -627,67 +711,57 @@ private:
                                            ctx_.now_tick + ctx_.opts().init_limit_ticks);
     }
     void dispatch(peer_id from, const new_leader& m, const shared_bytes&) {
-        if (!from_my_leader(from)) return ignore();
+        if (!from_my_leader(from)) return ignore(from, ignore_reason::not_from_my_leader);
         synchronization_.learner_on_new_leader(m);
     }
     void dispatch(peer_id from, const up_to_date&, const shared_bytes&) {
-        if (!from_my_leader(from)) return ignore();
+        if (!from_my_leader(from)) return ignore(from, ignore_reason::not_from_my_leader);
         synchronization_.learner_on_up_to_date();
     }
 
     void dispatch(peer_id from, const ack& m, const shared_bytes&) {
         learner_link* link = find_link(from);
-        if (link == nullptr) return ignore();
+        if (link == nullptr) return ignore(from, ignore_reason::unknown_learner);
         using stage = learner_link::stage;
         if (link->at == stage::awaiting_newleader_ack)
             synchronization_.leader_on_newleader_ack(*link, m);
         else if (link->at == stage::awaiting_uptodate || link->at == stage::broadcasting)
             broadcast_.leader_on_ack(*link, m);
         else {
-            ignore();
+            ignore(from, ignore_reason::ack_before_newleader);
             ctx_.drop_learner(from, "an ACK before NEWLEADER");
         }
     }
 
     void dispatch(peer_id from, const proposal& m, const shared_bytes& frame) {
-        const auto at = from_my_leader(from);
-        if (!at) return ignore();
         const log_record record{m.id, frame.slice(m.txn)};
-        using stage = learner_state::stage;
-        if (*at == stage::syncing) {
-            synchronization_.learner_on_sync_proposal(record);
-            sync_progress();
-        } else if (*at == stage::awaiting_uptodate || *at == stage::broadcasting) {
-            broadcast_.learner_on_proposal(record);
-        } else {
-            ctx_.leader_misbehaved("PROPOSAL before the sync began");
+        switch (route_from_leader(from)) {
+            case learner_route::sync:
+                synchronization_.learner_on_sync_proposal(record);
+                sync_progress();
+                break;
+            case learner_route::broadcast: broadcast_.learner_on_proposal(record); break;
+            case learner_route::none: break;
         }
     }
 
     void dispatch(peer_id from, const commit& m, const shared_bytes&) {
-        const auto at = from_my_leader(from);
-        if (!at) return ignore();
-        using stage = learner_state::stage;
-        if (*at == stage::syncing)
-            synchronization_.learner_on_sync_commit(m);
-        else if (*at == stage::awaiting_uptodate || *at == stage::broadcasting)
-            broadcast_.learner_on_commit(m);
-        else
-            ctx_.leader_misbehaved("COMMIT before the sync began");
+        switch (route_from_leader(from)) {
+            case learner_route::sync: synchronization_.learner_on_sync_commit(m); break;
+            case learner_route::broadcast: broadcast_.learner_on_commit(m); break;
+            case learner_route::none: break;
+        }
     }
 
     void dispatch(peer_id from, const inform& m, const shared_bytes& frame) {
-        const auto at = from_my_leader(from);
-        if (!at) return ignore();
         const log_record record{m.id, frame.slice(m.txn)};
-        using stage = learner_state::stage;
-        if (*at == stage::syncing) {
-            synchronization_.learner_on_sync_proposal(record);
-            synchronization_.learner_on_sync_commit(commit{m.id});
-        } else if (*at == stage::awaiting_uptodate || *at == stage::broadcasting) {
-            broadcast_.learner_on_inform(record);
-        } else {
-            ctx_.leader_misbehaved("INFORM before the sync began");
+        switch (route_from_leader(from)) {
+            case learner_route::sync:
+                synchronization_.learner_on_sync_proposal(record);
+                synchronization_.learner_on_sync_commit(commit{m.id});
+                break;
+            case learner_route::broadcast: broadcast_.learner_on_inform(record); break;
+            case learner_route::none: break;
         }
     }
 
@@ -696,21 +770,23 @@ private:
             if (auto* link = find_link(from)) broadcast_.leader_on_ping(*link, m);
             return;
         }
-        if (!from_my_leader(from)) return ignore();
+        if (!from_my_leader(from)) return ignore(from, ignore_reason::not_from_my_leader);
         broadcast_.learner_on_ping(m);
     }
 
     // Client requests forwarded by learners, and the leader's answers (§6.1, §7).
     void dispatch(peer_id from, const request& m, const shared_bytes&) {
-        if (!ctx_.leading) return ignore();  // a stale request: the learner will learn
+        if (!ctx_.leading) return ignore(from, ignore_reason::not_leading);  // it will learn
         if (auto* link = find_link(from)) broadcast_.leader_on_request(*link, m);
     }
     void dispatch(peer_id from, const reply& m, const shared_bytes&) {
-        if (from_my_leader(from) != learner_state::stage::broadcasting) return ignore();
+        if (from_my_leader(from) != learner_state::stage::broadcasting)
+            return ignore(from, ignore_reason::not_serving);
         broadcast_.learner_on_reply(m);
     }
     void dispatch(peer_id from, const zab::sync& m, const shared_bytes&) {
-        if (from_my_leader(from) != learner_state::stage::broadcasting) return ignore();
+        if (from_my_leader(from) != learner_state::stage::broadcasting)
+            return ignore(from, ignore_reason::not_serving);
         broadcast_.learner_on_sync_answer(m);
     }
 
@@ -766,6 +842,7 @@ private:
         maybe_start_election();
         release_frames();
         if (drop_learners_over_backlog()) release_frames();  // their closes, and the rest
+        ctx_.check_invariants();
     }
 
     /// A learner whose frames still held after the release exceed `max_learner_backlog`

@@ -7,13 +7,16 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
+#include <string_view>
 #include <deque>
 #include <optional>
 #include <span>
 #include <utility>
 #include <vector>
 
+#include "zab/core/assert.hpp"
 #include "zab/core/client.hpp"
 #include "zab/core/codec.hpp"
 #include "zab/core/concepts.hpp"
@@ -45,6 +48,37 @@ struct election_decision {
 };
 
 /// Counters a peer keeps; they only grow. For tests, traces and the metrics hook.
+/// Why a valid message was not acted on: `peer_counters::ignored`, and a debug log line.
+/// None of these is the sender's fault: they are the traffic of a role or a connection that
+/// just ended, which both sides learn of by the usual paths.
+enum class ignore_reason : std::uint8_t {
+    not_from_my_leader,  ///< a leader's message from a peer this replica does not follow now
+    not_leading,         ///< a learner's message while this replica does not lead
+    unknown_learner,     ///< a learner's message from a peer without a learner link
+    not_serving,         ///< an answer to a forwarded request before UPTODATE
+    follows_another,     ///< FOLLOWERINFO/OBSERVERINFO while following someone else
+    ack_before_newleader,///< an ACK from a learner not yet past NEWLEADER (the link is dropped)
+    out_of_stage,        ///< not what the link's or the learner's stage expects now
+    bad_acknowledgement, ///< acknowledges what was never sent, or goes back
+    wrong_learner_type,  ///< a learner of another type than the configuration says
+};
+inline constexpr std::size_t ignore_reason_count = 9;
+
+constexpr std::string_view to_string(ignore_reason r) noexcept {
+    switch (r) {
+        case ignore_reason::not_from_my_leader: return "not from the leader this replica follows";
+        case ignore_reason::not_leading: return "this replica does not lead";
+        case ignore_reason::unknown_learner: return "not from a learner of this leader";
+        case ignore_reason::not_serving: return "an answer before UPTODATE";
+        case ignore_reason::follows_another: return "this replica follows another leader";
+        case ignore_reason::ack_before_newleader: return "an ACK before NEWLEADER";
+        case ignore_reason::out_of_stage: return "not expected at this stage";
+        case ignore_reason::bad_acknowledgement: return "acknowledges what was never sent";
+        case ignore_reason::wrong_learner_type: return "not the learner type configured";
+    }
+    return "?";
+}
+
 struct peer_counters {
     std::uint64_t frames_received = 0;
     std::uint64_t frames_sent = 0;
@@ -52,6 +86,11 @@ struct peer_counters {
     std::uint64_t stale_frames = 0;       ///< from a connection that is no longer current
     std::uint64_t strangers = 0;          ///< frames from a peer not in the configuration
     std::uint64_t unexpected_messages = 0;///< valid but not acceptable in the current state
+    /// `unexpected_messages` by reason (`ignored_for`).
+    std::array<std::uint64_t, ignore_reason_count> ignored{};
+    std::uint64_t ignored_for(ignore_reason r) const noexcept {
+        return ignored[static_cast<std::size_t>(r)];
+    }
     std::uint64_t notifications_sent = 0;
     std::uint64_t notifications_received = 0;
     std::uint64_t elections_started = 0;
@@ -78,6 +117,7 @@ struct peer_counters {
     std::uint64_t sync_buffer_overflows = 0;///< learner: syncs given up (max_sync_buffer_bytes)
     std::uint64_t compactions = 0;          ///< log compactions (options::snapshot_every)
     std::uint64_t snapshots_handed_off = 0; ///< snapshots serialized by the driver
+    std::uint64_t unissued_completions = 0; ///< durability reports for ops never issued (ignored)
 };
 
 /// The log, as the policies see it: the peer adapts the user's `log_store` to this, so the
@@ -100,7 +140,7 @@ public:
 };
 
 /// A snapshot for compaction, to be serialized by the driver off the peer's thread
-/// (options::snapshot_off_thread): run `serialize` anywhere, then report the bytes with
+/// (peer::ready().snapshot): run `serialize` anywhere, then report the bytes with
 /// `peer.on_snapshot_ready(at, bytes)` on the peer's thread.
 struct snapshot_work {
     zxid at;
@@ -153,7 +193,21 @@ public:
 
     // --- role -----------------------------------------------------------------------------
     peer_state state = peer_state::looking;
-    phase current_phase = phase::election;
+    /// The phase this replica is in, derived from its role's state (never stored apart).
+    phase current_phase() const noexcept {
+        if (state == peer_state::looking) return phase::election;
+        if (leading) return leading->established ? phase::broadcast : phase::discovery;
+        if (!learning) return phase::discovery;
+        using stage = learner_state::stage;
+        switch (learning->at) {
+            case stage::awaiting_leader_info:
+            case stage::awaiting_sync: return phase::discovery;
+            case stage::syncing:
+            case stage::awaiting_uptodate: return phase::synchronization;
+            case stage::broadcasting: return phase::broadcast;
+        }
+        return phase::discovery;
+    }
     /// The settled vote while not LOOKING (what this peer answers LOOKING peers with).
     vote current_vote;
     /// The current time in ticks since this peer object started.
@@ -225,8 +279,9 @@ public:
         for (const auto& link : leading->links)
             if (link.id == id && link.at != learner_link::stage::broadcasting)
                 note_sync_failure(id, why);
+        // Its acknowledgements go with its link (learner_link::last_acked): a later
+        // connection's count from nothing (issue 15 defect 1).
         std::erase_if(leading->links, [&](const learner_link& k) { return k.id == id; });
-        for (auto& p : leading->outstanding) p.acks.erase(id);
         leading->newleader_acks.erase(id);
     }
 
@@ -257,6 +312,41 @@ public:
         log(log_level::error, "peer {}: {}: {}", self_, what, error.message());
         if (!storage_error_) storage_error_ = error;
     }
+    /// zab's own structural invariants, checked at the end of every step in every build: a
+    /// broken one is a bug of zab and stops the process (docs/design.md rule 6); input from
+    /// the network, the disk or the caller is checked where it arrives and never reaches
+    /// here. The O(window) checks run only with ZAB_EXPENSIVE_INVARIANTS (the test builds).
+    void check_invariants() const {
+        ZAB_ASSERT(!(leading && learning), "a replica holds a leader's and a learner's state");
+        ZAB_ASSERT((state == peer_state::leading) == leading.has_value(),
+                   "LEADING exactly while it holds a leader's state");
+        ZAB_ASSERT((state == peer_state::following || state == peer_state::observing) ==
+                       learning.has_value(),
+                   "FOLLOWING/OBSERVING exactly while it holds a learner's state");
+        // acceptedEpoch >= currentEpoch (§10.10) is the invariant checker's: its broken
+        // variant (broken_variants_test.cpp) must reach the checker, not stop here.
+        ZAB_ASSERT(written_epochs.accepted >= durable_epochs.accepted &&
+                       written_epochs.current >= durable_epochs.current,
+                   "a durable epoch above the one written");
+        ZAB_ASSERT(durable_log_op_ <= last_op_ && durable_epoch_op_ <= last_op_,
+                   "durable beyond the operations issued");
+        if (leading) check_leader(*leading);
+        if (learning) ZAB_ASSERT(learning->leader != self_, "a learner of itself");
+    }
+
+    /// The message being handled (set by the peer before it dispatches one), for log lines.
+    message_type handling = message_type::notification;
+
+    /// A valid message this replica does not act on in its state (its role or link ended,
+    /// or the sender is behind): counted and logged with the reason. What follows (a drop, a
+    /// close) is the caller's.
+    void ignore(peer_id from, ignore_reason why) {
+        ++counters.unexpected_messages;
+        ++counters.ignored[static_cast<std::size_t>(why)];
+        log(log_level::debug, "peer {}: ignored a {} from {}: {}", self_, to_string(handling),
+            from, to_string(why));
+    }
+
     /// Learner: the leader sent something that breaks the protocol; count it and look for a
     /// leader again (never an assertion: docs/design.md rule 6).
     void leader_misbehaved(const char* what) {
@@ -315,6 +405,8 @@ public:
     /// The last log operation issued (or allocated to this step's batch).
     storage_op last_log_op() const noexcept { return last_log_op_; }
 
+    /// The last storage operation issued (0: none yet).
+    storage_op last_issued_op() const noexcept { return last_op_; }
     bool log_durable(storage_op op) const noexcept { return op <= durable_log_op_; }
     bool epochs_durable(storage_op op) const noexcept { return op <= durable_epoch_op_; }
 
@@ -409,7 +501,7 @@ public:
     /// transactions, or transaction bytes, were applied since the last one, the state
     /// machine's snapshot at `last_applied` replaces the log's records up to it. Applied
     /// means committed, so the snapshot holds only committed transactions (§2: a snapshot is
-    /// of committed state). With options::snapshot_off_thread and a machine that hands over
+    /// of committed state). With a machine that hands over
     /// views (zab::deferred_snapshot_machine), the view goes to the driver, which serializes
     /// it elsewhere and reports `snapshot_ready`; one is out at a time, and the next is asked
     /// for once it is back and another period has passed. Otherwise the snapshot is taken
@@ -426,7 +518,7 @@ public:
         applied_bytes_since_compaction_ = 0;
         const auto in_effect = storage_->snapshot();
         if (in_effect && in_effect->last_included >= last_applied) return;
-        if (opts().snapshot_off_thread && storage_->compactable()) {
+        if (storage_->compactable()) {
             if (auto later = machine_->snapshot_later()) {
                 snapshot_work_ = snapshot_work{last_applied, std::move(*later)};
                 snapshot_work_outstanding_ = true;
@@ -437,7 +529,7 @@ public:
         if (storage_->compact(last_applied, machine_->snapshot())) ++counters.compactions;
     }
 
-    /// The driver serialized the snapshot handed out for `at` (options::snapshot_off_thread).
+    /// The driver serialized the snapshot handed out for `at` (peer::ready().snapshot).
     /// The log takes it if `at` is still a record above its snapshot: a SNAP installed since,
     /// for one, replaced the history it stood for, and the log then refuses it.
     void snapshot_ready(zxid at, const shared_bytes& state) {
@@ -447,7 +539,7 @@ public:
         if (storage_->compact(at, state)) ++counters.compactions;
     }
 
-    /// Snapshot work for the driver, taken once (options::snapshot_off_thread).
+    /// Snapshot work for the driver, taken once (peer::ready()).
     std::optional<snapshot_work> take_snapshot_work() { return std::exchange(snapshot_work_, {}); }
 
     // --- elections --------------------------------------------------------------------------
@@ -518,6 +610,7 @@ private:
     }
 
     void log_became_durable(storage_op op) {
+        ZAB_ASSERT(op <= last_op_, "a durability completion for a log operation never issued");
         durable_log_op_ = std::max(durable_log_op_, op);
         while (!log_ops_.empty() && log_ops_.front().first <= op) {
             last_logged = log_ops_.front().second;
@@ -526,11 +619,47 @@ private:
     }
 
     void epochs_became_durable(storage_op op) {
+        ZAB_ASSERT(op <= last_op_, "a durability completion for an epoch write never issued");
         durable_epoch_op_ = std::max(durable_epoch_op_, op);
         while (!epoch_writes_.empty() && epoch_writes_.front().first <= op) {
             durable_epochs = epoch_writes_.front().second;
             epoch_writes_.pop_front();
         }
+    }
+
+    void check_leader(const leader_state& l) const {
+        ZAB_ASSERT(l.self_acked_count <= l.outstanding.size(),
+                   "the leader's own acknowledgements run past its outstanding proposals");
+        ZAB_ASSERT(l.outstanding.empty() || l.outstanding.back().record.id == l.last_proposed,
+                   "the newest outstanding proposal is not the last one proposed");
+        ZAB_ASSERT(l.committed.size() <= leader_state::committed_window_max,
+                   "the committed window grew past its bound");
+        ZAB_ASSERT(!l.established || l.current_write != 0,
+                   "established without having written currentEpoch");
+        for (std::size_t i = 0; i < l.links.size(); ++i) {
+            const learner_link& link = l.links[i];
+            ZAB_ASSERT(link.id != self_, "a learner link to the leader itself");
+            for (std::size_t j = i + 1; j < l.links.size(); ++j)
+                ZAB_ASSERT(l.links[j].id != link.id, "two links to one learner");
+            ZAB_ASSERT(link.snapshot_acknowledged <= link.snapshot_queued,
+                       "a learner acknowledged more of a snapshot than was queued");
+            ZAB_ASSERT(!link.history_unacked.empty() || link.history_unacked_bytes == 0,
+                       "unacknowledged history bytes without unacknowledged records");
+        }
+#if defined(ZAB_EXPENSIVE_INVARIANTS)
+        for (std::size_t i = 1; i < l.outstanding.size(); ++i)
+            ZAB_ASSERT(l.outstanding[i - 1].record.id < l.outstanding[i].record.id,
+                       "outstanding proposals out of zxid order");
+        for (std::size_t i = 1; i < l.committed.size(); ++i)
+            ZAB_ASSERT(l.committed[i - 1].id < l.committed[i].id,
+                       "the committed window out of zxid order");
+        for (const learner_link& link : l.links) {
+            std::uint64_t bytes = 0;
+            for (const auto& [id, size] : link.history_unacked) bytes += size;
+            ZAB_ASSERT(bytes == link.history_unacked_bytes,
+                       "a learner's unacknowledged history bytes miscounted");
+        }
+#endif
     }
 
     peer_id self_;

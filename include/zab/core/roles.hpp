@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "zab/core/assert.hpp"
 #include "zab/core/bytes.hpp"
 #include "zab/core/client.hpp"
 #include "zab/core/concepts.hpp"
@@ -35,14 +36,46 @@ struct learner_link {
         awaiting_uptodate,  ///< NEWLEADER acknowledged; UPTODATE once the leader is established
         broadcasting,       ///< UPTODATE sent
     };
+
+    /// The stage changes the protocol has (§4, §5.2): each forward, none back (a learner that
+    /// starts over gets a new link).
+    static constexpr bool may_move(stage from, stage to) noexcept {
+        switch (to) {
+            case stage::awaiting_epoch: return false;
+            case stage::awaiting_ack_epoch: return from == stage::awaiting_epoch;
+            case stage::awaiting_sync: return from == stage::awaiting_ack_epoch;
+            case stage::streaming_snapshot: return from == stage::awaiting_sync;
+            case stage::streaming_history:
+                return from == stage::awaiting_sync || from == stage::streaming_snapshot;
+            case stage::awaiting_newleader_ack:
+                return from == stage::awaiting_sync || from == stage::streaming_snapshot ||
+                       from == stage::streaming_history;
+            case stage::awaiting_uptodate: return from == stage::awaiting_newleader_ack;
+            case stage::broadcasting: return from == stage::awaiting_uptodate;
+        }
+        return false;
+    }
+
+    /// The only way the stage changes: asserts that the protocol has this transition (a
+    /// broken one is a bug of zab, never of the learner: its messages are checked first).
+    void move_to(stage next) {
+        ZAB_ASSERT(may_move(at, next), "learner link: a stage transition the protocol does not have");
+        at = next;
+    }
+
     peer_id id = 0;
     connection_id connection = 0;
     learner_type type = learner_type::participant;
-    stage at = stage::awaiting_epoch;
+    stage at = stage::awaiting_epoch;  ///< changed only by move_to
     epoch_t accepted_epoch = 0;     ///< from FOLLOWERINFO
     zxid last_logged;               ///< from ACKEPOCH
     bool forwarding = false;        ///< gets every new PROPOSAL/COMMIT (or INFORM) from now on
-    zxid last_acked;                ///< highest proposal this learner acknowledged
+    /// Highest proposal this learner acknowledged on this link: it holds every proposal up to
+    /// it durably (an ACK covers the prefix, FIFO). The leader's commit point is the highest
+    /// zxid a quorum's `last_acked` reaches (broadcast.hpp); a new link starts from nothing.
+    zxid last_acked;
+    /// Proposals it forwarded that are still outstanding (max_forwarded_per_learner).
+    std::size_t forwarded_outstanding = 0;
     std::uint64_t last_heard_tick = 0;
     std::uint64_t acked_round = 0;  ///< highest heartbeat round it answered (§7 quorum rounds)
     /// SNAP flow control: bytes of the snapshot queued as chunks, and confirmed by SNAPACK.
@@ -94,9 +127,9 @@ struct pending_sync {
 struct outstanding_proposal {
     log_record record;      ///< zxid and the txn bytes (a slice of `frame`)
     shared_bytes frame;     ///< the encoded PROPOSAL, sent as is to every follower
-    peer_set acks;          ///< who has it durably (the leader once its own log says so)
     storage_op log_op = 0;  ///< the leader's own append
     peer_id origin = 0;     ///< the learner that forwarded it (0: proposed at the leader)
+    connection_id origin_connection = 0;  ///< on which of its connections
 };
 
 /// Everything a leader keeps while LEADING.
@@ -125,9 +158,6 @@ struct leader_state {
     /// Recently committed records, contiguous, oldest first (§5.1 committedLog). At
     /// establishment: the leader's whole history (it all became committed, §5.5).
     std::deque<log_record> committed;
-    /// True while `committed` starts at the very beginning of the leader's history (nothing
-    /// evicted, no snapshot below it): a DIFF can then start anywhere.
-    bool committed_from_start = true;
     /// The zxid just before `committed`'s first record (a snapshot's, an evicted record's,
     /// or zxid{} when the window starts at the beginning).
     zxid committed_base;
@@ -144,7 +174,6 @@ struct leader_state {
         if (committed.size() > committed_window_max) {
             committed_base = committed.front().id;
             committed.pop_front();
-            committed_from_start = false;
         }
     }
 
@@ -161,8 +190,27 @@ struct learner_state {
         awaiting_uptodate,     ///< NEWLEADER handled (its ACK goes out once durable)
         broadcasting,          ///< UPTODATE received: serving
     };
+
+    /// The stage changes the protocol has (§4.5, §5.3): each forward, none back (a new
+    /// leader means a new learner_state).
+    static constexpr bool may_move(stage from, stage to) noexcept {
+        switch (to) {
+            case stage::awaiting_leader_info: return false;
+            case stage::awaiting_sync: return from == stage::awaiting_leader_info;
+            case stage::syncing: return from == stage::awaiting_sync;
+            case stage::awaiting_uptodate: return from == stage::syncing;
+            case stage::broadcasting: return from == stage::awaiting_uptodate;
+        }
+        return false;
+    }
+
+    /// The only way the stage changes: asserts that the protocol has this transition.
+    void move_to(stage next) {
+        ZAB_ASSERT(may_move(at, next), "learner: a stage transition the protocol does not have");
+        at = next;
+    }
     peer_id leader = 0;
-    stage at = stage::awaiting_leader_info;
+    stage at = stage::awaiting_leader_info;  ///< changed only by move_to
     bool info_sent = false;
     epoch_t epoch = 0;                 ///< the leader's new epoch (LEADERINFO)
     /// Everything up to here is committed by the leader's word: the sync target (DIFF/TRUNC
@@ -203,16 +251,5 @@ constexpr const char* to_string(learner_state::stage s) noexcept {
     }
     return "?";
 }
-
-/// One learner as its leader sees it: `peer::learners()` (the stable view for drivers,
-/// metrics and tests; the rest of `leader_state` is the core's own).
-struct learner_status {
-    peer_id id = 0;
-    learner_type type = learner_type::participant;
-    learner_link::stage stage = learner_link::stage::awaiting_epoch;
-    zxid last_acked;                   ///< highest proposal it acknowledged on this link
-    std::uint64_t sync_failures = 0;   ///< its syncs in a row that ended before UPTODATE
-    const char* last_sync_failure = "";
-};
 
 }  // namespace zab

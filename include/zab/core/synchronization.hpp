@@ -31,10 +31,7 @@ public:
     bool leader_start() {
         auto& l = *ctx_.leading;
         zxid after;
-        if (auto snapshot = ctx_.log_snapshot_in_effect()) {
-            after = snapshot->last_included;
-            l.committed_from_start = false;
-        }
+        if (auto snapshot = ctx_.log_snapshot_in_effect()) after = snapshot->last_included;
         l.committed_base = after;
         for (;;) {
             auto chunk = ctx_.read_log(after, 1024);
@@ -74,7 +71,7 @@ public:
             for (auto& link : l.links) {
                 if (link.at != learner_link::stage::awaiting_uptodate) continue;
                 ctx_.send(link.id, up_to_date{});
-                link.at = learner_link::stage::broadcasting;
+                link.move_to(learner_link::stage::broadcasting);
                 std::erase_if(l.sync_trouble, [&](const auto& t) { return t.first == link.id; });
             }
         }
@@ -84,11 +81,11 @@ public:
     void leader_on_newleader_ack(learner_link& link, const ack& m) {
         auto& l = *ctx_.leading;
         if (m.acked != zxid{l.epoch, 0}) {
-            ++ctx_.counters.unexpected_messages;
+            ctx_.ignore(link.id, ignore_reason::out_of_stage);
             ctx_.drop_learner(link.id, "its first message after NEWLEADER is not its ACK");
             return;
         }
-        link.at = learner_link::stage::awaiting_uptodate;
+        link.move_to(learner_link::stage::awaiting_uptodate);
         if (link.type == learner_type::participant) l.newleader_acks.insert(link.id);
     }
 
@@ -98,7 +95,7 @@ public:
     /// sent, or goes back, is dropped.
     void leader_on_snap_ack(learner_link& link, const snap_ack& m) {
         if (m.received <= link.snapshot_acknowledged || m.received > link.snapshot_queued) {
-            ++ctx_.counters.unexpected_messages;
+            ctx_.ignore(link.id, ignore_reason::bad_acknowledgement);
             ctx_.drop_learner(link.id, "a SNAPACK of bytes never sent");
             return;
         }
@@ -118,7 +115,7 @@ public:
         const bool known = m.received <= bound;
         if (!known || (streaming && (link.history_unacked.empty() ||
                                      m.received < link.history_unacked.front().first))) {
-            ++ctx_.counters.unexpected_messages;
+            ctx_.ignore(link.id, ignore_reason::bad_acknowledgement);
             ctx_.drop_learner(link.id, "a SYNCACK of history never sent");
             return;
         }
@@ -274,7 +271,7 @@ public:
         // The history's last log operation (append, TRUNC or SNAP): everything before it too.
         s.newleader_log_op = std::max(op, ctx_.last_log_op());
         s.newleader_pending = true;
-        s.at = learner_state::stage::awaiting_uptodate;
+        s.move_to(learner_state::stage::awaiting_uptodate);
     }
 
     /// Runs after every event while learning: NEWLEADER's durable steps, in order.
@@ -299,8 +296,7 @@ public:
             ctx_.leader_misbehaved("UPTODATE before NEWLEADER was handled");
             return;
         }
-        s.at = learner_state::stage::broadcasting;
-        ctx_.current_phase = phase::broadcast;
+        s.move_to(learner_state::stage::broadcasting);
         ctx_.current_vote.leader_epoch = s.epoch;  // ZOOKEEPER-1732
         if (s.snapshot) {
             auto restored = ctx_.restore_machine(s.snapshot->last_included,
@@ -372,8 +368,7 @@ protected:  // the building blocks of the phase, for policies derived from this 
             ctx_.leader_misbehaved("a second DIFF/TRUNC/SNAP");
             return false;
         }
-        s.at = learner_state::stage::syncing;
-        ctx_.current_phase = phase::synchronization;
+        s.move_to(learner_state::stage::syncing);
         return true;
     }
 
@@ -426,7 +421,7 @@ protected:  // the building blocks of the phase, for policies derived from this 
         link.forwarding = true;
         // §5.2 step 7: NEWLEADER last, once the leader's currentEpoch is durable.
         ctx_.send_after(link.id, new_leader{zxid{l.epoch, 0}}, 0, l.current_write);
-        link.at = learner_link::stage::awaiting_newleader_ack;
+        link.move_to(learner_link::stage::awaiting_newleader_ack);
     }
 
     /// SNAP: committed state, and the history after it. The log's snapshot when it has one
@@ -452,7 +447,7 @@ protected:  // the building blocks of the phase, for policies derived from this 
         link.snapshot = std::move(state);
         link.snapshot_queued = 0;
         link.snapshot_acknowledged = 0;
-        link.at = learner_link::stage::streaming_snapshot;
+        link.move_to(learner_link::stage::streaming_snapshot);
         stream_snapshot(link);
     }
 
@@ -492,7 +487,7 @@ protected:  // the building blocks of the phase, for policies derived from this 
         link.history_queued = after;
         link.history_unacked.clear();
         link.history_unacked_bytes = 0;
-        link.at = learner_link::stage::streaming_history;
+        link.move_to(learner_link::stage::streaming_history);
         stream_history(link);
     }
 
@@ -597,8 +592,7 @@ protected:  // the building blocks of the phase, for policies derived from this 
         l.established = true;
         // The epoch is final only now: FOLLOWERINFOs may have raised it after this peer began
         // to lead, and every zxid it proposes must carry it (§1, §10.9).
-        l.last_proposed = zxid{l.epoch, ctx_.opts().initial_counter};
-        ctx_.current_phase = phase::broadcast;
+        l.last_proposed = zxid{l.epoch, ctx_.opts().test_only.initial_counter};
         ctx_.current_vote.leader_epoch = l.epoch;  // ZOOKEEPER-1732
         zab::log(log_level::info, "peer {}: established as leader of epoch {}", ctx_.self(),
                  l.epoch);

@@ -22,6 +22,7 @@
 #pragma once
 
 #include <chrono>
+#include <string>
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -36,6 +37,7 @@
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/async_result.hpp>
 #include <boost/asio/post.hpp>
+#include <fmt/format.h>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/system/error_code.hpp>
 
@@ -53,15 +55,23 @@ namespace zab::asio {
 
 /// Everything a node needs to know.
 struct node_options {
+    /// The group's identity, given once: the node passes it to the peer
+    /// (`options::group_id`) and the transport (`tcp_transport_options::cluster_id`), and
+    /// `start()` refuses a log of another cluster (`file_log_options::cluster_id`) or one of
+    /// those fields set to something else. 0: the two fields as given, which must agree.
+    std::uint64_t cluster_id = 0;
     configuration config;            ///< the group's members (voters and observers)
-    options peer;                    ///< the core's options; `peer.tick_ms` is the tick length
+    options peer;                    ///< the core's options: timing in ticks, bounds, compaction
     tcp_transport_options transport; ///< `transport.self` is this replica; its peers' addresses
+    /// How long one tick of the peer's clock lasts (every duration in `peer` counts ticks).
+    std::chrono::milliseconds tick{100};
 };
 
 /// `options.transport` with the membership the handshake compares set from `options.config`
 /// (unless the caller set a digest itself).
 inline tcp_transport_options transport_options_of(const node_options& options) {
     tcp_transport_options transport = options.transport;
+    if (options.cluster_id != 0 && transport.cluster_id == 0) transport.cluster_id = options.cluster_id;
     if (transport.config_digest == 0) {
         transport.config_version = options.config.version();
         transport.config_digest = options.config.digest();
@@ -132,7 +142,15 @@ public:
     result<void> start() {
         if (started_ || stopped_) return make_error_code(errc::invalid_argument);
         zab::options peer_options = options_.peer;
-        peer_options.snapshot_off_thread = true;  // maybe_serialize_snapshot runs the work
+        if (auto problem = identity_problem(); !problem.empty()) {
+            zab::log(log_level::error, "invalid options: {}", problem);
+            return make_error_code(errc::invalid_options);
+        }
+        if (options_.cluster_id != 0) peer_options.group_id = options_.cluster_id;
+        if (options_.tick <= std::chrono::milliseconds::zero()) {
+            zab::log(log_level::error, "invalid options: tick must be positive");
+            return make_error_code(errc::invalid_options);
+        }
         // Every replica logs every proposal: a transaction the log cannot store as one
         // record would stop the whole group (issue 15 defect 5). Checked here, once.
         if constexpr (requires { log_.options().max_record_bytes; }) {
@@ -150,7 +168,7 @@ public:
         if (auto listening = transport_.start(); !listening) return listening.error();
         started_ = true;
         peer_ = std::move(created).value();
-        tick_length_ = std::chrono::milliseconds{options_.peer.tick_ms};
+        tick_length_ = options_.tick;
         clock_origin_ = std::chrono::steady_clock::now();
         peer_->start();
         after_step();
@@ -169,7 +187,7 @@ public:
         stopped_ = true;
         if (peer_) {
             peer_->shutdown();
-            deliver_completions();
+            deliver_completions(peer_->ready().completions);
         }
         // peer::shutdown completed every request in flight (client_table::abandon).
         ZAB_ASSERT(pending_.empty(), "node::stop: a client request outlived the peer's shutdown");
@@ -241,39 +259,48 @@ public:
         node_status s;
         s.conflicts = transport_.conflicts();
         if (!peer_) return s;
-        s.role = peer_->state();
-        s.established = peer_->established();
-        s.epoch = peer_->durable_epochs().current;
-        if (s.established) s.leader = peer_->current_vote().leader;
-        s.last_logged = peer_->last_logged();
-        s.last_committed = peer_->last_committed();
-        s.last_applied = peer_->last_applied();
-        s.failure = peer_->failure();
-        if (const auto& leading = peer_->context().leading) {
-            for (const auto& link : leading->links) {
-                follower_status f;
-                f.id = link.id;
-                f.type = link.type;
-                f.serving = link.at == learner_link::stage::broadcasting;
-                f.last_acked = link.last_acked;
-                const zxid committed = s.last_committed;
-                if (link.type == learner_type::participant && committed.epoch() == leading->epoch)
-                    f.lag = link.last_acked.epoch() == committed.epoch()
-                                ? committed.counter() - std::min(committed.counter(),
-                                                                 link.last_acked.counter())
-                                : committed.counter();
-                s.followers.push_back(f);
-            }
-        }
+        const peer_status p = peer_->status();
+        s.role = p.role;
+        s.established = p.established;
+        s.epoch = p.durable_epochs.current;
+        s.leader = p.leader;
+        s.last_logged = p.last_logged;
+        s.last_committed = p.last_committed;
+        s.last_applied = p.last_applied;
+        s.failure = p.failure;
+        for (const learner_status& l : p.learners)
+            s.followers.push_back({l.id, l.type, l.stage == learner_link::stage::broadcasting,
+                                   l.last_acked, l.lag});
         return s;
     }
 
-    /// The peer (for observation: counters, context), or nullptr before `start()`.
+    /// The peer (for observation: status, counters), or nullptr before `start()`.
     const peer_type* protocol_peer() const noexcept { return peer_.get(); }
     const tcp_transport& transport() const noexcept { return transport_; }
 
 private:
     using handler_type = boost::asio::any_completion_handler<completion_signature>;
+
+    /// Why the cluster ids given do not agree, naming the fields; empty when they do.
+    std::string identity_problem() const {
+        const std::uint64_t group = options_.peer.group_id;
+        const std::uint64_t transport = options_.transport.cluster_id;
+        const std::uint64_t id = options_.cluster_id != 0 ? options_.cluster_id : transport;
+        if (options_.cluster_id != 0 && transport != 0 && transport != id)
+            return fmt::format("transport.cluster_id {} is not cluster_id {}", transport, id);
+        if (group != 0 && group != id)
+            return fmt::format("peer.group_id {} is not the cluster id {}", group, id);
+        if (options_.cluster_id == 0 && group != transport)
+            return fmt::format("peer.group_id {} and transport.cluster_id {} differ: set "
+                               "node_options::cluster_id once",
+                               group, transport);
+        if constexpr (requires { log_.options().cluster_id; }) {
+            if (log_.options().cluster_id != id)
+                return fmt::format("the log belongs to cluster {}, not to cluster {}",
+                                   log_.options().cluster_id, id);
+        }
+        return {};
+    }
 
     transport_handler make_handler() {
         transport_handler h;
@@ -297,20 +324,20 @@ private:
         after_step();
     }
 
+    /// The driver contract (zab/core/driver.hpp), after every call into the peer.
     void after_step() {
-        deliver_completions();
-        maybe_flush();
-        maybe_serialize_snapshot();
+        if (!peer_ || stopped_) return;
+        peer_ready ready = peer_->ready();
+        deliver_completions(std::move(ready.completions));
+        if (ready.flush_due) maybe_flush();
+        if (ready.snapshot) serialize_snapshot(std::move(*ready.snapshot));
     }
 
-    /// options::snapshot_off_thread (set by the node): a snapshot the peer handed out is
+    /// Snapshot work the peer handed out (a zab::deferred_snapshot_machine's view) is
     /// serialized on the disk executor (between flush jobs), or, without one, in a later turn
     /// of the node's executor, and handed back to the peer.
-    void maybe_serialize_snapshot() {
-        if (!peer_ || stopped_) return;
-        auto work = peer_->take_snapshot_work();
-        if (!work) return;
-        auto job = std::make_shared<snapshot_work>(std::move(*work));
+    void serialize_snapshot(snapshot_work work) {
+        auto job = std::make_shared<snapshot_work>(std::move(work));
         auto result = std::make_shared<shared_bytes>();
         auto finish = [this, alive = alive_, job, result]() {
             if (!*alive || !peer_ || stopped_) return;
@@ -341,9 +368,8 @@ private:
         after_step();
     }
 
-    void deliver_completions() {
-        if (!peer_ || !peer_->has_completions()) return;
-        for (auto& c : peer_->take_completions()) {
+    void deliver_completions(std::vector<client_completion> completions) {
+        for (auto& c : completions) {
             const auto it = pending_.find(c.id);
             ZAB_ASSERT(it != pending_.end(), "a completion for a request the node never made");
             handler_type handler = std::move(it->second);
@@ -376,9 +402,10 @@ private:
     }
 
     /// Hands what the log has pending to a flush job, unless one is running (group commit:
-    /// everything appended meanwhile goes into the next job).
+    /// everything appended meanwhile goes into the next job, started by the after_step that
+    /// reports this one).
     void maybe_flush() {
-        if (flushing_ || stopped_ || !log_.has_pending_work()) return;
+        if (flushing_ || stopped_) return;
         flushing_ = true;
         auto job = std::make_shared<decltype(log_.begin_flush())>(log_.begin_flush());
         auto finish = [this, alive = alive_, job]() {
@@ -386,14 +413,7 @@ private:
             flushing_ = false;
             const flush_result r = log_.finish_flush(std::move(*job));
             if (!peer_) return;
-            if (r.failed()) {
-                zab::log(log_level::error, "node {}: storage failed: {}", options_.transport.self,
-                         r.reason);
-                peer_->on_storage_failed(r.error);
-            } else {
-                if (r.log_durable) peer_->on_log_durable(*r.log_durable);
-                if (r.epochs_durable) peer_->on_epochs_durable(*r.epochs_durable);
-            }
+            peer_->on_flushed(r);
             after_step();
         };
         if (disk_) {

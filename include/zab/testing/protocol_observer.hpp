@@ -15,6 +15,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "zab/testing/peer_internals.hpp"
 #include "zab/core/codec.hpp"
 #include "zab/core/quorum.hpp"
 #include "zab/core/roles.hpp"
@@ -61,7 +62,7 @@ public:
             ++proposals_;
             // The epoch the proposer leads, not the zxid's: §10.9 checks that they agree.
             const auto* p = sim_.peer_of(id);
-            const epoch_t led = p && p->context().leading ? p->context().leading->epoch
+            const epoch_t led = p && zab::testing::internals(*p).leading ? zab::testing::internals(*p).leading->epoch
                                                           : proposed.value().epoch();
             checker_.broadcast(id, led, txn_id{proposed.value(), digest(txn)});
         }
@@ -164,7 +165,7 @@ private:
                                    snapshot_base(n.log->snapshot()));
             }
             if (!n.peer) continue;
-            const auto& ctx = n.peer->context();
+            const auto& ctx = zab::testing::internals(*n.peer);
             if (ctx.leading && ctx.leading->established &&
                 seen.established_epoch != ctx.leading->epoch) {
                 seen.established_epoch = ctx.leading->epoch;
@@ -229,7 +230,7 @@ private:
         if (!decoded) return;
         const auto& n = sim_.at(e.from);
         if (!n.peer) return;
-        const auto& ctx = n.peer->context();
+        const auto& ctx = zab::testing::internals(*n.peer);
         const auto& log = *n.log;
         const zxid base = snapshot_base(log.durable_snapshot());
         std::visit(
@@ -274,10 +275,10 @@ private:
         if (c == nullptr) return;
         const auto* p = sim_.peer_of(receiver);
         // A replica whose disk failed handles nothing more (docs/design.md: terminal).
-        if (p == nullptr || p->failed() || !p->context().learning ||
-            p->context().learning->leader != sender)
+        if (p == nullptr || p->failed() || !zab::testing::internals(*p).learning ||
+            zab::testing::internals(*p).learning->leader != sender)
             return;
-        const auto& s = *p->context().learning;
+        const auto& s = *zab::testing::internals(*p).learning;
         if (s.at != learner_state::stage::awaiting_uptodate &&
             s.at != learner_state::stage::broadcasting)
             return;  // sync history: PROPOSAL+COMMIT pairs, checked by the log's contiguity

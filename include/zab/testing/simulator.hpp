@@ -42,6 +42,7 @@
 
 #include <fmt/format.h>
 
+#include "zab/testing/peer_internals.hpp"
 #include "zab/core/assert.hpp"
 #include "zab/core/codec.hpp"
 #include "zab/core/config.hpp"
@@ -271,8 +272,8 @@ public:
     /// Where learner `id` is in its NEWLEADER handling right now, if inside it.
     std::optional<newleader_point> newleader_position(peer_id id) const {
         const node& n = at(id);
-        if (!n.peer || !n.peer->context().learning) return std::nullopt;
-        const auto& ctx = n.peer->context();
+        if (!n.peer || !zab::testing::internals(*n.peer).learning) return std::nullopt;
+        const auto& ctx = zab::testing::internals(*n.peer);
         const auto& s = *ctx.learning;
         if (s.at != learner_state::stage::awaiting_uptodate) return std::nullopt;
         if (s.newleader_pending)
@@ -281,8 +282,8 @@ public:
         if (s.newleader_epoch_op == 0) return std::nullopt;
         if (!ctx.epochs_durable(s.newleader_epoch_op)) return newleader_point::history_durable;
         const node& leader = at(s.leader);
-        if (leader.peer && leader.peer->context().leading) {
-            for (const auto& link : leader.peer->context().leading->links)
+        if (leader.peer && zab::testing::internals(*leader.peer).leading) {
+            for (const auto& link : zab::testing::internals(*leader.peer).leading->links)
                 if (link.id == id && (link.at == learner_link::stage::awaiting_uptodate ||
                                       link.at == learner_link::stage::broadcasting))
                     return newleader_point::ack_counted;
@@ -377,7 +378,7 @@ private:
         const happenings& h = happened_[id];
         if (!h.any) return false;
         const peer_type* p = at(id).peer.get();
-        const bool learning = p && p->context().learning;
+        const bool learning = p && zab::testing::internals(*p).learning;
         switch (point) {
             case crash_point::accepted_epoch_issued: return h.accepted_raised_issued;
             case crash_point::accepted_epoch_durable: return h.accepted_raised_durable;
@@ -399,7 +400,7 @@ private:
             case crash_point::proposal_ack_received:
                 return (h.handled & type_bit(message_type::ack)) != 0;
             case crash_point::commit_sent:
-                return p && p->context().leading && (h.sent & type_bit(message_type::commit)) != 0;
+                return p && zab::testing::internals(*p).leading && (h.sent & type_bit(message_type::commit)) != 0;
             default: return false;
         }
     }
@@ -688,8 +689,7 @@ private:
         ++n.incarnation;
         n.machine = std::make_unique<StateMachine>();
         // The simulator runs snapshot work "off the peer's thread" (drain_completions).
-        zab::options peer_options = n.peer_options.value_or(options_.peer);
-        peer_options.snapshot_off_thread = true;
+        const zab::options peer_options = n.peer_options.value_or(options_.peer);
         auto created = peer_type::create(n.id, config_, peer_options, network_.transport(n.id),
                                          *n.log, *n.machine);
         ZAB_ASSERT(created.has_value(), "simulated peer failed to start");
@@ -766,15 +766,20 @@ private:
         reschedule_wake(n);
     }
 
+    /// The driver contract (zab/core/driver.hpp) after every call into `n`'s peer: its
+    /// completions go to the observer, its snapshot work to a simulated background thread;
+    /// its log flushes by itself (sim_log and sim_file_log complete syncs as events), and
+    /// `reschedule_wake` reads its next deadline.
     void drain_completions(node& n) {
         if (!n.peer) return;
-        if (auto work = n.peer->take_snapshot_work()) {
-            // options::snapshot_off_thread: a background thread serializes the view a
+        peer_ready ready = n.peer->ready();
+        if (ready.snapshot) {
+            // A deferred snapshot: a background thread serializes the view a
             // sync-latency later, while the replica goes on applying; a crash loses the work.
             const peer_id id = n.id;
             const std::uint64_t incarnation = n.incarnation;
             events_.schedule_after(options_.disk.sync_latency_max,
-                                   [this, id, incarnation, work = std::move(*work)] {
+                                   [this, id, incarnation, work = std::move(*ready.snapshot)] {
                                        if (at(id).incarnation != incarnation) return;
                                        const shared_bytes bytes = work.serialize();
                                        deliver(id, [z = work.at, bytes](peer_type& p) {
@@ -782,8 +787,7 @@ private:
                                        });
                                    });
         }
-        if (!n.peer->has_completions()) return;
-        for (const auto& c : n.peer->take_completions())
+        for (const auto& c : ready.completions)
             if (completion_observer_) completion_observer_(n.id, c);
     }
 

@@ -1,0 +1,49 @@
+// zab/core/status.hpp — what a peer shows of itself: `peer::status()` and `peer::learners()`.
+//
+// The stable view for drivers, status pages, metrics and tests. Everything else a peer keeps
+// (peer_context, leader_state, learner_state) is the core's own: nothing outside the core
+// reads it (tests that must reach inside use zab/testing/peer_internals.hpp).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <system_error>
+#include <vector>
+
+#include "zab/core/concepts.hpp"
+#include "zab/core/roles.hpp"
+#include "zab/core/types.hpp"
+#include "zab/core/zxid.hpp"
+
+namespace zab {
+
+/// One learner as its leader sees it.
+struct learner_status {
+    peer_id id = 0;
+    learner_type type = learner_type::participant;
+    learner_link::stage stage = learner_link::stage::awaiting_epoch;
+    zxid last_acked;                   ///< highest proposal it acknowledged on this link
+    /// Voters: transactions committed in the leader's epoch that it has not acknowledged;
+    /// 0 for observers and before the leader committed anything in its epoch.
+    std::uint64_t lag = 0;
+    std::uint64_t sync_failures = 0;   ///< its syncs in a row that ended before UPTODATE
+    const char* last_sync_failure = "";
+};
+
+/// A peer's role and progress at one instant.
+struct peer_status {
+    peer_id id = 0;
+    peer_state role = peer_state::looking;
+    /// Leading with a quorum (after NEWLEADER's quorum), or following a leader (UPTODATE).
+    bool established = false;
+    epochs durable_epochs;   ///< accepted and current epoch, as durable
+    peer_id leader = 0;      ///< the leader it follows or is, once established; else 0
+    zxid last_logged, last_committed, last_applied;
+    /// A learner's own stage with its leader; nothing unless FOLLOWING or OBSERVING.
+    std::optional<learner_state::stage> learner_stage;
+    std::vector<learner_status> learners;  ///< a leader's learners, connected now
+    std::error_code failure;               ///< set once storage failed (terminal)
+    std::uint64_t now_tick = 0;
+};
+
+}  // namespace zab
