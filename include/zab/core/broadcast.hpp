@@ -87,7 +87,10 @@ public:
             return;
         }
         // Observers' ACKs never count (§8): quorum_acked() looks at voters only.
-        link.last_acked = std::max(link.last_acked, m.acked);
+        if (m.acked > link.last_acked) {
+            link.last_acked = m.acked;
+            l.progress_moved = true;
+        }
     }
 
     /// A heartbeat answer (any message refreshes the learner's deadline; the peer did that):
@@ -146,11 +149,13 @@ public:
         // The leader's own ack, once its log made the proposal durable. Durability comes in
         // log order, so the acked ones are a prefix of `outstanding`: O(new acks) per step.
         while (l.self_acked_count < l.outstanding.size() &&
-               ctx_.log_durable(l.outstanding[l.self_acked_count].log_op))
+               ctx_.log_durable(l.outstanding[l.self_acked_count].log_op)) {
             ++l.self_acked_count;
+            l.progress_moved = true;
+        }
         // §6.1 tryToCommit: strictly in order, up to the highest zxid a quorum of every
         // verifier holds durably. O(voters²) per step, whatever the window.
-        const zxid point = quorum_acked(l);
+        const zxid point = std::exchange(l.progress_moved, false) ? quorum_acked(l) : zxid{};
         while (!l.outstanding.empty() && l.outstanding.front().record.id <= point) {
             outstanding_proposal p = std::move(l.outstanding.front());
             l.outstanding.pop_front();
@@ -339,16 +344,17 @@ protected:  // the building blocks of the phase, for policies derived from this 
     /// The highest zxid that a quorum of voters (of every verifier) holds durably: each
     /// voter's progress is its link's `last_acked`, the leader's its own durable prefix of
     /// `outstanding` (etcd's tracker + quorum: per-member progress, not a set per proposal).
-    zxid quorum_acked(const leader_state& l) const {
-        std::vector<std::pair<zxid, peer_id>> progress;
-        progress.reserve(l.links.size() + 1);
+    zxid quorum_acked(const leader_state& l) {
+        std::vector<std::pair<zxid, peer_id>>& progress = progress_scratch_;
+        progress.clear();
         if (l.self_acked_count > 0)
             progress.emplace_back(l.outstanding[l.self_acked_count - 1].record.id, ctx_.self());
         for (const auto& link : l.links)
             if (link.type == learner_type::participant && link.last_acked.epoch() == l.epoch)
                 progress.emplace_back(link.last_acked, link.id);
         std::sort(progress.begin(), progress.end(), std::greater<>{});
-        peer_set holders;
+        peer_set& holders = holders_scratch_;
+        holders.clear();
         for (const auto& [acked, id] : progress) {
             holders.insert(id);  // everyone so far holds `acked` (they are sorted downwards)
             if (ctx_.quorums().contains_quorum(holders)) return acked;
@@ -379,6 +385,8 @@ protected:  // the building blocks of the phase, for policies derived from this 
 
 
     peer_context& ctx_;
+    std::vector<std::pair<zxid, peer_id>> progress_scratch_;  ///< quorum_acked's, reused
+    peer_set holders_scratch_;                                ///< quorum_acked's, reused
 };
 
 }  // namespace zab

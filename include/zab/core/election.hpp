@@ -304,11 +304,10 @@ private:
             return set.empty() ? std::string{"none"} : fmt::format("{}", fmt::join(set, ", "));
         };
         log(log_level::warn,
-            "peer {}: no leader elected after {} ticks ({:.1f} s), round {}: a quorum of voters "
+            "peer {}: no leader elected after {} ticks, round {}: a quorum of voters "
             "{} must agree; voting for a candidate: {}; voting for nobody (not synced since "
             "their data was wiped or found damaged): {}; not heard from: {}{}",
-            ctx_.self(), ticks,
-            static_cast<double>(ticks) * ctx_.opts().tick_ms / 1000.0, logical_clock_,
+            ctx_.self(), ticks, logical_clock_,
             fmt::join(ctx_.config().voters(), ", "), ids(candidate), ids(nobody), ids(silent),
             ctx_.voting_suspended ? "; this replica itself votes for nobody until a leader "
                                     "syncs it"

@@ -154,6 +154,9 @@ struct leader_state {
     zxid last_proposed;
     /// How many of `outstanding`, from the front, carry the leader's own (durable) ack.
     std::size_t self_acked_count = 0;
+    /// A voter's acknowledged progress (or the leader's own) moved since the commit point
+    /// was last computed: only then can it move (broadcast.hpp, quorum_acked).
+    bool progress_moved = false;
     std::deque<outstanding_proposal> outstanding;
     /// Recently committed records, contiguous, oldest first (§5.1 committedLog). At
     /// establishment: the leader's whole history (it all became committed, §5.5).
