@@ -40,11 +40,21 @@ fail() {
 say() { printf '[%s] %s\n' "$(date +%T)" "$*"; }
 
 # A port nobody listens on (parallel ctest runs pick different random ones).
+# Ports are drawn below the kernel's ephemeral range (ip_local_port_range, 32768 and up by
+# default): a port in it may be taken as the local end of any outgoing connection between
+# this check and the replica's bind. Each port is handed out once per test (listed in
+# $work/ports: free_port runs in a subshell, $(free_port), so a variable would not keep them).
 free_port() {
-    local port
+    local port low=10000 high=32767
+    if [[ -r /proc/sys/net/ipv4/ip_local_port_range ]]; then
+        read -r ephemeral_low _ </proc/sys/net/ipv4/ip_local_port_range
+        ((ephemeral_low - 1 < high)) && high=$((ephemeral_low - 1))
+    fi
     while :; do
-        port=$((20000 + RANDOM % 40000))
+        port=$((low + RANDOM % (high - low + 1)))
+        grep -qx "$port" "$work/ports" 2>/dev/null && continue
         if ! (exec 9<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+            echo "$port" >>"$work/ports"
             echo "$port"
             return
         fi
