@@ -66,10 +66,10 @@ std::vector<std::pair<std::string, bytes>> seeds() {
         proposal{zxid{2, 1}, txn},
         commit{zxid{2, 1}},
         inform{zxid{2, 1}, txn},
-        request{7, request_kind::write, txn},
+        forwarded_request{7, request_kind::write, txn},
         ping{zxid{2, 1}, 4},
-        zab::sync{7},
-        reply{9, reply_outcome::backpressure, zxid{}},
+        zab::sync_answer{7},
+        forwarded_reply{9, reply_outcome::backpressure, zxid{}},
     };
     for (const auto& m : valid) {
         std::string name{to_string(type_of(m))};
@@ -77,7 +77,7 @@ std::vector<std::pair<std::string, bytes>> seeds() {
         out.emplace_back("valid-" + name, encoded(m));
     }
     out.emplace_back("valid-ackepoch-absent", encoded(ack_epoch{zxid{1, 3}, std::nullopt}));
-    out.emplace_back("valid-request-sync", encoded(request{8, request_kind::sync, {}}));
+    out.emplace_back("valid-request-sync", encoded(forwarded_request{8, request_kind::sync, {}}));
 
     const bytes commit_frame = encoded(commit{zxid{2, 1}});
     const bytes proposal_frame = encoded(proposal{zxid{2, 1}, txn});

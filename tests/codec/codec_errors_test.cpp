@@ -231,12 +231,12 @@ TEST_CASE("errors: enum values out of range are malformed", "[codec][errors]") {
             const auto payload =
                 concat(concat(bytes_of({9, 0, 0, 0, 0, 0, 0, 0}), bytes_of({kind})),
                        bytes_of({0, 0, 0, 0}));
-            const auto frame = raw_frame(type_byte(message_type::request), payload);
+            const auto frame = raw_frame(type_byte(message_type::forwarded_request), payload);
             const auto decoded = decode(frame);  // its txn is a view into `frame`
             INFO("kind " << kind);
             if (kind <= 1) {
                 REQUIRE(status(decoded) == "ok");
-                CHECK(std::get<request>(decoded.value().msg).kind ==
+                CHECK(std::get<forwarded_request>(decoded.value().msg).kind ==
                       static_cast<request_kind>(kind));
             } else {
                 CHECK(status(decoded) == status(errc::malformed));
@@ -247,11 +247,11 @@ TEST_CASE("errors: enum values out of range are malformed", "[codec][errors]") {
         for (int outcome = 0; outcome < 256; ++outcome) {
             const auto payload = concat(
                 concat(bytes_of({9, 0, 0, 0, 0, 0, 0, 0}), bytes_of({outcome})), zxid_bytes);
-            const auto decoded = decode(raw_frame(type_byte(message_type::reply), payload));
+            const auto decoded = decode(raw_frame(type_byte(message_type::forwarded_reply), payload));
             INFO("outcome " << outcome);
             if (outcome <= 4) {
                 REQUIRE(status(decoded) == "ok");
-                CHECK(std::get<reply>(decoded.value().msg).outcome ==
+                CHECK(std::get<forwarded_reply>(decoded.value().msg).outcome ==
                       static_cast<reply_outcome>(outcome));
             } else {
                 CHECK(status(decoded) == status(errc::malformed));

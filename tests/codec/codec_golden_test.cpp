@@ -84,11 +84,11 @@ TEST_CASE("golden: the payload of every message type", "[codec][golden]") {
          "0100000002000000 01000000 78"},
         {commit{zxid{2, 1}}, message_type::commit, "0100000002000000"},
         {inform{zxid{2, 2}, {}}, message_type::inform, "0200000002000000 00000000"},
-        {request{0x1122, request_kind::sync, as_bytes("hi")}, message_type::request,
+        {forwarded_request{0x1122, request_kind::sync, as_bytes("hi")}, message_type::forwarded_request,
          "2211000000000000 01 02000000 6869"},
         {ping{zxid{2, 3}, 5}, message_type::ping, "0300000002000000 0500000000000000"},
-        {zab::sync{6}, message_type::sync, "0600000000000000"},
-        {reply{7, reply_outcome::accepted, zxid{2, 4}}, message_type::reply,
+        {zab::sync_answer{6}, message_type::sync_answer, "0600000000000000"},
+        {forwarded_reply{7, reply_outcome::accepted, zxid{2, 4}}, message_type::forwarded_reply,
          "0700000000000000 00 0400000002000000"},
     };
 
@@ -122,6 +122,6 @@ TEST_CASE("golden: wire type numbers are stable", "[codec][golden]") {
     CHECK(test::type_byte(message_type::sync_ack) == 27);
     CHECK(test::type_byte(message_type::proposal) == 30);
     CHECK(test::type_byte(message_type::commit) == 31);
-    CHECK(test::type_byte(message_type::sync) == 35);
-    CHECK(test::type_byte(message_type::reply) == 36);
+    CHECK(test::type_byte(message_type::sync_answer) == 35);
+    CHECK(test::type_byte(message_type::forwarded_reply) == 36);
 }

@@ -99,8 +99,8 @@ TEST_CASE("codec: edge values of every field survive", "[codec]") {
         ack_epoch{zxid{7, 1}, ~0u},
         proposal{zxid{1, 1}, empty},
         proposal{zxid{1, 1}, one},
-        request{~0ull, request_kind::sync, empty},
-        request{0, request_kind::write, one},
+        forwarded_request{~0ull, request_kind::sync, empty},
+        forwarded_request{0, request_kind::write, one},
         snap{zxid{}, 0, 0, empty},
         snap{zxid{3, 9}, ~0ull, ~0ull - 1, one},
         snap_ack{~0ull},
@@ -110,9 +110,9 @@ TEST_CASE("codec: edge values of every field survive", "[codec]") {
         inform{zxid{2, 0xfffffffe}, one},
         up_to_date{},
         ping{zxid{}, ~0ull},
-        zab::sync{~0ull},
-        reply{~0ull, reply_outcome::zxid_exhausted, zxid{}},
-        reply{0, reply_outcome::accepted, zxid{~0u, ~0u}},
+        zab::sync_answer{~0ull},
+        forwarded_reply{~0ull, reply_outcome::zxid_exhausted, zxid{}},
+        forwarded_reply{0, reply_outcome::accepted, zxid{~0u, ~0u}},
     };
     for (const auto& m : messages) {
         INFO(to_string(type_of(m)));

@@ -19,7 +19,7 @@
 //   start | tick [n] | durable      durable: every log operation and epoch write issued
 //   from <id>: <MESSAGE>            a frame from <id> (the message syntax is the output's)
 //   submit <text> | sync
-// Output lines:  to <id>: <MESSAGE> | close <id> | done #<request>: <outcome> |
+// Output lines:  to <id>: <MESSAGE> | close <id> | done #<forwarded_request>: <outcome> |
 //                role <ROLE>[ established]
 #include <algorithm>
 #include <cstdlib>
@@ -91,14 +91,14 @@ std::string text(const message& m) {
                 return fmt::format("zxid {}, txn {}", text(v.id), text(v.txn));
             else if constexpr (std::is_same_v<T, commit>)
                 return fmt::format("zxid {}", text(v.id));
-            else if constexpr (std::is_same_v<T, request>)
+            else if constexpr (std::is_same_v<T, forwarded_request>)
                 return fmt::format("id {}, {}, txn {}", v.request_id,
                                    v.kind == request_kind::sync ? "sync" : "write", text(v.txn));
             else if constexpr (std::is_same_v<T, ping>)
                 return fmt::format("last {}, round {}", text(v.last_proposed), v.round);
-            else if constexpr (std::is_same_v<T, zab::sync>)
+            else if constexpr (std::is_same_v<T, zab::sync_answer>)
                 return fmt::format("id {}", v.request_id);
-            else if constexpr (std::is_same_v<T, reply>)
+            else if constexpr (std::is_same_v<T, forwarded_reply>)
                 return fmt::format("id {}, outcome {}, zxid {}", v.request_id,
                                    static_cast<int>(v.outcome), text(v.id));
             else

@@ -101,7 +101,7 @@ public:
 
     /// A client request forwarded by `link` (§6.1, §7): a write is proposed and answered
     /// with a REPLY (a refusal is definite); a sync waits for a quorum heartbeat round.
-    void leader_on_request(learner_link& link, const request& m) {
+    void leader_on_request(learner_link& link, const forwarded_request& m) {
         auto& l = *ctx_.leading;
         if (link.at != learner_link::stage::broadcasting) {
             ctx_.ignore(link.id, ignore_reason::out_of_stage);  // learners forward once UPTODATE
@@ -116,7 +116,7 @@ public:
                 [&](const pending_sync& s) { return s.origin == link.id; }));
             if (waiting >= ctx_.opts().max_forwarded_per_learner) {
                 ++ctx_.counters.requests_refused;
-                ctx_.send(link.id, reply{m.request_id, reply_outcome::backpressure, zxid{}});
+                ctx_.send(link.id, forwarded_reply{m.request_id, reply_outcome::backpressure, zxid{}});
                 return;
             }
             l.syncs.push_back({link.id, link.connection, m.request_id, l.ping_round + 1});
@@ -127,11 +127,11 @@ public:
         if (link.forwarded_outstanding < ctx_.opts().max_forwarded_per_learner)
             proposed = propose(m.txn, link.id);
         if (proposed) {
-            ctx_.send(link.id, reply{m.request_id, reply_outcome::accepted, proposed.value()});
+            ctx_.send(link.id, forwarded_reply{m.request_id, reply_outcome::accepted, proposed.value()});
             return;
         }
         ++ctx_.counters.requests_refused;
-        ctx_.send(link.id, reply{m.request_id,
+        ctx_.send(link.id, forwarded_reply{m.request_id,
                                  refusal_reply(static_cast<errc>(proposed.error().value())), zxid{}});
     }
 
@@ -237,20 +237,20 @@ public:
 
     /// Forwards a client write to the leader (§6.1): the REPLY names its zxid or refuses it.
     void learner_forward_write(request_id id, byte_view txn) {
-        ctx_.send(ctx_.learning->leader, request{id, request_kind::write, txn});
+        ctx_.send(ctx_.learning->leader, forwarded_request{id, request_kind::write, txn});
         ctx_.clients.add_write(id, std::nullopt);
         ++ctx_.counters.requests_forwarded;
     }
 
     /// Forwards a client sync to the leader (§7).
     void learner_forward_sync(request_id id) {
-        ctx_.send(ctx_.learning->leader, request{id, request_kind::sync, {}});
+        ctx_.send(ctx_.learning->leader, forwarded_request{id, request_kind::sync, {}});
         ctx_.clients.add_sync(id);
         ++ctx_.counters.requests_forwarded;
     }
 
     /// REPLY: the leader proposed forwarded write `request_id`, or refused it for good.
-    void learner_on_reply(const reply& m) {
+    void learner_on_reply(const forwarded_reply& m) {
         if (m.outcome != reply_outcome::accepted) {
             ctx_.clients.refuse(m.request_id, refusal_error(m.outcome), ctx_.learning->leader);
             return;
@@ -262,7 +262,7 @@ public:
 
     /// SYNC from the leader: a quorum confirmed its leadership after my sync reached it, and
     /// every COMMIT it sent before is applied here (FIFO, and COMMITs apply on arrival).
-    void learner_on_sync_answer(const sync& m) {
+    void learner_on_sync_answer(const sync_answer& m) {
         ctx_.clients.answer_sync(m.request_id, ctx_.last_applied);
     }
 
@@ -322,7 +322,7 @@ protected:  // the building blocks of the phase, for policies derived from this 
             if (s.origin == ctx_.self()) {
                 ctx_.clients.answer_sync(s.id, ctx_.last_applied);
             } else if (ctx_.connection_to(s.origin) == s.connection) {
-                ctx_.send(s.origin, sync{s.id});
+                ctx_.send(s.origin, sync_answer{s.id});
             }
             return true;
         });

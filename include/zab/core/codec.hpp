@@ -376,10 +376,10 @@ void fields(auto& a, message_of<up_to_date> auto&) { a(); }
 void fields(auto& a, message_of<proposal> auto& m) { a(m.id, m.txn); }
 void fields(auto& a, message_of<commit> auto& m) { a(m.id); }
 void fields(auto& a, message_of<inform> auto& m) { a(m.id, m.txn); }
-void fields(auto& a, message_of<request> auto& m) { a(m.request_id, m.kind, m.txn); }
+void fields(auto& a, message_of<forwarded_request> auto& m) { a(m.request_id, m.kind, m.txn); }
 void fields(auto& a, message_of<ping> auto& m) { a(m.last_proposed, m.round); }
-void fields(auto& a, message_of<sync> auto& m) { a(m.request_id); }
-void fields(auto& a, message_of<reply> auto& m) { a(m.request_id, m.outcome, m.id); }
+void fields(auto& a, message_of<sync_answer> auto& m) { a(m.request_id); }
+void fields(auto& a, message_of<forwarded_reply> auto& m) { a(m.request_id, m.outcome, m.id); }
 
 template <typename M>
 std::size_t payload_size(const M& m) noexcept {

@@ -165,11 +165,11 @@ enum class request_kind : std::uint8_t { write = 0, sync = 1 };
 
 /// Learner → leader: a client's write (or sync) forwarded to the leader (§6.1, §7).
 /// `request_id` is chosen by the learner and echoed in the answer.
-struct request {
+struct forwarded_request {
     std::uint64_t request_id = 0;
     request_kind kind = request_kind::write;
     byte_view txn;
-    friend bool operator==(const request& a, const request& b) {
+    friend bool operator==(const forwarded_request& a, const forwarded_request& b) {
         return a.request_id == b.request_id && a.kind == b.kind &&
                as_string_view(a.txn) == as_string_view(b.txn);
     }
@@ -185,14 +185,14 @@ struct ping {
 
 /// Leader → learner: the sync `request_id` is answered; everything committed before it has
 /// already been sent on this connection (§7).
-struct sync {
+struct sync_answer {
     std::uint64_t request_id = 0;
-    friend bool operator==(const sync&, const sync&) = default;
+    friend bool operator==(const sync_answer&, const sync_answer&) = default;
 };
 
 /// What the leader did with a forwarded write.
 enum class reply_outcome : std::uint8_t {
-    accepted = 0,        ///< proposed as `reply::id`; its PROPOSAL precedes this reply
+    accepted = 0,        ///< proposed as `forwarded_reply::id` (a follower has its PROPOSAL first)
     not_leader = 1,      ///< the leader is not established (or steps down): never proposed
     backpressure = 2,    ///< a bound of the leader's was reached: never proposed
     zxid_exhausted = 3,  ///< the epoch's counter is used up (§1): never proposed
@@ -201,17 +201,18 @@ enum class reply_outcome : std::uint8_t {
 
 /// Leader → learner: the answer to the write REQUEST `request_id` (§6.1). A refusal is
 /// definite: the transaction was not proposed and never will be.
-struct reply {
+struct forwarded_reply {
     std::uint64_t request_id = 0;
     reply_outcome outcome = reply_outcome::accepted;
     zxid id;  ///< the zxid it was proposed as (accepted only)
-    friend bool operator==(const reply&, const reply&) = default;
+    friend bool operator==(const forwarded_reply&, const forwarded_reply&) = default;
 };
 
 /// Any message. The variant index is not the wire type: see `message_type`.
 using message = std::variant<notification, follower_info, observer_info, leader_info, ack_epoch,
                              diff, trunc, snap, snap_ack, sync_ack, new_leader, ack, up_to_date,
-                             proposal, commit, inform, request, ping, sync, reply>;
+                             proposal, commit, inform, forwarded_request, ping, sync_answer,
+                             forwarded_reply>;
 
 /// Wire type byte of each message. Stable: never renumber, only add.
 enum class message_type : std::uint8_t {
@@ -231,10 +232,10 @@ enum class message_type : std::uint8_t {
     proposal = 30,
     commit = 31,
     inform = 32,
-    request = 33,
+    forwarded_request = 33,
     ping = 34,
-    sync = 35,
-    reply = 36,
+    sync_answer = 35,
+    forwarded_reply = 36,
 };
 
 namespace detail {
@@ -257,10 +258,10 @@ ZAB_MESSAGE_TYPE(up_to_date)
 ZAB_MESSAGE_TYPE(proposal)
 ZAB_MESSAGE_TYPE(commit)
 ZAB_MESSAGE_TYPE(inform)
-ZAB_MESSAGE_TYPE(request)
+ZAB_MESSAGE_TYPE(forwarded_request)
 ZAB_MESSAGE_TYPE(ping)
-ZAB_MESSAGE_TYPE(sync)
-ZAB_MESSAGE_TYPE(reply)
+ZAB_MESSAGE_TYPE(sync_answer)
+ZAB_MESSAGE_TYPE(forwarded_reply)
 #undef ZAB_MESSAGE_TYPE
 }  // namespace detail
 
@@ -292,10 +293,10 @@ constexpr std::string_view to_string(message_type t) noexcept {
         case message_type::proposal: return "PROPOSAL";
         case message_type::commit: return "COMMIT";
         case message_type::inform: return "INFORM";
-        case message_type::request: return "REQUEST";
+        case message_type::forwarded_request: return "REQUEST";
         case message_type::ping: return "PING";
-        case message_type::sync: return "SYNC";
-        case message_type::reply: return "REPLY";
+        case message_type::sync_answer: return "SYNC";
+        case message_type::forwarded_reply: return "REPLY";
     }
     return "?";
 }

@@ -775,16 +775,16 @@ private:
     }
 
     // Client requests forwarded by learners, and the leader's answers (§6.1, §7).
-    void dispatch(peer_id from, const request& m, const shared_bytes&) {
+    void dispatch(peer_id from, const forwarded_request& m, const shared_bytes&) {
         if (!ctx_.leading) return ignore(from, ignore_reason::not_leading);  // it will learn
         if (auto* link = find_link(from)) broadcast_.leader_on_request(*link, m);
     }
-    void dispatch(peer_id from, const reply& m, const shared_bytes&) {
+    void dispatch(peer_id from, const forwarded_reply& m, const shared_bytes&) {
         if (from_my_leader(from) != learner_state::stage::broadcasting)
             return ignore(from, ignore_reason::not_serving);
         broadcast_.learner_on_reply(m);
     }
-    void dispatch(peer_id from, const zab::sync& m, const shared_bytes&) {
+    void dispatch(peer_id from, const zab::sync_answer& m, const shared_bytes&) {
         if (from_my_leader(from) != learner_state::stage::broadcasting)
             return ignore(from, ignore_reason::not_serving);
         broadcast_.learner_on_sync_answer(m);
