@@ -102,14 +102,14 @@ public:
             return {any_zxid(), bytes()};
         } else if constexpr (std::is_same_v<M, up_to_date>) {
             return {};
-        } else if constexpr (std::is_same_v<M, request>) {
+        } else if constexpr (std::is_same_v<M, forwarded_request>) {
             return {rng_.u64(), static_cast<request_kind>(rng_.below(2)), bytes()};
         } else if constexpr (std::is_same_v<M, ping>) {
             return {any_zxid(), rng_.u64()};
-        } else if constexpr (std::is_same_v<M, sync>) {
+        } else if constexpr (std::is_same_v<M, sync_answer>) {
             return {rng_.u64()};
         } else {
-            static_assert(std::is_same_v<M, reply>, "message_factory: add the new message type");
+            static_assert(std::is_same_v<M, forwarded_reply>, "message_factory: add the new message type");
             return {rng_.u64(), static_cast<reply_outcome>(rng_.below(5)), any_zxid()};
         }
     }
