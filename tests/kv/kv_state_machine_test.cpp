@@ -88,6 +88,23 @@ command random_command(testing::prng& rng) {
             break;
         }
     }
+    if (rng.chance(0.3)) {
+        // The stamped forms: a typed op with a clock, one call, a block, a tick.
+        c.stamp_ms = 1 + rng.below(3);
+        const std::vector<std::vector<std::string>> calls = {
+            {"SET", key, "v", "PX", "1"}, {"INCRBY", key, "5"}, {"GET", key},
+            {"EXPIRE", key, "1"}, {"DEL", key, "x"}, {"MSET", key, "1", "y", "2"}};
+        switch (rng.below(4)) {
+            case 0: c.op = calls_op{{calls[rng.below(calls.size())]}, {}, false}; break;
+            case 1:
+                c.op = calls_op{{calls[rng.below(calls.size())], calls[rng.below(calls.size())]},
+                                {watched_key{key, rng.below(3)}},
+                                true};
+                break;
+            case 2: c.op = tick_op{}; break;
+            default: break;
+        }
+    }
     if (rng.chance(0.5)) {
         std::uint64_t client_id = rng.below(4);
         if (rng.chance(0.1)) client_id += rng.next();
@@ -187,7 +204,7 @@ TEST_CASE("kv command: every malformed-input class is rejected", "[kv][codec]") 
     }
     SECTION("unknown versions") {
         CHECK(decode_error(bytes_of({0, 1, 0})) == errc::unsupported_version);
-        CHECK(decode_error(bytes_of({2, 1, 0, 1, 0, 0, 0, 'k', 0, 0, 0, 0})) ==
+        CHECK(decode_error(bytes_of({3, 1, 0, 1, 0, 0, 0, 'k', 0, 0, 0, 0})) ==
               errc::unsupported_version);
         CHECK(decode_error(bytes_of({255})) == errc::unsupported_version);
     }
@@ -476,10 +493,20 @@ driver populated() {
 struct image_builder {
     byte_vector bytes;
     zab::kv::detail::byte_writer w{bytes};
-    image_builder(std::uint64_t last_applied, std::uint8_t version = snapshot_version) {
+    image_builder(std::uint64_t last_applied, std::uint8_t version = snapshot_version,
+                  std::uint64_t now_ms = 0) {
         w.u32(snapshot_magic);
         w.u8(version);
         w.u64(last_applied);
+        w.u64(now_ms);
+    }
+    /// One key: its value, expiry (0: none) and version.
+    void key(std::string_view k, std::string_view v, std::uint64_t expires = 0,
+             std::uint64_t version = 1) {
+        w.string(k);
+        w.string(v);
+        w.u64(expires);
+        w.u64(version);
     }
     byte_vector sealed() {
         byte_vector out = bytes;
@@ -489,13 +516,14 @@ struct image_builder {
 };
 
 void client(zab::kv::detail::byte_writer& w, std::uint64_t id, std::uint64_t active, unsigned kind,
-            std::uint64_t integer, std::string_view text) {
+            std::uint64_t integer, std::string_view text, std::string_view reply = {}) {
     w.u64(id);
     w.u64(1);
     w.u64(active);
     w.u8(static_cast<std::uint8_t>(kind));
     w.u64(integer);
     w.string(text);
+    w.string(reply);
 }
 
 /// `machine` rejects `image` at `z` and is unchanged.
@@ -586,20 +614,37 @@ TEST_CASE("kv snapshot: a valid checksum over an invalid state is rejected", "[k
     SECTION("a well-formed hand-built image restores (the builder is right)") {
         image_builder b{at.value()};
         b.w.u64(1);
-        b.w.string("k");
-        b.w.string("v");
+        b.key("k", "v", 5000, zxid{1, 40}.value());
         b.w.u64(1);
         client(b.w, 1, zxid{1, 50}.value(), 2, 7, "");
         CHECK(status(b) == std::error_code{});
         CHECK(target.machine.get("k") == "v");
+        CHECK(target.machine.expiry_of("k") == 5000u);
+        CHECK(target.machine.version_of("k") == zxid{1, 40}.value());
         CHECK(target.machine.last_sequence(1) == 1u);
         CHECK(target.machine.last_applied() == at);
     }
-    SECTION("another version") {
-        image_builder b{at.value(), 2};
-        b.w.u64(0);
-        b.w.u64(0);
-        CHECK(status(b) == errc::unsupported_version);
+    SECTION("another version, e.g. 1 (before expiry and versions): a clear error") {
+        for (const std::uint8_t version : {std::uint8_t{1}, std::uint8_t{3}}) {
+            image_builder b{at.value(), version};
+            b.w.u64(0);
+            b.w.u64(0);
+            CHECK(status(b) == errc::unsupported_version);
+            CHECK(snapshot_image_version(b.sealed()) == version);
+        }
+        CHECK(snapshot_version_problem(1).starts_with(
+            "the kv snapshot is format version 1; this kv_server reads only version 2"));
+    }
+    SECTION("a key expired by the image's clock, or written after last_applied") {
+        for (const auto& [expires, version] :
+             {std::pair<std::uint64_t, std::uint64_t>{900, 1}, {1000, 1}, {0, 0},
+              {0, zxid{1, 101}.value()}}) {
+            image_builder b{at.value(), snapshot_version, 1000};
+            b.w.u64(1);
+            b.key("k", "v", expires, version);
+            b.w.u64(0);
+            CHECK(status(b) == errc::corrupt);
+        }
     }
     SECTION("bad magic") {
         image_builder b{at.value()};
@@ -612,10 +657,8 @@ TEST_CASE("kv snapshot: a valid checksum over an invalid state is rejected", "[k
         for (const auto& [first, second] : {std::pair{"b", "a"}, std::pair{"a", "a"}}) {
             image_builder b{at.value()};
             b.w.u64(2);
-            b.w.string(first);
-            b.w.string("1");
-            b.w.string(second);
-            b.w.string("2");
+            b.key(first, "1");
+            b.key(second, "2");
             b.w.u64(0);
             CHECK(status(b) == errc::corrupt);
         }
@@ -657,6 +700,15 @@ TEST_CASE("kv snapshot: a valid checksum over an invalid state is rejected", "[k
             b.w.u64(0);
             b.w.u64(1);
             client(b.w, 1, 1, o.kind, o.integer, o.text);
+            CHECK(status(b) == errc::corrupt);
+        }
+        // A reply on any kind but `reply`, and kinds past the last.
+        for (const unsigned kind : {1u, 5u, 7u}) {
+            INFO("kind " << kind << " with a reply");
+            image_builder b{at.value()};
+            b.w.u64(0);
+            b.w.u64(1);
+            client(b.w, 1, 1, kind, 0, kind == 5 ? "ERR x" : "", "+OK\r\n");
             CHECK(status(b) == errc::corrupt);
         }
     }
