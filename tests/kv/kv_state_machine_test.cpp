@@ -7,6 +7,7 @@
 #include <initializer_list>
 #include <limits>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,7 @@
 #include "kv/binary_io.hpp"
 #include "kv/decimal.hpp"
 #include "kv/kv_command.hpp"
+#include "kv/kv_requests.hpp"
 #include "kv/kv_state_machine.hpp"
 #include "zab/core/crc32c.hpp"
 #include "zab/testing/random.hpp"
@@ -758,4 +760,304 @@ TEST_CASE("kv state machine: replicas fed the same commands agree", "[kv][state_
     // A different history gives a different digest.
     b.apply(zxid{9, 1}, encoded({set_op{"extra", "x"}, {}}));
     CHECK(a.digest() != b.digest());
+}
+
+// --- Redis commands as CALLS, MULTI blocks, WATCH, expiry (issue 22) -----------------------
+
+namespace {
+
+/// Runs Redis commands on a machine as kv_server's transactions, answering as it does.
+struct redis_driver : driver {
+    std::uint64_t clock = 1'000'000;  ///< the proposer's wall clock, stamped into each
+
+    std::string call(std::vector<std::string> args) {
+        return outcome_reply(run({calls_op{{std::move(args)}, {}, false}, {}, clock}));
+    }
+    std::string block(std::vector<std::vector<std::string>> calls,
+                      std::vector<watched_key> watches = {}) {
+        return outcome_reply(run({calls_op{std::move(calls), std::move(watches), true}, {}, clock}));
+    }
+    std::string tick() { return outcome_reply(run({tick_op{}, {}, clock})); }
+    std::string read(std::vector<std::string> args, std::uint64_t reader_clock = 0) {
+        return machine.read_call(args, reader_clock);
+    }
+    std::uint64_t last_zxid() const { return zxid{1, counter}.value(); }
+};
+
+}  // namespace
+
+TEST_CASE("kv state machine: SET's options, SETNX, SETEX, GETSET, GETDEL", "[kv][redis]") {
+    redis_driver d;
+    CHECK(d.call({"SET", "k", "1", "NX"}) == "+OK\r\n");
+    CHECK(d.call({"SET", "k", "2", "NX"}) == "$-1\r\n");
+    CHECK(d.call({"SET", "missing", "2", "XX"}) == "$-1\r\n");
+    CHECK_FALSE(d.machine.exists("missing"));
+    CHECK(d.call({"SET", "k", "3", "XX", "GET"}) == "$1\r\n1\r\n");
+    CHECK(d.call({"SET", "new", "v", "GET"}) == "$-1\r\n");
+    CHECK(d.call({"SET", "k", "4", "EX", "10"}) == "+OK\r\n");
+    CHECK(d.machine.expiry_of("k") == d.clock + 10'000);
+    CHECK(d.call({"SET", "k", "5", "KEEPTTL"}) == "+OK\r\n");
+    CHECK(d.machine.expiry_of("k") == d.clock + 10'000);
+    CHECK(d.call({"SET", "k", "6"}) == "+OK\r\n");  // a plain SET clears the expiry
+    CHECK_FALSE(d.machine.expiry_of("k"));
+    CHECK(d.call({"SET", "k", "7", "PXAT", std::to_string(d.clock + 5)}) == "+OK\r\n");
+    CHECK(d.machine.expiry_of("k") == d.clock + 5);
+    CHECK(d.call({"SET", "k", "8", "EXAT", "1"}) == "+OK\r\n");  // in the past: gone at once
+    CHECK_FALSE(d.machine.exists("k"));
+    CHECK(d.call({"SETNX", "k", "a"}) == ":1\r\n");
+    CHECK(d.call({"SETNX", "k", "b"}) == ":0\r\n");
+    CHECK(d.call({"SETEX", "k", "3", "c"}) == "+OK\r\n");
+    CHECK(d.machine.expiry_of("k") == d.clock + 3000);
+    CHECK(d.call({"PSETEX", "k", "3", "c"}) == "+OK\r\n");
+    CHECK(d.call({"GETSET", "k", "d"}) == "$1\r\nc\r\n");
+    CHECK_FALSE(d.machine.expiry_of("k"));
+    CHECK(d.call({"GETDEL", "k"}) == "$1\r\nd\r\n");
+    CHECK(d.call({"GETDEL", "k"}) == "$-1\r\n");
+    // Bytes from the log are checked again: a call that cannot run is answered, not run.
+    CHECK(d.call({"SET", "k", "v", "NX", "XX"}) == "-ERR syntax error\r\n");
+    CHECK(d.call({"NOSUCH"}) == "-ERR unknown command 'NOSUCH', with args beginning with: \r\n");
+    CHECK(d.call({"MULTI"}).starts_with("-ERR unknown command 'MULTI'"));
+    CHECK_FALSE(d.machine.exists("k"));
+}
+
+TEST_CASE("kv state machine: counters, multi-key commands, APPEND, STRLEN", "[kv][redis]") {
+    redis_driver d;
+    CHECK(d.call({"INCRBY", "n", "10"}) == ":10\r\n");
+    CHECK(d.call({"DECR", "n"}) == ":9\r\n");
+    CHECK(d.call({"DECRBY", "n", "-1"}) == ":10\r\n");
+    CHECK(d.call({"INCRBY", "n", "9223372036854775797"}) == ":9223372036854775807\r\n");
+    CHECK(d.call({"INCRBY", "n", "1"}) == "-ERR increment or decrement would overflow\r\n");
+    CHECK(d.call({"SET", "low", "-9223372036854775807"}) == "+OK\r\n");
+    CHECK(d.call({"DECRBY", "low", "2"}) == "-ERR increment or decrement would overflow\r\n");
+    CHECK(d.call({"INCRBYFLOAT", "f", "10.5"}) == "$4\r\n10.5\r\n");
+    CHECK(d.call({"INCRBYFLOAT", "f", "-0.5"}) == "$2\r\n10\r\n");
+    CHECK(d.call({"INCRBYFLOAT", "f", "abc"}) == "-ERR value is not a valid float\r\n");
+    CHECK(d.call({"SET", "s", "text"}) == "+OK\r\n");
+    CHECK(d.call({"INCR", "s"}) == "-ERR value is not an integer or out of range\r\n");
+    CHECK(d.call({"INCRBYFLOAT", "s", "1"}) == "-ERR value is not a valid float\r\n");
+    CHECK(d.call({"APPEND", "s", "++"}) == ":6\r\n");
+    CHECK(d.read({"STRLEN", "s"}) == ":6\r\n");
+    CHECK(d.read({"STRLEN", "none"}) == ":0\r\n");
+    CHECK(d.call({"MSET", "a", "1", "b", "2"}) == "+OK\r\n");
+    CHECK(d.call({"MSETNX", "b", "3", "c", "4"}) == ":0\r\n");
+    CHECK_FALSE(d.machine.exists("c"));
+    CHECK(d.call({"MSETNX", "c", "3", "d", "4"}) == ":1\r\n");
+    CHECK(d.read({"MGET", "a", "b", "c", "d", "e"}) ==
+          "*5\r\n$1\r\n1\r\n$1\r\n2\r\n$1\r\n3\r\n$1\r\n4\r\n$-1\r\n");
+    CHECK(d.read({"EXISTS", "a", "a", "e"}) == ":2\r\n");
+    CHECK(d.call({"DEL", "a", "b", "a", "e"}) == ":2\r\n");
+    CHECK(d.call({"UNLINK", "c"}) == ":1\r\n");
+    CHECK(d.read({"TYPE", "d"}) == "+string\r\n");
+    CHECK(d.read({"TYPE", "a"}) == "+none\r\n");
+    CHECK(d.read({"DBSIZE"}) == ":5\r\n");  // n low f s d
+    CHECK(d.call({"FLUSHDB"}) == "+OK\r\n");
+    CHECK(d.read({"DBSIZE"}) == ":0\r\n");
+    CHECK(d.machine.size() == 0);
+}
+
+TEST_CASE("kv state machine: KEYS and SCAN with MATCH and COUNT", "[kv][redis]") {
+    redis_driver d;
+    for (int i = 0; i < 50; ++i) d.call({"SET", "user:" + std::to_string(i), "x"});
+    d.call({"SET", "other", "x"});
+    d.call({"SET", "h[a]llo", "x"});
+    CHECK(d.read({"KEYS", "user:1?"}).starts_with("*10\r\n$7\r\nuser:10\r\n"));
+    CHECK(d.read({"KEYS", "h\\[a\\]*"}) == "*1\r\n$7\r\nh[a]llo\r\n");
+    CHECK(d.read({"KEYS", "[^u]*"}) == "*2\r\n$7\r\nh[a]llo\r\n$5\r\nother\r\n");
+    CHECK(glob_match("a*b*c", "axxbyyc"));
+    CHECK_FALSE(glob_match("a*b*c", "axxbyy"));
+    CHECK(glob_match("[a-c]?", "bz"));
+
+    // A full scan with COUNT 3 returns each key exactly once, even with keys added and
+    // removed meanwhile (those present throughout are all returned).
+    std::multiset<std::string> seen;
+    std::string cursor = "0";
+    int calls = 0;
+    do {
+        // The reply: *2, the cursor as a bulk string, then *n and the keys.
+        const std::string reply = d.read({"SCAN", cursor, "MATCH", "user:*", "COUNT", "3"});
+        std::size_t at = reply.find("\r\n$") + 3;
+        const std::size_t len_end = reply.find("\r\n", at);
+        const std::size_t len = std::stoul(reply.substr(at, len_end - at));
+        cursor = reply.substr(len_end + 2, len);
+        at = reply.find("\r\n*", len_end) + 3;
+        std::size_t count_end = reply.find("\r\n", at);
+        const std::size_t count = std::stoul(reply.substr(at, count_end - at));
+        at = count_end + 2;
+        for (std::size_t i = 0; i < count; ++i) {
+            const std::size_t e = reply.find("\r\n", at);
+            const std::size_t n = std::stoul(reply.substr(at + 1, e - at - 1));
+            seen.insert(reply.substr(e + 2, n));
+            at = e + 2 + n + 2;
+        }
+        if (calls == 3) {
+            d.call({"SET", "user:new", "x"});
+            d.call({"DEL", "other"});
+        }
+        ++calls;
+    } while (cursor != "0" && calls < 1000);
+    CHECK(calls > 10);
+    for (int i = 0; i < 50; ++i) CHECK(seen.count("user:" + std::to_string(i)) == 1);
+    CHECK(seen.count("other") == 0);
+    CHECK(d.read({"SCAN", "0", "COUNT", "1000", "TYPE", "hash"}) == "*2\r\n$1\r\n0\r\n*0\r\n");
+}
+
+TEST_CASE("kv state machine: a MULTI block is one transaction; runtime errors do not stop it",
+          "[kv][redis][multi]") {
+    redis_driver d;
+    d.call({"SET", "s", "text"});
+    const std::uint32_t before = d.counter;
+    CHECK(d.block({{"SET", "a", "1"}, {"INCR", "s"}, {"INCRBY", "n", "5"}, {"GET", "a"},
+                   {"TTL", "a"}}) ==
+          "*5\r\n+OK\r\n-ERR value is not an integer or out of range\r\n:5\r\n$1\r\n1\r\n:-1\r\n");
+    CHECK(d.counter == before + 1);  // one zxid for the whole block
+    const std::uint64_t block_zxid = d.last_zxid();
+    CHECK(d.machine.version_of("a") == block_zxid);
+    CHECK(d.machine.version_of("n") == block_zxid);
+    CHECK(d.block({}) == "*0\r\n");
+}
+
+TEST_CASE("kv state machine: WATCH versions decide at apply; a changed key applies nothing",
+          "[kv][redis][watch]") {
+    redis_driver d;
+    d.call({"SET", "k", "1"});
+    const std::uint64_t v1 = d.machine.version_of("k");
+    CHECK(v1 == d.last_zxid());
+    CHECK(d.machine.version_of("absent") == 0);
+    // Watched at v1, unchanged: applies.
+    CHECK(d.block({{"SET", "k", "2"}, {"SET", "x", "1"}}, {{"k", v1}, {"absent", 0}}) ==
+          "*2\r\n+OK\r\n+OK\r\n");
+    // Watched at v1 but written since (by the block itself): nothing of the next applies.
+    const kv_state before = d.machine.state();
+    CHECK(d.block({{"SET", "k", "3"}, {"DEL", "x"}}, {{"k", v1}}) == "*-1\r\n");
+    CHECK(d.machine.get("k") == "2");
+    CHECK(d.machine.get("x") == "1");
+    CHECK(d.machine.state().data == before.data);
+    // A watched absent key that appeared, and a watched key deleted, both abort.
+    CHECK(d.block({{"SET", "y", "1"}}, {{"x", 0}}) == "*-1\r\n");
+    d.call({"DEL", "x"});
+    CHECK(d.block({{"SET", "y", "1"}}, {{"x", 0}}) == "*1\r\n+OK\r\n");
+    // EXPIRE changes a key's version too (Redis counts it as a touch).
+    const std::uint64_t v2 = d.machine.version_of("k");
+    d.call({"EXPIRE", "k", "100"});
+    CHECK(d.machine.version_of("k") != v2);
+}
+
+TEST_CASE("kv state machine: EXPIRE, TTL, PERSIST and removal by the stamped clock",
+          "[kv][redis][expiry]") {
+    redis_driver d;
+    d.call({"SET", "k", "v"});
+    CHECK(d.read({"TTL", "k"}) == ":-1\r\n");
+    CHECK(d.read({"TTL", "none"}) == ":-2\r\n");
+    CHECK(d.call({"EXPIRE", "none", "10"}) == ":0\r\n");
+    CHECK(d.call({"EXPIRE", "k", "10"}) == ":1\r\n");
+    CHECK(d.read({"TTL", "k"}) == ":10\r\n");
+    CHECK(d.read({"PTTL", "k"}) == ":10000\r\n");
+    CHECK(d.call({"EXPIRE", "k", "5", "GT"}) == ":0\r\n");
+    CHECK(d.call({"EXPIRE", "k", "5", "LT"}) == ":1\r\n");
+    CHECK(d.call({"EXPIRE", "k", "50", "NX"}) == ":0\r\n");
+    CHECK(d.call({"PEXPIRE", "k", "5000", "XX"}) == ":1\r\n");
+    CHECK(d.read({"PEXPIRETIME", "k"}) == ":" + std::to_string(d.clock + 5000) + "\r\n");
+    CHECK(d.call({"PERSIST", "k"}) == ":1\r\n");
+    CHECK(d.call({"PERSIST", "k"}) == ":0\r\n");
+    CHECK(d.call({"PEXPIREAT", "k", std::to_string(d.clock + 100)}) == ":1\r\n");
+    // A reader whose clock passed the expiry sees the key absent before any tick.
+    CHECK(d.read({"GET", "k"}, d.clock + 100) == "$-1\r\n");
+    CHECK(d.read({"GET", "k"}, d.clock + 99) == "$1\r\nv\r\n");
+    CHECK(d.read({"DBSIZE"}, d.clock + 100) == ":0\r\n");
+    CHECK(d.machine.exists("k"));  // still in the map: the map's clock has not passed it
+    CHECK(d.machine.next_expiry() == d.clock + 100);
+    d.clock += 100;
+    d.tick();
+    CHECK_FALSE(d.machine.exists("k"));
+    CHECK_FALSE(d.machine.next_expiry());
+    CHECK(d.machine.now_ms() == d.clock);
+    // A past time deletes at once; a stamp older than the clock does not move it back.
+    d.call({"SET", "p", "v", "PX", "50"});
+    d.clock -= 30'000;  // a new leader with a slow clock
+    CHECK(d.call({"SET", "q", "v", "PX", "10"}) == "+OK\r\n");
+    CHECK(d.machine.expiry_of("q") == d.machine.now_ms() + 10);  // from the map's clock
+    CHECK(d.call({"EXPIRE", "q", "-1"}) == ":1\r\n");
+    CHECK_FALSE(d.machine.exists("q"));
+    CHECK(d.machine.exists("p"));
+}
+
+TEST_CASE("kv state machine: replicas agree on every key and expiry whatever their clocks",
+          "[kv][redis][expiry]") {
+    // The same stamped transactions on two machines: applying reads no clock, so the states
+    // (keys, values, expiries, versions, the clock) are equal; the readers' own clocks only
+    // change what a local read shows, never the state.
+    testing::prng rng{0x65787079};
+    std::vector<std::pair<zxid, byte_vector>> txns;
+    std::uint64_t stamp = 5'000'000;
+    for (std::uint32_t i = 1; i <= 2000; ++i) {
+        stamp += rng.below(40);
+        if (rng.chance(0.05)) stamp -= rng.below(200);  // proposers' clocks disagree
+        const std::string key = "k" + std::to_string(rng.below(20));
+        std::vector<std::vector<std::string>> choices = {
+            {"SET", key, "v", "PX", std::to_string(1 + rng.below(300))},
+            {"SET", key, "w"},
+            {"EXPIRE", key, std::to_string(rng.below(3))},
+            {"PEXPIRE", key, std::to_string(1 + rng.below(500))},
+            {"INCR", key},
+            {"PERSIST", key},
+            {"GETDEL", key}};
+        command c{calls_op{{choices[rng.below(choices.size())]}, {}, false}, {}, stamp};
+        if (rng.chance(0.1)) c.op = tick_op{};
+        if (rng.chance(0.1))
+            c.op = calls_op{{choices[rng.below(choices.size())], choices[rng.below(choices.size())]},
+                            {{key, rng.below(2)}},
+                            true};
+        txns.emplace_back(zxid{1, i}, encoded(c));
+    }
+    kv_state_machine a, b;
+    for (const auto& [z, txn] : txns) {
+        a.apply(z, txn);
+        b.apply(z, txn);
+        REQUIRE(a.outcome_of(z) == b.outcome_of(z));
+        for (int k = 0; k < 20; ++k) {
+            const std::string key = "k" + std::to_string(k);
+            // Reads with different clocks: equal once both clocks are at or below the map's.
+            CHECK(a.read_call({"PTTL", key}, 0) == b.read_call({"PTTL", key}, a.now_ms() - 1));
+        }
+    }
+    CHECK(a.state() == b.state());
+    CHECK(a.snapshot() == b.snapshot());
+    // The map never holds a key expired by its own clock.
+    for (const auto& [key, entry] : a.contents())
+        CHECK((entry.expires_ms == 0 || entry.expires_ms > a.now_ms()));
+    // And a replica restored from the snapshot has the same keys, expiries and clock.
+    kv_state_machine restored;
+    REQUIRE(restored.restore(a.last_applied(), a.snapshot().view()));
+    CHECK(restored.state() == a.state());
+    CHECK(restored.next_expiry() == a.next_expiry());
+}
+
+TEST_CASE("kv command: version-1 records (before stamps) still decode, CALLS and TICK round-trip",
+          "[kv][codec]") {
+    // What kv_server wrote before this version: the golden SET of version 1.
+    const auto old = decode(bytes_of({1, 1, 0, 1, 0, 0, 0, 'k', 1, 0, 0, 0, 'v'}));
+    REQUIRE(old);
+    CHECK(old.value() == command{set_op{"k", "v"}, {}, 0});
+    // Stamped: version 2, the stamp after the flags.
+    CHECK(encoded({set_op{"k", "v"}, {}, 0x0102}) ==
+          bytes_of({2, 1, 0, 2, 1, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 'k', 1, 0, 0, 0, 'v'}));
+    CHECK(encoded({tick_op{}, {}, 7}) == bytes_of({2, 6, 0, 7, 0, 0, 0, 0, 0, 0, 0}));
+    // A version-2 typed op stamped 0 would be a second encoding of the version-1 bytes.
+    CHECK(decode_error(bytes_of({2, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 'k', 1, 0, 0, 0,
+                                 'v'})) == errc::malformed);
+    // CALLS that is not a block holds exactly one call and no watches; no empty call.
+    byte_vector two_calls = encoded({calls_op{{{"GET", "a"}, {"GET", "b"}}, {}, true}, {}, 1});
+    two_calls[2] = std::byte{0};  // clear the block flag
+    CHECK(decode_error(two_calls) == errc::malformed);
+    byte_vector empty_call = encoded({calls_op{{{"X"}}, {}, false}, {}, 1});
+    empty_call[11 + 4 + 4] = std::byte{0};  // the argument count
+    CHECK(decode_error(empty_call) == errc::malformed);
+    // A count the input cannot hold is truncation, found before anything is reserved.
+    CHECK(decode_error(bytes_of({2, 5, 4, 1, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff})) ==
+          errc::truncated);
+    const command block{calls_op{{{"SET", "a\0b"s, "1"}, {"GET", ""}}, {{"w", 42}}, true},
+                        request_tag{1, 2}, 99};
+    const auto decoded = decode(encoded(block));
+    REQUIRE(decoded);
+    CHECK(decoded.value() == block);
 }
