@@ -33,7 +33,12 @@ async function withNodeRedis() {
     log('node-redis: connect with the defaults (RESP3 HELLO, CLIENT SETINFO) to follower', follower);
     const c = createClient({ url: `redis://127.0.0.1:${port(follower)}` });
     c.on('error', (e) => log('node-redis error event:', e.message));
-    await c.connect();
+    // node-redis retries a failed handshake for ever: give up after 10 s.
+    let timer;
+    await Promise.race([c.connect(), new Promise((_, reject) => {
+        timer = setTimeout(() => reject(new Error('node-redis did not connect within 10 s')), 10000);
+    })]);
+    clearTimeout(timer);
     assert.equal(await c.ping(), 'PONG');
     const k = (name) => `nr:${name}`;
     assert.equal(await c.set(k('a'), '1'), 'OK');
