@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "decimal.hpp"
+#include "kv_outcome.hpp"
 
 namespace zab::kv {
 
@@ -106,9 +107,8 @@ inline const command_info* find_command(std::string_view name) noexcept {
 /// Redis's error texts (redis/src/server.c, t_string.c, expire.c, db.c).
 namespace text {
 inline constexpr std::string_view syntax = "ERR syntax error";
-inline constexpr std::string_view not_integer = "ERR value is not an integer or out of range";
+inline constexpr std::string_view not_integer = error_not_integer;
 inline constexpr std::string_view not_float = "ERR value is not a valid float";
-inline constexpr std::string_view overflow = "ERR increment or decrement would overflow";
 inline constexpr std::string_view nan_or_inf = "ERR increment would produce NaN or Infinity";
 inline constexpr std::string_view invalid_cursor = "ERR invalid cursor";
 

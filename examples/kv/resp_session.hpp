@@ -32,6 +32,8 @@
 //   key's version on this replica; EXEC, started only after the WATCH before it executed,
 //   carries them, and the replicas apply the block only if none changed by then (else EXEC
 //   answers a null array). EXEC, DISCARD, UNWATCH and RESET forget the watches;
+// - after HELLO 3, nulls are sent in RESP3's form (`_`); every other reply kv_server
+//   sends is the same in RESP2 and RESP3 (it has no maps, sets or doubles but HELLO's);
 // - CLIENT REDIRECT on: a write (or EXEC) on a replica that is not the leader is answered
 //   `-REDIRECT host:port` (the leader's client address, when known) instead of forwarded.
 //
@@ -190,6 +192,7 @@ private:
         std::vector<resp::command> calls;  ///< EXEC: the queued calls (encoded when started)
         bool exec = false;           ///< an EXEC: `txn` is built from `calls` when it starts
         bool redirect = false;       ///< CLIENT REDIRECT was on when it was read
+        bool resp3 = false;          ///< HELLO 3 was in force when it was read
         local_op local = local_op::watch;
     };
 
@@ -236,16 +239,8 @@ private:
         return pulled;
     }
 
-    static request::immediate error_of(std::string_view text) {
-        request::immediate r;
-        resp::write_error(r.reply, text);
-        return r;
-    }
-    static request::immediate simple_of(std::string_view text) {
-        request::immediate r;
-        resp::write_simple_string(r.reply, text);
-        return r;
-    }
+    static request::immediate error_of(std::string_view text) { return detail::error(text); }
+    static request::immediate simple_of(std::string_view text) { return detail::simple(text); }
 
     /// One command from the parser: the connection's own commands here, the rest classified.
     void take(resp::command args) {
@@ -337,6 +332,7 @@ private:
         mode_ = read_mode::local;
         name_.clear();
         redirect_ = false;
+        proto_ = 2;
         slot s;
         s.what = kind::local;
         s.local = local_op::unwatch;
@@ -414,7 +410,7 @@ private:
             auto set = client({"CLIENT", "SETNAME", *name});
             if (set.reply.front() == '-') return set;
         }
-        proto_ = proto;
+        proto_ = proto;  // from this reply on (a RESP3 HELLO reply is a map already)
         request::immediate r;
         r.reply = hello_reply(proto_, options_.client_id);
         return r;
@@ -422,6 +418,7 @@ private:
 
     void push_slot(slot&& s) {
         s.redirect = redirect_;
+        s.resp3 = proto_ == 3;
         std::size_t bytes = s.reply.size() + s.txn.size();
         for (const auto& arg : s.args) bytes += arg.size();
         for (const auto& call : s.calls)
@@ -564,7 +561,7 @@ private:
         bool flushed = false;
         while (!slots_.empty() && slots_.front().done) {
             slot& s = slots_.front();
-            output_ += s.reply;
+            output_ += s.resp3 ? resp::to_resp3(s.reply) : s.reply;
             hold(s, 0);
             flushed = true;
             const bool close = s.what == kind::close;

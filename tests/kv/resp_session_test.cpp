@@ -409,6 +409,13 @@ TEST_CASE("resp_session: HELLO, CLIENT, SELECT, RESET and CLIENT REDIRECT, as cl
     CHECK(hello3.starts_with("%7\r\n$6\r\nserver\r\n$5\r\nredis\r\n"));
     CHECK(hello3.find("$5\r\nproto\r\n:3\r\n$2\r\nid\r\n:42\r\n") != std::string::npos);
     CHECK(session.client_name() == "app");
+    // In RESP3 nulls are `_`, also inside arrays (EXEC's, MGET's).
+    session.feed(request_bytes({"GET", "missing"}));
+    CHECK(session.take_output() == "_\r\n");
+    CHECK(zab::kv::resp::to_resp3("*3\r\n$1\r\nx\r\n$-1\r\n*-1\r\n:1\r\n") ==
+          "*3\r\n$1\r\nx\r\n_\r\n_\r\n:1\r\n");
+    CHECK(zab::kv::resp::to_resp3("$5\r\n$-1\r\n\r\n") == "$5\r\n$-1\r\n\r\n");  // a value
+    CHECK(zab::kv::resp::to_resp3("*2\r\n$-1\r\n") == "*2\r\n$-1\r\n");  // not whole: as is
     session.feed(request_bytes({"HELLO", "2"}) + request_bytes({"HELLO", "4"}));
     const std::string hello2 = session.take_output();
     CHECK(hello2.starts_with("*14\r\n"));
