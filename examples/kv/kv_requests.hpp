@@ -8,7 +8,7 @@
 // and kv_server's own:
 //   CAS k expected new      :1 when k held `expected` and now holds `new`, :0 otherwise
 //   CAS.ABSENT k new        the same, where "expected" is "k is absent" (create-if-absent)
-//   TAGGED client-id seq <SET|DEL|INCR|CAS|CAS.ABSENT ...>   exactly-once retry (kv_command.hpp)
+//   TAGGED client-id seq <write command>    exactly-once retry of any write (kv_command.hpp)
 //   INFO [section]  (INFO DIGEST: the state's digest and zxid, to compare replicas)
 //   SYNC  ZSYNC  READMODE local|linearizable  COMMAND [COUNT|DOCS|INFO ...]  CONFIG GET p
 //   HELLO [2|3 [AUTH u p] [SETNAME n]]  SELECT 0  QUIT
@@ -147,11 +147,6 @@ inline bool is_write_name(std::string_view name) {
     return info != nullptr && info->kind == call_kind::write;
 }
 
-inline bool is_typed_write_name(std::string_view upper_name) {
-    return upper_name == "SET" || upper_name == "DEL" || upper_name == "INCR" ||
-           upper_name == "CAS" || upper_name == "CAS.ABSENT";
-}
-
 inline request_variant tagged(const resp::command& args, std::size_t max_txn_bytes,
                               std::uint64_t stamp_ms) {
     if (args.size() < 4) return wrong_arity(args[0]);
@@ -160,13 +155,10 @@ inline request_variant tagged(const resp::command& args, std::size_t max_txn_byt
     if (!client_id || !sequence)
         return error("ERR TAGGED client id and sequence must be unsigned 64-bit integers");
     const resp::command inner(args.begin() + 3, args.end());
-    if (!is_typed_write_name(upper(inner[0])))
-        return error("ERR TAGGED takes SET, DEL, INCR, CAS or CAS.ABSENT");
+    if (!is_write_name(inner[0]))
+        return error("ERR TAGGED takes a write command (SET, INCRBY, CAS, MSET, EXPIRE, ...)");
     auto parsed = parse_write(inner);
     if (auto* refused = std::get_if<request::immediate>(&parsed)) return std::move(*refused);
-    if (std::holds_alternative<calls_op>(std::get<operation>(parsed)))
-        return error("ERR TAGGED takes SET k v without options, DEL of one key, INCR, CAS or "
-                     "CAS.ABSENT");
     command c{std::get<operation>(std::move(parsed)), request_tag{*client_id, *sequence},
               stamp_ms};
     return make_write(c, max_txn_bytes);

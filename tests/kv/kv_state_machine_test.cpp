@@ -901,6 +901,24 @@ TEST_CASE("kv state machine: KEYS and SCAN with MATCH and COUNT", "[kv][redis]")
     CHECK(d.read({"SCAN", "0", "COUNT", "1000", "TYPE", "hash"}) == "*2\r\n$1\r\n0\r\n*0\r\n");
 }
 
+TEST_CASE("kv state machine: a tagged call is applied once; its retry answers the reply",
+          "[kv][redis][dedupe]") {
+    redis_driver d;
+    const command c{calls_op{{{"INCRBY", "n", "5"}}, {}, false}, request_tag{3, 1}, d.clock};
+    const outcome first = d.run(c);
+    CHECK(outcome_reply(first) == ":5\r\n");
+    const outcome retry = d.run(c);
+    CHECK(retry.duplicate);
+    CHECK(outcome_reply(retry) == ":5\r\n");
+    CHECK(d.machine.get("n") == "5");
+    // The recorded reply travels with the snapshot.
+    kv_state_machine copy;
+    REQUIRE(copy.restore(d.machine.last_applied(), d.machine.snapshot().view()));
+    copy.apply(zxid{2, 1}, encoded(c));
+    CHECK(outcome_reply(*copy.outcome_of(zxid{2, 1})) == ":5\r\n");
+    CHECK(copy.get("n") == "5");
+}
+
 TEST_CASE("kv state machine: a MULTI block is one transaction; runtime errors do not stop it",
           "[kv][redis][multi]") {
     redis_driver d;

@@ -192,6 +192,9 @@ TEST_CASE("kv_requests: Redis-style errors for unknown commands and arities") {
     CHECK(reply({"CONFIG", "GET", "appendonly"}) == "*2\r\n$10\r\nappendonly\r\n$2\r\nno\r\n");
     CHECK(reply({"TAGGED", "1", "x", "SET", "k", "v"}).starts_with("-ERR TAGGED client id"));
     CHECK(reply({"TAGGED", "1", "2", "GET", "k"}).starts_with("-ERR TAGGED takes"));
+    CHECK(reply({"TAGGED", "1", "2", "MULTI"}).starts_with("-ERR TAGGED takes a write"));
+    CHECK(reply({"TAGGED", "1", "2", "INCRBY", "k", "x"}) ==
+          "-ERR value is not an integer or out of range\r\n");
     // A write whose encoding exceeds the transaction limit is refused before the core.
     auto too_large = zab::kv::classify({"SET", "k", std::string(2000, 'v')}, 1000);
     REQUIRE(std::holds_alternative<zab::kv::request::immediate>(too_large));
@@ -213,6 +216,8 @@ TEST_CASE("kv_requests: writes encode the kv command, CAS.ABSENT expects no valu
     CHECK(txn({"CAS", "k", "NX", "v"}) == command{cas_op{"k", "NX", "v"}, {}});
     CHECK(txn({"CAS.ABSENT", "k", "v"}) == command{cas_op{"k", std::nullopt, "v"}, {}});
     CHECK(txn({"TAGGED", "7", "9", "INCR", "n"}) == command{incr_op{"n"}, request_tag{7, 9}});
+    CHECK(txn({"TAGGED", "7", "10", "INCRBY", "n", "5"}) ==
+          command{calls_op{{{"INCRBY", "n", "5"}}, {}, false}, request_tag{7, 10}});
 }
 
 TEST_CASE("kv_requests: node errors become the documented RESP errors") {
