@@ -247,7 +247,28 @@ private:
         const std::string name = detail::upper(args[0]);
         if (name == "QUIT") return push(request::quit{});
         if (name == "RESET") return reset();
+        if (!selected_.empty()) {
+            const command_info* info = find_command(name);
+            const bool data = info == nullptr || info->kind != call_kind::connection ||
+                              name == "MULTI" || name == "EXEC" || name == "WATCH" ||
+                              name == "TAGGED" || name == "SYNC" || name == "ZSYNC";
+            if (data && name != "PING" && name != "ECHO")
+                return push(error_of("ERR this connection selected database " +
+                                     selected_.substr(0, 32) +
+                                     ", which kv_server does not have (only database 0): "
+                                     "SELECT 0 first"));
+        }
         if (multi_open_) return queue(std::move(args), name);
+        if (name == "SELECT" && args.size() == 2) {
+            // Another database does not exist: refused, and so is every data command after
+            // it until SELECT 0 (or RESET), so that a client that carries on after the error
+            // (ioredis with {db: 1} does) never writes into database 0 unawares.
+            request_variant r = classify(args, options_.max_txn_bytes);
+            const bool ok = std::get<request::immediate>(r).reply.front() == '+';
+            selected_.clear();
+            if (!ok) selected_ = args[1];
+            return push(std::move(r));
+        }
         if (name == "MULTI") {
             if (args.size() != 1) return push(detail::wrong_arity(args[0]));
             multi_open_ = true;
@@ -333,6 +354,7 @@ private:
         name_.clear();
         redirect_ = false;
         proto_ = 2;
+        selected_.clear();
         slot s;
         s.what = kind::local;
         s.local = local_op::unwatch;
@@ -601,6 +623,7 @@ private:
     std::string name_;                  ///< CLIENT SETNAME
     bool redirect_ = false;             ///< CLIENT REDIRECT
     int proto_ = 2;                     ///< HELLO's protocol
+    std::string selected_;              ///< a refused SELECT's database; empty: database 0
     bool closing_ = false;
     bool in_progress_ = false;
 };

@@ -88,6 +88,14 @@ async function withIoredis() {
     assert.equal(await r.ping(), 'PONG');
     assert.equal(await r.select(0), 'OK');
     await assert.rejects(r.select(1), /DB index is out of range/);
+    await r.select(0);
+    // ioredis with {db: 1} reports SELECT's error and becomes ready anyway: its writes must
+    // be refused, not land in database 0.
+    const wrongDb = new Redis({ port: port(third), host: '127.0.0.1', db: 1 });
+    wrongDb.on('error', () => {});
+    await assert.rejects(wrongDb.set(k('db1'), 'x'), /selected database 1/);
+    wrongDb.disconnect();
+    assert.equal(await r.exists(k('db1')), 0);
     assert.equal(await r.set(k('a'), '1', 'EX', 50), 'OK');
     assert.ok((await r.pttl(k('a'))) > 49000);
     assert.equal(await r.setnx(k('a'), 'x'), 0);

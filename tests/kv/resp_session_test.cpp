@@ -433,6 +433,16 @@ TEST_CASE("resp_session: HELLO, CLIENT, SELECT, RESET and CLIENT REDIRECT, as cl
           "-ERR Client names cannot contain spaces, newlines or special characters.\r\n"
           "$3\r\napp\r\n:42\r\n+OK\r\n+OK\r\n"
           "-ERR DB index is out of range (kv_server has one keyspace: database 0 only)\r\n");
+    // After a refused SELECT every data command is refused until SELECT 0: a client that
+    // carries on (ioredis with {db: 1}) must not write into database 0 unawares.
+    session.feed(request_bytes({"SET", "k", "v"}) + request_bytes({"MULTI"}) +
+                 request_bytes({"PING"}) + request_bytes({"SELECT", "0"}) +
+                 request_bytes({"GET", "k"}));
+    CHECK(backend.proposed.empty());
+    const std::string refused =
+        "-ERR this connection selected database 1, which kv_server does not have (only "
+        "database 0): SELECT 0 first\r\n";
+    CHECK(session.take_output() == refused + refused + "+PONG\r\n+OK\r\n$-1\r\n");
 
     // REDIRECT on: a write on a replica that is not the leader names the leader instead.
     backend.leader = "127.0.0.1:6382";
