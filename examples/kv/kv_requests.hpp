@@ -159,6 +159,15 @@ inline request_variant tagged(const resp::command& args, std::size_t max_txn_byt
         return error("ERR TAGGED takes a write command (SET, INCRBY, CAS, MSET, EXPIRE, ...)");
     auto parsed = parse_write(inner);
     if (auto* refused = std::get_if<request::immediate>(&parsed)) return std::move(*refused);
+    // The client table keeps each client's last reply (replicated, max_clients of them):
+    // replies that carry a value would let it hold gigabytes.
+    const std::string inner_name = upper(inner[0]);
+    bool answers_value = inner_name == "GETSET" || inner_name == "GETDEL";
+    if (inner_name == "SET")
+        for (std::size_t i = 3; i < inner.size(); ++i) answers_value |= upper(inner[i]) == "GET";
+    if (answers_value)
+        return error("ERR TAGGED does not take commands that answer a value (GETSET, GETDEL, "
+                     "SET ... GET)");
     command c{std::get<operation>(std::move(parsed)), request_tag{*client_id, *sequence},
               stamp_ms};
     return make_write(c, max_txn_bytes);

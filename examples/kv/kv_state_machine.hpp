@@ -76,7 +76,15 @@ struct kv_options {
     std::size_t max_clients = 4096;
     /// Outcomes kept for `outcome_of`. Local to this replica; 0 keeps none.
     std::size_t recent_outcomes_max = 4096;
+    /// And at most this many bytes of their replies and error texts (an EXEC's reply holds
+    /// the values its GETs read); the latest outcome is always kept. Local to this replica.
+    std::size_t recent_outcomes_max_bytes = std::size_t{256} << 20;
 };
+
+/// The largest reply of a read inside a MULTI block (one GET, MGET, KEYS or SCAN): as
+/// kv_server's bound on a read outside one, but a constant, since every replica must answer
+/// the same.
+inline constexpr std::size_t max_block_read_reply_bytes = std::size_t{64} << 20;
 
 class kv_state_machine {
 public:
@@ -93,6 +101,7 @@ public:
           state_{other.state_},
           by_activity_{other.by_activity_},
           recent_{other.recent_},
+          recent_bytes_{other.recent_bytes_},
           on_applied_{other.on_applied_} {
         rebuild_index();
     }
@@ -104,6 +113,7 @@ public:
           by_hash_{std::move(other.by_hash_)},
           by_activity_{std::move(other.by_activity_)},
           recent_{std::move(other.recent_)},
+          recent_bytes_{std::exchange(other.recent_bytes_, 0)},
           on_applied_{std::move(other.on_applied_)} {
         other.state_.data.clear();
         other.index_.clear();
@@ -123,6 +133,7 @@ public:
         by_hash_ = std::move(other.by_hash_);
         by_activity_ = std::move(other.by_activity_);
         recent_ = std::move(other.recent_);
+        recent_bytes_ = std::exchange(other.recent_bytes_, 0);
         on_applied_ = std::move(other.on_applied_);
         other.state_.data.clear();
         other.index_.clear();
@@ -141,8 +152,13 @@ public:
         outcome result = run(z, txn);
         state_.last_applied = z;
         if (options_.recent_outcomes_max > 0) {
+            recent_bytes_ += outcome_bytes(result);
             recent_.emplace_back(z, result);
-            if (recent_.size() > options_.recent_outcomes_max) recent_.pop_front();
+            while (recent_.size() > options_.recent_outcomes_max ||
+                   (recent_.size() > 1 && recent_bytes_ > options_.recent_outcomes_max_bytes)) {
+                recent_bytes_ -= outcome_bytes(recent_.front().second);
+                recent_.pop_front();
+            }
         }
         if (on_applied_) on_applied_(z, result);
     }
@@ -166,7 +182,10 @@ public:
         for (const auto& [id, client] : state_.clients)
             by_activity_.emplace(client.last_active, id);
         // Outcomes at or below z are those of the same committed transactions: still true.
-        while (!recent_.empty() && recent_.back().first > z) recent_.pop_back();
+        while (!recent_.empty() && recent_.back().first > z) {
+            recent_bytes_ -= outcome_bytes(recent_.back().second);
+            recent_.pop_back();
+        }
         return success();
     }
 
@@ -267,6 +286,10 @@ public:
     }
 
 private:
+    static std::size_t outcome_bytes(const outcome& o) noexcept {
+        return o.reply.size() + o.error.size();
+    }
+
     /// Decodes, deduplicates and executes one transaction.
     outcome run(zxid z, byte_view txn) {
         auto decoded = decode(txn);
@@ -350,7 +373,7 @@ private:
     void run_call(std::string& out, const std::vector<std::string>& args, zxid z) {
         if (auto problem = check_call(args)) return resp::write_error(out, *problem);
         if (find_command(args[0])->kind == call_kind::read)
-            return read_into(out, args, state_.now_ms, std::numeric_limits<std::size_t>::max());
+            return read_into(out, args, state_.now_ms, max_block_read_reply_bytes);
         write_call(out, args, z);
     }
 
@@ -790,6 +813,7 @@ private:
     std::map<zxid, std::uint64_t> by_activity_;
     /// Outcomes of the latest applies, in zxid order.
     std::deque<std::pair<zxid, outcome>> recent_;
+    std::size_t recent_bytes_ = 0;  ///< outcome_bytes over recent_
     applied_callback on_applied_;
 };
 

@@ -901,6 +901,22 @@ TEST_CASE("kv state machine: KEYS and SCAN with MATCH and COUNT", "[kv][redis]")
     CHECK(d.read({"SCAN", "0", "COUNT", "1000", "TYPE", "hash"}) == "*2\r\n$1\r\n0\r\n*0\r\n");
 }
 
+TEST_CASE("kv state machine: recent outcomes are bounded in bytes too, the latest always kept",
+          "[kv][redis]") {
+    redis_driver d{driver{kv_options{.max_clients = 16, .recent_outcomes_max = 100,
+                                     .recent_outcomes_max_bytes = 2500}}};
+    d.call({"SET", "big", std::string(1000, 'x')});
+    for (int i = 0; i < 3; ++i) CHECK(d.block({{"GET", "big"}}).size() > 1000);
+    const zxid latest{1, d.counter};
+    CHECK(d.machine.outcome_of(latest));
+    CHECK(d.machine.outcome_of(zxid{1, d.counter - 1}));
+    CHECK_FALSE(d.machine.outcome_of(zxid{1, d.counter - 2}));  // 3 x 1,000+ > 2,500
+    redis_driver tiny{driver{kv_options{.max_clients = 16, .recent_outcomes_max = 100,
+                                        .recent_outcomes_max_bytes = 1}}};
+    tiny.call({"SET", "big", std::string(1000, 'x')});
+    CHECK(tiny.block({{"GET", "big"}}).size() > 1000);  // kept: it is the latest
+}
+
 TEST_CASE("kv state machine: a tagged call is applied once; its retry answers the reply",
           "[kv][redis][dedupe]") {
     redis_driver d;

@@ -193,6 +193,8 @@ TEST_CASE("kv_requests: Redis-style errors for unknown commands and arities") {
     CHECK(reply({"TAGGED", "1", "x", "SET", "k", "v"}).starts_with("-ERR TAGGED client id"));
     CHECK(reply({"TAGGED", "1", "2", "GET", "k"}).starts_with("-ERR TAGGED takes"));
     CHECK(reply({"TAGGED", "1", "2", "MULTI"}).starts_with("-ERR TAGGED takes a write"));
+    CHECK(reply({"TAGGED", "1", "2", "SET", "k", "v", "get"}).starts_with("-ERR TAGGED does not"));
+    CHECK(reply({"TAGGED", "1", "2", "GETDEL", "k"}).starts_with("-ERR TAGGED does not"));
     CHECK(reply({"TAGGED", "1", "2", "INCRBY", "k", "x"}) ==
           "-ERR value is not an integer or out of range\r\n");
     // A write whose encoding exceeds the transaction limit is refused before the core.
