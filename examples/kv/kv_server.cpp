@@ -11,9 +11,9 @@
 //             [--client-addresses 1=127.0.0.1:6381,2=127.0.0.1:6382,3=127.0.0.1:6383]
 //
 // Finding the leader: --client-addresses lists every member's client (RESP) address; INFO
-// then reports `member_<id>:<address>` lines and `leader_client_address`, and a connection
-// that sent CLIENT REDIRECT ON gets `-REDIRECT host:port` for a write on a replica that is
-// not the leader (without the flag only this replica's own address is known).
+// then reports `client_address_<id>:<host:port>` lines and `leader_client_address`, and a
+// connection that sent CLIENT REDIRECT ON gets `-REDIRECT host:port` for a write on a
+// replica that is not the leader (without the flag only this replica's own address is known).
 //
 // Expiry: every write is stamped with this replica's wall clock (kv_command.hpp); while it
 // leads, a replica checks every 100 ms whether a key's expiry has passed by its clock and
@@ -684,7 +684,7 @@ public:
                                    : fmt::format("{}:{}", leader->second.host, leader->second.port));
         // Finding the leader: every member's client address (--client-addresses).
         for (const auto& [id, address] : args_.client_addresses)
-            line(fmt::format("member_{}", id), address);
+            line(fmt::format("client_address_{}", id), address);
         const auto leader_client = args_.client_addresses.find(s.leader);
         line("leader_client_address", s.established && leader_client != args_.client_addresses.end()
                                           ? leader_client->second

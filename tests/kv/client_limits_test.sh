@@ -101,7 +101,7 @@ expect "replies to the MULTI pipeline" \
 +OK
 +OK" "$(cat "$work/multi.out")"
 for id in 1 2 3; do
-    caught_up_within "$id" after-multi done "replica $id after the MULTI pipeline"
+    caught_up_within "$id" after-multi "done" "replica $id after the MULTI pipeline"
     expect "keys of the aborted MULTI block on replica $id" 0 "$(cli "$id" EXISTS in-multi multi-counter)"
     expect "keys of the applied MULTI block on replica $id" 2 "$(cli "$id" EXISTS in-good good-counter)"
 done

@@ -154,8 +154,11 @@ async function withIoredis() {
     assert.ok(Number((await info(other)).ticks_proposed) >= 1, 'the leader proposed a TICK');
 
     log('ioredis: finding the leader (INFO, CLIENT REDIRECT)');
-    for (const each of all)
-        assert.equal((await info(each)).leader_client_address, `127.0.0.1:${port(leader)}`);
+    for (const each of all) {
+        const fields = await info(each);
+        assert.equal(fields.leader_client_address, `127.0.0.1:${port(leader)}`);
+        for (const id of [1, 2, 3]) assert.equal(fields[`client_address_${id}`], `127.0.0.1:${port(id)}`);
+    }
     const redirected = ioredis(follower);
     await redirected.call('CLIENT', 'REDIRECT', 'ON');
     await assert.rejects(redirected.set(k('r'), '1'), new RegExp(`REDIRECT 127.0.0.1:${port(leader)}`));
