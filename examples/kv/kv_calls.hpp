@@ -70,6 +70,14 @@ inline constexpr std::array<command_info, 56> command_table{{
 }};
 // clang-format on
 
+/// Every row filled in (the array's size is the row count).
+constexpr bool table_complete() {
+    for (const auto& info : command_table)
+        if (info.name.empty()) return false;
+    return true;
+}
+static_assert(table_complete(), "kv: command_table's size is more than its rows");
+
 namespace detail {
 
 inline std::string lower(std::string_view s) {

@@ -1095,3 +1095,19 @@ TEST_CASE("kv command: version-1 records (before stamps) still decode, CALLS and
     REQUIRE(decoded);
     CHECK(decoded.value() == block);
 }
+
+TEST_CASE("kv state machine: every read and write of the command table runs", "[kv][redis]") {
+    redis_driver d;
+    for (const command_info& info : command_table) {
+        if (info.kind == call_kind::connection) continue;
+        std::vector<std::string> args{std::string{info.name}};
+        const int n = info.arity > 0 ? info.arity : -info.arity;
+        for (int i = 1; i < n; ++i) args.emplace_back(i == 1 ? "k" : "1");
+        if (info.name == "scan") args[1] = "0";
+        INFO(info.name);
+        const std::string reply = info.kind == call_kind::write ? d.call(args) : d.read(args);
+        CHECK(reply.find("not a") == std::string::npos);
+        CHECK(reply.find("unknown command") == std::string::npos);
+        CHECK_FALSE(check_call(args));
+    }
+}
