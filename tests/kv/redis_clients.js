@@ -174,6 +174,8 @@ async function leaderKill() {
     const acked = [];
     const deadline = Date.now() + 30000;
     let killed = false, refused = 0;
+    // Due after the leader is gone: the next leader must remove it (its own TICK).
+    assert.equal(await r.set('exp:across', 'v', 'PX', 1500), 'OK');
     for (let i = 0; acked.length < 600; ) {
         if (Date.now() > deadline) throw new Error(`only ${acked.length} writes acknowledged in 30 s`);
         if (!killed && acked.length === 200) {
@@ -200,6 +202,24 @@ async function leaderKill() {
         await each.call('ZSYNC');
         const values = await each.mget(...acked.map((n) => `ack:${n}`));
         acked.forEach((n, j) => assert.equal(values[j], `v${n}`, `ack:${n} on replica ${id}`));
+        each.disconnect();
+    }
+    log('the key due after the kill is removed by the new leader, the same on both');
+    const survivors = [ioredis(follower), ioredis(third)];
+    let removed = false;
+    for (let i = 0; i < 100 && !removed; ++i) {
+        const fields = await Promise.all(survivors.map((each) => info(each)));
+        const digests = await Promise.all(survivors.map(async (each) => {
+            await each.call('ZSYNC');
+            return (await info(each, 'DIGEST')).digest;
+        }));
+        removed = fields.some((f) => f.role === 'leading' && Number(f.ticks_proposed) >= 1) &&
+                  digests[0] === digests[1];
+        if (!removed) await sleep(50);
+    }
+    assert.ok(removed, 'the new leader proposed a TICK and the survivors agree');
+    for (const each of survivors) {
+        assert.equal(await each.exists('exp:across'), 0);
         each.disconnect();
     }
     r.disconnect();

@@ -5,7 +5,8 @@
 # (redis_clients.js) connects, runs the string and key commands, a 10,000-command pipeline
 # through a follower, MULTI/EXEC (an aborted block applies nothing, a WATCHed key changed
 # makes EXEC answer null), expiry, and kills the leader while writing through a follower:
-# every acknowledged write must read back afterwards.
+# every acknowledged write must read back afterwards, and a key due after the kill is removed
+# by the new leader (its TICK) alike on both survivors.
 #
 # The clients are installed with npm into CACHE_DIR (under the build directory) once; a
 # re-run reuses them. Registered with ctest (label kv-cluster). Exit 0: passed; 1: failed;
