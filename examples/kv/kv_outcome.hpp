@@ -28,6 +28,7 @@ enum class outcome_kind : std::uint8_t {
     cas_matched = 3,     ///< CAS stored its desired value
     cas_mismatched = 4,  ///< CAS found another value (or a value where it expected none)
     error = 5,           ///< refused; `error` says why
+    reply = 6,           ///< CALLS: `reply` is the RESP reply (one call's, or EXEC's array)
 };
 
 /// The outcome of one applied command.
@@ -35,19 +36,24 @@ struct outcome {
     outcome_kind kind = outcome_kind::ok;
     std::int64_t integer = 0;  ///< `integer` only; 0 otherwise
     std::string error;         ///< `error` only, e.g. `error_not_integer`; empty otherwise
+    std::string reply;         ///< `reply` only: RESP bytes, never empty; empty otherwise
     /// True when the command was a retry of a request already applied (same client id and
     /// sequence): nothing was applied again, and the fields above are the original outcome.
     bool duplicate = false;
 
     static outcome ok() { return {}; }
     static outcome integer_value(std::int64_t value) {
-        return {outcome_kind::integer, value, {}, false};
+        return {outcome_kind::integer, value, {}, {}, false};
     }
     static outcome cas(bool matched) {
-        return {matched ? outcome_kind::cas_matched : outcome_kind::cas_mismatched, 0, {}, false};
+        return {matched ? outcome_kind::cas_matched : outcome_kind::cas_mismatched, 0, {}, {},
+                false};
     }
     static outcome failure(std::string text) {
-        return {outcome_kind::error, 0, std::move(text), false};
+        return {outcome_kind::error, 0, std::move(text), {}, false};
+    }
+    static outcome resp(std::string bytes) {
+        return {outcome_kind::reply, 0, {}, std::move(bytes), false};
     }
 
     bool operator==(const outcome&) const = default;

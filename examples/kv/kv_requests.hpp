@@ -3,13 +3,17 @@
 // read, a SYNC, a READMODE change, or QUIT), and the texts of every reply are built here so
 // that they can be unit-tested without sockets or Boost.Asio.
 //
-// Commands (case-insensitive names, binary-safe arguments):
-//   PING [msg]  ECHO msg  GET k  SET k v  DEL k  INCR k  EXISTS k...  MGET k...
+// Commands (case-insensitive names, binary-safe arguments): the Redis string and key commands
+// of kv_calls.hpp's table (SET with its options, INCRBY, MSET, EXPIRE, TTL, KEYS, SCAN, ...),
+// and kv_server's own:
 //   CAS k expected new      :1 when k held `expected` and now holds `new`, :0 otherwise
 //   CAS.ABSENT k new        the same, where "expected" is "k is absent" (create-if-absent)
-//   TAGGED client-id seq <SET|DEL|INCR|CAS|CAS.ABSENT ...>   exactly-once retry (kv_command.hpp)
+//   TAGGED client-id seq <write command>    exactly-once retry of any write (kv_command.hpp)
 //   INFO [section]  (INFO DIGEST: the state's digest and zxid, to compare replicas)
-//   SYNC  ZSYNC  READMODE local|linearizable  COMMAND ...  CONFIG GET p  QUIT
+//   SYNC  ZSYNC  READMODE local|linearizable  COMMAND [COUNT|DOCS|INFO ...]  CONFIG GET p
+//   HELLO [2|3 [AUTH u p] [SETNAME n]]  SELECT 0  QUIT
+// and, kept per connection by resp_session.hpp: MULTI EXEC DISCARD WATCH UNWATCH RESET
+// CLIENT ID|SETNAME|GETNAME|SETINFO|INFO|REDIRECT.
 //
 // ZSYNC is SYNC under another name: redis-cli intercepts a command named SYNC (it starts a
 // Redis replication stream instead of sending it as a command), so from redis-cli use ZSYNC.
@@ -28,6 +32,7 @@
 #include <variant>
 #include <vector>
 
+#include "kv_calls.hpp"
 #include "kv_command.hpp"
 #include "kv_outcome.hpp"
 #include "kv_state_machine.hpp"
@@ -75,20 +80,6 @@ using request_variant = std::variant<request::immediate, request::write, request
 
 namespace detail {
 
-inline std::string upper(std::string_view s) {
-    std::string out{s};
-    for (char& c : out)
-        if (c >= 'a' && c <= 'z') c = static_cast<char>(c - 'a' + 'A');
-    return out;
-}
-
-inline std::string lower(std::string_view s) {
-    std::string out{s};
-    for (char& c : out)
-        if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-    return out;
-}
-
 inline request::immediate error(std::string_view text) {
     request::immediate r;
     resp::write_error(r.reply, text);
@@ -103,16 +94,12 @@ inline request::immediate simple(std::string_view text) {
 
 /// Redis's wording (redis/src/server.c, processCommand).
 inline request::immediate wrong_arity(std::string_view name) {
-    return error("ERR wrong number of arguments for '" + lower(name) + "' command");
+    return error(text::wrong_arity(name));
 }
 
 /// Redis's wording, arguments quoted and cut as Redis cuts them (128 bytes each).
 inline request::immediate unknown_command(const resp::command& args) {
-    std::string text = "ERR unknown command '" + args[0].substr(0, 128) +
-                       "', with args beginning with: ";
-    for (std::size_t i = 1; i < args.size() && text.size() < 512; ++i)
-        text += "'" + args[i].substr(0, 128) + "' ";
-    return error(text);
+    return error(text::unknown_command(args));
 }
 
 /// An unsigned decimal (TAGGED's client id and sequence).
@@ -140,52 +127,49 @@ inline request_variant make_write(const command& c, std::size_t max_txn_bytes) {
     return request::write{std::move(encoded).value()};
 }
 
-/// The operation of a write command (`args` starts at its name), or the error reply.
+/// The operation of a write command (`args` starts at its name, a write of kv_calls.hpp's
+/// table), or the error reply. The plain SET/DEL/INCR and CAS become their typed ops (the
+/// common case, and what TAGGED takes); every other write is a CALLS of one call.
 inline std::variant<operation, request::immediate> parse_write(const resp::command& args) {
+    if (auto problem = check_call(args)) return error(*problem);
     const std::string name = upper(args[0]);
     const std::size_t n = args.size();
-    if (name == "SET") {
-        if (n < 3) return wrong_arity(args[0]);
-        if (n > 3) return error("ERR syntax error (SET options are not supported here)");
-        return operation{set_op{args[1], args[2]}};
-    }
-    if (name == "DEL") {
-        if (n < 2) return wrong_arity(args[0]);
-        if (n > 2) return error("ERR DEL takes exactly one key here");
-        return operation{del_op{args[1]}};
-    }
-    if (name == "INCR") {
-        if (n != 2) return wrong_arity(args[0]);
-        return operation{incr_op{args[1]}};
-    }
-    if (name == "CAS") {
-        if (n != 4) return wrong_arity(args[0]);
-        return operation{cas_op{args[1], args[2], args[3]}};
-    }
-    if (name == "CAS.ABSENT") {
-        if (n != 3) return wrong_arity(args[0]);
-        return operation{cas_op{args[1], std::nullopt, args[2]}};
-    }
-    return unknown_command(args);
+    if (name == "SET" && n == 3) return operation{set_op{args[1], args[2]}};
+    if (name == "DEL" && n == 2) return operation{del_op{args[1]}};
+    if (name == "INCR") return operation{incr_op{args[1]}};
+    if (name == "CAS") return operation{cas_op{args[1], args[2], args[3]}};
+    if (name == "CAS.ABSENT") return operation{cas_op{args[1], std::nullopt, args[2]}};
+    return operation{calls_op{{args}, {}, false}};
 }
 
-inline bool is_write_name(std::string_view upper_name) {
-    return upper_name == "SET" || upper_name == "DEL" || upper_name == "INCR" ||
-           upper_name == "CAS" || upper_name == "CAS.ABSENT";
+inline bool is_write_name(std::string_view name) {
+    const command_info* info = find_command(name);
+    return info != nullptr && info->kind == call_kind::write;
 }
 
-inline request_variant tagged(const resp::command& args, std::size_t max_txn_bytes) {
+inline request_variant tagged(const resp::command& args, std::size_t max_txn_bytes,
+                              std::uint64_t stamp_ms) {
     if (args.size() < 4) return wrong_arity(args[0]);
     const auto client_id = parse_uint64(args[1]);
     const auto sequence = parse_uint64(args[2]);
     if (!client_id || !sequence)
         return error("ERR TAGGED client id and sequence must be unsigned 64-bit integers");
     const resp::command inner(args.begin() + 3, args.end());
-    if (!is_write_name(upper(inner[0])))
-        return error("ERR TAGGED takes SET, DEL, INCR, CAS or CAS.ABSENT");
+    if (!is_write_name(inner[0]))
+        return error("ERR TAGGED takes a write command (SET, INCRBY, CAS, MSET, EXPIRE, ...)");
     auto parsed = parse_write(inner);
     if (auto* refused = std::get_if<request::immediate>(&parsed)) return std::move(*refused);
-    command c{std::get<operation>(std::move(parsed)), request_tag{*client_id, *sequence}};
+    // The client table keeps each client's last reply (replicated, max_clients of them):
+    // replies that carry a value would let it hold gigabytes.
+    const std::string inner_name = upper(inner[0]);
+    bool answers_value = inner_name == "GETSET" || inner_name == "GETDEL";
+    if (inner_name == "SET")
+        for (std::size_t i = 3; i < inner.size(); ++i) answers_value |= upper(inner[i]) == "GET";
+    if (answers_value)
+        return error("ERR TAGGED does not take commands that answer a value (GETSET, GETDEL, "
+                     "SET ... GET)");
+    command c{std::get<operation>(std::move(parsed)), request_tag{*client_id, *sequence},
+              stamp_ms};
     return make_write(c, max_txn_bytes);
 }
 
@@ -207,28 +191,116 @@ inline request_variant config(const resp::command& args) {
     return r;
 }
 
+/// One COMMAND entry: name, arity, flags, first key, last key, step (Redis's first six
+/// fields, which is what clients read).
+inline void write_command_entry(std::string& out, const command_info& info) {
+    resp::write_array_header(out, 6);
+    resp::write_bulk_string(out, info.name);
+    resp::write_integer(out, info.arity);
+    const std::string_view flag = info.kind == call_kind::write  ? "write"
+                                  : info.kind == call_kind::read ? "readonly"
+                                                                 : "fast";
+    resp::write_array_header(out, 1);
+    resp::write_simple_string(out, flag);
+    resp::write_integer(out, info.first_key);
+    resp::write_integer(out, info.last_key);
+    resp::write_integer(out, info.step);
+}
+
+/// COMMAND (the table), COMMAND COUNT, COMMAND INFO name..., COMMAND DOCS [name...] (no
+/// docs: an empty map, as Redis answers for names it has no docs of), COMMAND LIST.
+inline request_variant command_reply(const resp::command& args) {
+    request::immediate r;
+    if (args.size() == 1) {
+        resp::write_array_header(r.reply, command_table.size());
+        for (const auto& info : command_table) write_command_entry(r.reply, info);
+        return r;
+    }
+    const std::string sub = upper(args[1]);
+    if (sub == "COUNT" && args.size() == 2) {
+        resp::write_integer(r.reply, static_cast<std::int64_t>(command_table.size()));
+    } else if (sub == "DOCS") {
+        resp::write_array_header(r.reply, 0);
+    } else if (sub == "LIST" && args.size() == 2) {
+        resp::write_array_header(r.reply, command_table.size());
+        for (const auto& info : command_table) resp::write_bulk_string(r.reply, info.name);
+    } else if (sub == "INFO") {
+        resp::write_array_header(r.reply, args.size() - 2);
+        for (std::size_t i = 2; i < args.size(); ++i) {
+            if (const command_info* info = find_command(args[i])) {
+                write_command_entry(r.reply, *info);
+            } else {
+                resp::write_null_array(r.reply);
+            }
+        }
+    } else {
+        return error("ERR unknown subcommand '" + args[1].substr(0, 128) +
+                     "'. Try COMMAND HELP.");
+    }
+    return r;
+}
+
+/// SELECT: database 0 is the only one.
+inline request_variant select(const resp::command& args) {
+    if (args[1] == "0") return simple("OK");
+    const auto n = parse_int64(args[1]);
+    if (!n) return error(text::not_integer);
+    return error("ERR DB index is out of range (kv_server has one keyspace: database 0 only)");
+}
+
 }  // namespace detail
+
+/// HELLO's reply (Redis's seven fields) for protocol `proto`: a map in RESP3, the flat list
+/// of names and values in RESP2.
+inline std::string hello_reply(int proto, std::uint64_t client_id) {
+    std::string out;
+    if (proto == 3) {
+        out += "%7\r\n";
+    } else {
+        resp::write_array_header(out, 14);
+    }
+    const auto field = [&out](std::string_view name) { resp::write_bulk_string(out, name); };
+    field("server");
+    field("redis");
+    field("version");
+    field("7.2.0");
+    field("proto");
+    resp::write_integer(out, proto);
+    field("id");
+    resp::write_integer(out, static_cast<std::int64_t>(client_id));
+    field("mode");
+    field("standalone");
+    field("role");
+    field("master");
+    field("modules");
+    resp::write_array_header(out, 0);
+    return out;
+}
 
 /// What to do with `args` (non-empty: the parser never yields an empty command).
 /// `max_txn_bytes` bounds an encoded write (see kv_server.cpp for how it is chosen).
-inline request_variant classify(const resp::command& args, std::size_t max_txn_bytes) {
+/// `stamp_ms` is the proposer's clock, stamped into a write (kv_command.hpp).
+inline request_variant classify(const resp::command& args, std::size_t max_txn_bytes,
+                                std::uint64_t stamp_ms = 0) {
     using namespace detail;
     const std::string name = upper(args[0]);
     const std::size_t n = args.size();
     if (is_write_name(name)) {
         auto parsed = parse_write(args);
         if (auto* refused = std::get_if<request::immediate>(&parsed)) return std::move(*refused);
-        return make_write(command{std::get<operation>(std::move(parsed)), {}}, max_txn_bytes);
+        return make_write(command{std::get<operation>(std::move(parsed)), {}, stamp_ms},
+                          max_txn_bytes);
     }
-    if (name == "GET") {
-        if (n != 2) return wrong_arity(args[0]);
-        return request::read{args, true};
-    }
-    if (name == "MGET" || name == "EXISTS") {
-        if (n < 2) return wrong_arity(args[0]);
+    const command_info* info = find_command(name);
+    if (info != nullptr && info->kind == call_kind::read && name != "PING" && name != "ECHO") {
+        if (auto problem = check_call(args)) return error(*problem);
         return request::read{args, true};
     }
     if (name == "INFO") return request::read{args, false};
+    if (name == "SELECT") {
+        if (n != 2) return wrong_arity(args[0]);
+        return select(args);
+    }
     if (name == "PING") {
         if (n > 2) return wrong_arity(args[0]);
         if (n == 1) return simple("PONG");
@@ -253,99 +325,23 @@ inline request_variant classify(const resp::command& args, std::size_t max_txn_b
         if (mode == "LINEARIZABLE") return request::set_read_mode{read_mode::linearizable};
         return error("ERR READMODE takes LOCAL or LINEARIZABLE");
     }
-    if (name == "TAGGED") return tagged(args, max_txn_bytes);
-    if (name == "COMMAND") {
-        // redis-cli and redis-benchmark ask for the command table at start: an empty one
-        // makes them fall back to their built-in knowledge.
-        request::immediate r;
-        resp::write_array_header(r.reply, 0);
-        return r;
-    }
+    if (name == "TAGGED") return tagged(args, max_txn_bytes, stamp_ms);
+    if (name == "COMMAND") return command_reply(args);
     if (name == "CONFIG") return config(args);
     if (name == "QUIT") return request::quit{};
     return unknown_command(args);
 }
 
-/// The bytes `write_bulk_string` takes for a value of `size` bytes (or `$-1\r\n` for none).
-inline std::size_t bulk_reply_bytes(std::optional<std::size_t> size) {
-    if (!size) return 5;
-    return 1 + std::to_string(*size).size() + 2 + *size + 2;
-}
-
-/// The reply to a local read (GET, MGET, EXISTS) from `machine`'s current state. A GET or
-/// MGET whose reply would exceed `max_reply_bytes` is refused with an error before anything
-/// is built (a 20 KB MGET naming a large value thousands of times would otherwise take
-/// gigabytes).
+/// The reply to a local read (GET, MGET, EXISTS, TTL, KEYS, SCAN, ...: call_kind::read)
+/// from `machine`'s current state, a key expired by `now_ms` (the reader's clock) counting
+/// as absent. A reply that would exceed `max_reply_bytes` is refused with an error before
+/// anything is built (a 20 KB MGET naming a large value thousands of times would otherwise
+/// take gigabytes).
 inline std::string execute_read(const kv_state_machine& machine, const resp::command& args,
-                                std::size_t max_reply_bytes = std::size_t{64} << 20) {
-    std::string out;
-    const std::string name = detail::upper(args[0]);
-    if (name == "GET" || name == "MGET") {
-        const bool many = name == "MGET";
-        std::size_t total = many ? 1 + std::to_string(args.size() - 1).size() + 2 : 0;
-        for (std::size_t i = 1; i < args.size() && total <= max_reply_bytes; ++i) {
-            const std::string* value = machine.value_of(args[i]);
-            total += bulk_reply_bytes(value ? std::optional<std::size_t>{value->size()}
-                                            : std::nullopt);
-        }
-        if (total > max_reply_bytes) {
-            resp::write_error(out, "ERR reply too large: more than " +
-                                       std::to_string(max_reply_bytes) + " bytes; " +
-                                       (many ? "ask for fewer keys" : "the value is too large"));
-            return out;
-        }
-        out.reserve(total);
-        if (many) resp::write_array_header(out, args.size() - 1);
-        for (std::size_t i = 1; i < args.size(); ++i) {
-            if (const std::string* value = machine.value_of(args[i])) {
-                resp::write_bulk_string(out, *value);
-            } else {
-                resp::write_null_bulk(out);
-            }
-        }
-    } else if (name == "EXISTS") {
-        std::int64_t count = 0;  // Redis counts a key named twice twice
-        for (std::size_t i = 1; i < args.size(); ++i) count += machine.exists(args[i]) ? 1 : 0;
-        resp::write_integer(out, count);
-    } else {
-        resp::write_error(out, "ERR not a read command");
-    }
-    return out;
+                                std::size_t max_reply_bytes = std::size_t{64} << 20,
+                                std::uint64_t now_ms = 0) {
+    return machine.read_call(args, now_ms, max_reply_bytes);
 }
-
-/// MULTI/EXEC are not implemented. A client library pipelines MULTI, its commands and EXEC
-/// together (ioredis, node-redis): refusing only MULTI and EXEC would run the commands in
-/// between, a transaction partly applied. So a connection's MULTI opens a refused block:
-/// every command up to EXEC or DISCARD is refused too (QUIT still closes). One per
-/// connection, fed every command in order.
-class multi_refusal {
-public:
-    /// The refusal of `args` when it opens, belongs to or closes a refused block, else
-    /// nullopt (classify it as usual).
-    std::optional<request::immediate> screen(const resp::command& args) {
-        const std::string name = detail::upper(args[0]);
-        if (!open_) {
-            if (name != "MULTI" || args.size() != 1) return std::nullopt;
-            open_ = true;
-            return detail::error(
-                "ERR MULTI is not supported here; the commands up to EXEC or DISCARD are "
-                "refused");
-        }
-        if (name == "QUIT") return std::nullopt;
-        if (name == "EXEC" || name == "DISCARD") {
-            open_ = false;
-            if (name == "DISCARD") return detail::simple("OK");
-            return detail::error("EXECABORT Transaction discarded: MULTI is not supported here");
-        }
-        return detail::error("ERR command refused: inside a refused MULTI block (until EXEC or "
-                             "DISCARD)");
-    }
-    /// True between a refused MULTI and its EXEC or DISCARD.
-    bool open() const noexcept { return open_; }
-
-private:
-    bool open_ = false;
-};
 
 /// The reply to an applied write, from its outcome (kv_outcome.hpp).
 inline std::string outcome_reply(const outcome& o) {
@@ -356,6 +352,7 @@ inline std::string outcome_reply(const outcome& o) {
         case outcome_kind::cas_matched: resp::write_integer(out, 1); break;
         case outcome_kind::cas_mismatched: resp::write_integer(out, 0); break;
         case outcome_kind::error: resp::write_error(out, o.error); break;
+        case outcome_kind::reply: out = o.reply; break;
     }
     return out;
 }
@@ -366,9 +363,12 @@ inline constexpr std::string_view error_outcome_unknown =
     "UNKNOWN the write may or may not have been applied; retry with TAGGED to be safe";
 
 /// The RESP error for a failed node operation. `leader` / `leader_address` ("host:port", or
-/// empty) are what the node knows of the leader, for `not_leader`.
+/// empty) are what the node knows of the leader, for `not_leader`; `busy_bound` (zab's
+/// options::max_forwarded_per_learner, 0: not said) and `session_writes_bound`
+/// (session_options::max_writes_in_flight) are named in the -BUSY text.
 inline std::string error_reply(std::error_code error, std::uint64_t leader,
-                               std::string_view leader_address) {
+                               std::string_view leader_address, std::size_t busy_bound = 0,
+                               std::size_t session_writes_bound = 0) {
     std::string text;
     if (error.category() != zab::error_category()) {
         text = "ERR " + error.message();
@@ -385,7 +385,12 @@ inline std::string error_reply(std::error_code error, std::uint64_t leader,
                 }
                 break;
             case errc::backpressure:
-                text = "BUSY too many operations outstanding at this replica; retry later";
+                text = "BUSY too many writes outstanding at the leader from this replica";
+                if (busy_bound > 0)
+                    text += " (at most " + std::to_string(busy_bound) +
+                            " in flight per replica; each connection proposes at most " +
+                            std::to_string(session_writes_bound) + " at once)";
+                text += "; retry later";
                 break;
             case errc::outcome_unknown: text = error_outcome_unknown; break;
             case errc::shutting_down: text = "SHUTDOWN this replica is shutting down"; break;

@@ -8,6 +8,16 @@
 //             [--snapshot-every 100000] [--snapshot-every-bytes 0] [--join]
 //             [--max-clients 10000] [--timeout 0] [--max-input-bytes 536870912]
 //             [--output-soft-limit 8388608] [--output-hard-limit 268435456]
+//             [--client-addresses 1=127.0.0.1:6381,2=127.0.0.1:6382,3=127.0.0.1:6383]
+//
+// Finding the leader: --client-addresses lists every member's client (RESP) address; INFO
+// then reports `client_address_<id>:<host:port>` lines and `leader_client_address`, and a
+// connection that sent CLIENT REDIRECT ON gets `-REDIRECT host:port` for a write on a
+// replica that is not the leader (without the flag only this replica's own address is known).
+//
+// Expiry: every write is stamped with this replica's wall clock (kv_command.hpp); while it
+// leads, a replica checks every 100 ms whether a key's expiry has passed by its clock and
+// then proposes a TICK, so that expired keys are removed on every replica alike.
 //
 // --snapshot-every N: every N applied writes the map's snapshot replaces the log's records
 // up to it (zab's options::snapshot_every; file_log keeps a checkpoint and removes the
@@ -28,7 +38,9 @@
 //   executing until its client reads them; --output-hard-limit N: beyond N it is closed.
 //   A GET/MGET reply above 64 MiB is refused ("ERR reply too large") before it is built.
 //   Each connection proposes at most 256 writes at once (below the leader's 1,000 per
-//   forwarding replica), so a deep pipeline through a follower waits instead of -BUSY.
+//   forwarding replica), so a deep pipeline through a follower waits instead of -BUSY; only
+//   more than 3 connections pipelining through one follower at once can pass the leader's
+//   bound, and get -BUSY naming both bounds.
 //
 // --join: this replica's data directory was wiped or replaced, in a cluster that already
 // has data (ZOOKEEPER-261). Until a leader has synced it, it votes for nobody and follows
@@ -133,6 +145,7 @@ struct server_args {
     std::uint64_t max_input_bytes = std::uint64_t{512} << 20;
     std::uint64_t output_soft_limit = std::uint64_t{8} << 20;
     std::uint64_t output_hard_limit = std::uint64_t{256} << 20;
+    std::map<peer_id, std::string> client_addresses;  ///< --client-addresses: id → host:port
 };
 
 constexpr std::string_view usage_text =
@@ -142,7 +155,7 @@ constexpr std::string_view usage_text =
     "                 [--snapshot-every-bytes 0] [--join] [--max-clients 10000]\n"
     "                 [--timeout 0] [--max-input-bytes 536870912]\n"
     "                 [--output-soft-limit 8388608] [--output-hard-limit 268435456]\n"
-    "                 [--on-corruption refuse|resync]\n"
+    "                 [--on-corruption refuse|resync] [--client-addresses ID=HOST:PORT,...]\n"
     "example: kv_server --id 1 --peers 1=127.0.0.1:7001,2=127.0.0.1:7002,3=127.0.0.1:7003 \\\n"
     "                   --client-port 6381 --data build/cluster/replica-1/data\n";
 
@@ -202,7 +215,7 @@ std::variant<server_args, std::string> parse_args(int argc, char** argv) {
             continue;
         }
         if (flag == "-h" || flag == "--help") return std::string{};
-        static constexpr std::array<std::string_view, 16> valued{
+        static constexpr std::array<std::string_view, 17> valued{"--client-addresses",
             "--id",           "--peers",           "--client-port",       "--client-host",
             "--data",         "--tick-ms",         "--snapshot-every",    "--snapshot-every-bytes",
             "--cluster-id",   "--log-level",       "--max-clients",       "--timeout",
@@ -217,6 +230,12 @@ std::variant<server_args, std::string> parse_args(int argc, char** argv) {
             a.id = *id;
         } else if (flag == "--peers") {
             if (auto problem = parse_peers(value, a.peers)) return *problem;
+        } else if (flag == "--client-addresses") {
+            std::map<peer_id, zab::asio::tcp_endpoint> parsed;
+            if (auto problem = parse_peers(value, parsed))
+                return "--client-addresses" + problem->substr(std::string_view{"--peers"}.size());
+            for (const auto& [id, endpoint] : parsed)
+                a.client_addresses[id] = fmt::format("{}:{}", endpoint.host, endpoint.port);
         } else if (flag == "--client-port") {
             const auto port = parse_number(value, 65535);
             if (!port) return fmt::format("--client-port: '{}' is not a port 0..65535", value);
@@ -273,6 +292,11 @@ std::variant<server_args, std::string> parse_args(int argc, char** argv) {
     if (a.peers.empty()) return std::string{"--peers is required"};
     if (!a.peers.contains(a.id)) return fmt::format("--peers must list this replica ({})", a.id);
     if (!have_port) return std::string{"--client-port is required"};
+    for (const auto& [id, address] : a.client_addresses)
+        if (!a.peers.contains(id))
+            return fmt::format("--client-addresses names {}, which --peers does not list", id);
+    if (!a.client_addresses.contains(a.id))
+        a.client_addresses[a.id] = fmt::format("{}:{}", a.client_host, a.client_port);
     if (a.data.empty() && !a.memory) return std::string{"--data DIR (or --memory) is required"};
     if (!a.data.empty() && a.memory) return std::string{"--data and --memory exclude each other"};
     if (a.max_input_bytes < 2 * max_txn_bytes)
@@ -302,7 +326,19 @@ struct server_counters {
     std::uint64_t reads = 0;
     std::uint64_t syncs = 0;
     std::uint64_t syncs_failed = 0;
+    std::uint64_t ticks_proposed = 0;  ///< TICKs proposed (expired keys due, as leader)
 };
+
+/// Milliseconds since the Unix epoch by this machine's clock: what writes are stamped with.
+std::uint64_t wall_clock_ms() {
+    const auto now = std::chrono::system_clock::now().time_since_epoch();
+    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now).count();
+    return ms > 0 ? static_cast<std::uint64_t>(ms) : 1;
+}
+
+/// zab's bound on the writes one replica forwards to the leader at once
+/// (options::max_forwarded_per_learner), named in -BUSY.
+const std::size_t forwarded_bound = zab::options{}.max_forwarded_per_learner;
 
 std::string address_of(const std::optional<zab::asio::tcp_endpoint>& endpoint) {
     if (!endpoint) return {};
@@ -322,7 +358,7 @@ public:
         : owner_{owner},
           socket_{std::move(socket)},
           id_{id},
-          session_{*this, options(owner.args())},
+          session_{*this, options(owner.args(), id)},
           last_active_{clock::now()} {}
 
     void start() {
@@ -392,12 +428,22 @@ public:
             zab::kv::resp::write_bulk_string(out, digest ? owner_.digest() : owner_.info());
             return out;
         }
-        return zab::kv::execute_read(owner_.node().machine(), args, max_reply_bytes);
+        return zab::kv::execute_read(owner_.node().machine(), args, max_reply_bytes,
+                                     wall_clock_ms());
     }
 
+    std::uint64_t now_ms() { return wall_clock_ms(); }
+
+    std::uint64_t version_of(std::string_view key) {
+        return owner_.node().machine().version_of(key, wall_clock_ms());
+    }
+
+    std::optional<std::string> redirect() { return owner_.redirect_target(); }
+
 private:
-    static zab::kv::session_options options(const server_args& args) {
+    static zab::kv::session_options options(const server_args& args, std::uint64_t id) {
         zab::kv::session_options o;
+        o.client_id = id;
         o.max_txn_bytes = max_txn_bytes;
         o.parser_limits.max_bulk_bytes = max_bulk_bytes;
         o.parser_limits.max_command_bytes = max_command_bytes;
@@ -525,6 +571,7 @@ public:
           signals_{io, SIGINT, SIGTERM},
           accept_retry_{io},
           idle_sweep_{io},
+          expiry_timer_{io},
           read_buffer_(read_chunk_bytes) {}
 
     /// Binds the client port and starts accepting; an error text on failure.
@@ -545,11 +592,23 @@ public:
         });
         accept();
         if (args_.timeout_s > 0) sweep_idle();
+        expire_due();
         return std::nullopt;
     }
 
     Node& node() { return node_; }
     const server_args& args() const { return args_; }
+
+    /// CLIENT REDIRECT: the leader's client address when this replica is not the leader and
+    /// knows it; nullopt when it leads (or knows no leader: the write is then proposed here
+    /// and fails or waits as usual).
+    std::optional<std::string> redirect_target() const {
+        const zab::asio::node_status s = node_.status();
+        if (!s.established || s.leader == args_.id) return std::nullopt;
+        const auto it = args_.client_addresses.find(s.leader);
+        if (it == args_.client_addresses.end()) return std::nullopt;
+        return it->second;
+    }
     server_counters& counters() { return counters_; }
     /// The one read buffer (connections read into it and hand the bytes over at once).
     std::vector<char>& read_buffer() { return read_buffer_; }
@@ -586,7 +645,8 @@ public:
     std::string write_reply(boost::system::error_code error, const zab::asio::reply& r) {
         if (error) {
             ++counters_.writes_failed;
-            return zab::kv::error_reply(error, r.leader, address_of(r.leader_address));
+            return zab::kv::error_reply(error, r.leader, address_of(r.leader_address),
+                                        forwarded_bound, zab::kv::session_options{}.max_writes_in_flight);
         }
         if (auto outcome = node_.machine().outcome_of(r.id)) return zab::kv::outcome_reply(*outcome);
         // Applied here through a snapshot, or older than the recent outcomes kept.
@@ -622,6 +682,13 @@ public:
         line("leader_address", leader == args_.peers.end()
                                    ? std::string{}
                                    : fmt::format("{}:{}", leader->second.host, leader->second.port));
+        // Finding the leader: every member's client address (--client-addresses).
+        for (const auto& [id, address] : args_.client_addresses)
+            line(fmt::format("client_address_{}", id), address);
+        const auto leader_client = args_.client_addresses.find(s.leader);
+        line("leader_client_address", s.established && leader_client != args_.client_addresses.end()
+                                          ? leader_client->second
+                                          : std::string{});
         line("last_zxid", s.last_logged);
         line("last_zxid_raw", s.last_logged.value());
         line("last_committed", s.last_committed);
@@ -643,6 +710,8 @@ public:
                                c.refused_us ? "refused_us" : "refused_by_us", c.times, c.detail);
         out += "# Keyspace\r\n";
         line("keys", node_.machine().size());
+        line("clock_ms", node_.machine().now_ms());
+        line("ticks_proposed", counters_.ticks_proposed);
         out += "# Stats\r\n";
         line("connected_clients", counters_.connected_clients);
         line("maxclients", args_.max_clients);
@@ -743,6 +812,31 @@ private:
         });
     }
 
+    /// Every 100 ms: while leading, a TICK once a key's expiry has passed by this clock (one
+    /// at a time), so that expired keys are removed by a replicated transaction.
+    void expire_due() {
+        expiry_timer_.expires_after(std::chrono::milliseconds{100});
+        expiry_timer_.async_wait([this](boost::system::error_code e) {
+            if (e || stopping_) return;
+            const auto due = node_.machine().next_expiry();
+            const zab::asio::node_status s = node_.status();
+            if (!tick_in_flight_ && due && *due <= wall_clock_ms() && s.established &&
+                s.leader == args_.id) {
+                auto txn = zab::kv::encode(
+                    zab::kv::command{zab::kv::tick_op{}, {}, wall_clock_ms()});
+                if (txn) {
+                    tick_in_flight_ = true;
+                    ++counters_.ticks_proposed;
+                    node_.async_propose(std::move(txn).value(),
+                                        [this](boost::system::error_code, zab::asio::reply) {
+                                            tick_in_flight_ = false;
+                                        });
+                }
+            }
+            expire_due();
+        });
+    }
+
     /// SIGINT/SIGTERM: stop taking clients, stop the node (its in-flight operations
     /// complete), close every connection. io_context::run then returns when all is done.
     void shutdown() {
@@ -753,6 +847,7 @@ private:
         acceptor_.close(ignored);
         accept_retry_.cancel();
         idle_sweep_.cancel();
+        expiry_timer_.cancel();
         node_.stop();
         auto open = connections_;  // close() erases from connections_
         for (auto& [id, weak] : open)
@@ -766,6 +861,8 @@ private:
     boost::asio::signal_set signals_;
     boost::asio::steady_timer accept_retry_;
     boost::asio::steady_timer idle_sweep_;
+    boost::asio::steady_timer expiry_timer_;
+    bool tick_in_flight_ = false;
     std::vector<char> read_buffer_;
     std::map<std::uint64_t, std::weak_ptr<connection<Node>>> connections_;
     std::uint64_t last_connection_id_ = 0;
@@ -861,6 +958,15 @@ int open_and_serve(const server_args& args) {
         return 1;
     }
     zab::file_log log = std::move(opened).value();
+    if (const auto snapshot = log.snapshot()) {
+        // A checkpoint from an older kv_server: say so, rather than "unsupported version".
+        const auto version = zab::kv::snapshot_image_version(snapshot->state.view());
+        if (version && *version != zab::kv::snapshot_version) {
+            fmt::print(stderr, "kv_server: cannot restore {}: {}\n", args.data,
+                       zab::kv::snapshot_version_problem(*version));
+            return 1;
+        }
+    }
     if (log.resynced_after_corruption()) {
         // Its history is gone: it must not vote on what it no longer holds (ZOOKEEPER-261).
         fmt::print(stderr, "kv_server: {}; joining as a non-voter until a leader syncs it\n",

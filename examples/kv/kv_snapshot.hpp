@@ -1,20 +1,25 @@
 // examples/kv/kv_snapshot.hpp — the replicated state of the key-value map, and its snapshot
 // image: what kv_state_machine::snapshot() writes and restore() reads.
 //
-// Image, version 1, little-endian, strings as a u32 length then the bytes:
+// Image, version 2, little-endian, strings as a u32 length then the bytes:
 //
 //   u32 magic          0x3153564B: the bytes 'K' 'V' 'S' '1'
-//   u8  version        1
+//   u8  version        2 (version 1 had no clock, expiry, versions or replies: refused
+//                      with errc::unsupported_version, see `snapshot_version_problem`)
 //   u64 last_applied   zxid::value()
-//   u64 key count,     then per key, in strictly increasing byte order: key, value
+//   u64 now_ms         the map's clock (the latest stamp applied)
+//   u64 key count,     then per key, in strictly increasing byte order: key, value,
+//                      u64 expires_ms (0: never), u64 version (zxid of its last write)
 //   u64 client count,  then per client, in strictly increasing id order:
 //                      u64 client_id, u64 sequence, u64 last_active (zxid),
-//                      u8 outcome kind, u64 outcome integer (two's complement), error text
+//                      u8 outcome kind, u64 outcome integer (two's complement), error text,
+//                      reply bytes
 //   u32 CRC32C         of every byte before it
 //
 // Maps are written in their (deterministic) order, so equal states have byte-identical
 // images. Decoding checks everything — magic, version, checksum, order, bounds, that outcomes
-// are well formed, that no client was active after `last_applied` — and rejects the image
+// are well formed, that no client was active and no key written after `last_applied`, that
+// no key is expired by `now_ms` (applying removes those) — and rejects the image
 // otherwise: a restore either installs a state `snapshot()` could have written, or nothing.
 #pragma once
 
@@ -22,6 +27,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -44,14 +50,24 @@ struct client_record {
     bool operator==(const client_record&) const = default;
 };
 
-/// Keys to values. `std::less<>` for lookups by string_view; std::string orders its bytes
+/// What the map holds under one key.
+struct kv_entry {
+    std::string value;
+    std::uint64_t expires_ms = 0;  ///< when it expires, by the map's clock; 0: never
+    std::uint64_t version = 0;     ///< the zxid (value) of the last transaction that wrote it
+    bool operator==(const kv_entry&) const = default;
+};
+
+/// Keys to entries. `std::less<>` for lookups by string_view; std::string orders its bytes
 /// as unsigned, like memcmp, on every platform.
-using kv_map = std::map<std::string, std::string, std::less<>>;
+using kv_map = std::map<std::string, kv_entry, std::less<>>;
 using client_map = std::map<std::uint64_t, client_record>;
 
 /// The replicated state: equal on every replica that applied the same transactions.
 struct kv_state {
     zxid last_applied;
+    /// The clock: the largest stamp of the transactions applied (ms since the Unix epoch).
+    std::uint64_t now_ms = 0;
     kv_map data;
     client_map clients;
     bool operator==(const kv_state&) const = default;
@@ -59,7 +75,22 @@ struct kv_state {
 
 /// "KVS1" as a little-endian u32.
 inline constexpr std::uint32_t snapshot_magic = 0x3153564Bu;
-inline constexpr std::uint8_t snapshot_version = 1;
+inline constexpr std::uint8_t snapshot_version = 2;
+
+/// The text for an image of another format version, e.g. a data directory written by an
+/// older kv_server (its checkpoint is version 1): what to tell the operator.
+inline std::string snapshot_version_problem(unsigned found) {
+    return "the kv snapshot is format version " + std::to_string(found) +
+           "; this kv_server reads only version " + std::to_string(snapshot_version) +
+           " (a data directory from an older kv_server: dump its keys with the old binary and "
+           "load them into a new cluster)";
+}
+
+/// The format version an image claims (its byte after the magic), if it has one.
+inline std::optional<unsigned> snapshot_image_version(byte_view image) {
+    if (image.size() < 5) return std::nullopt;
+    return std::to_integer<unsigned>(image[4]);
+}
 
 namespace detail {
 
@@ -67,10 +98,11 @@ inline constexpr std::size_t snapshot_header_bytes = 4 + 1 + 8;
 inline constexpr std::size_t snapshot_crc_bytes = 4;
 
 inline std::size_t image_size(const kv_state& s) noexcept {
-    std::size_t size = snapshot_header_bytes + 8 + 8 + snapshot_crc_bytes;
-    for (const auto& [key, value] : s.data) size += 8 + key.size() + value.size();
+    std::size_t size = snapshot_header_bytes + 8 + 8 + 8 + snapshot_crc_bytes;
+    for (const auto& [key, entry] : s.data) size += 8 + 16 + key.size() + entry.value.size();
     for (const auto& entry : s.clients)
-        size += 8 * 4 + 1 + 4 + entry.second.last_outcome.error.size();
+        size += 8 * 4 + 1 + 4 + 4 + entry.second.last_outcome.error.size() +
+                entry.second.last_outcome.reply.size();
     return size;
 }
 
@@ -78,15 +110,18 @@ inline std::size_t image_size(const kv_state& s) noexcept {
 inline bool read_outcome(byte_reader& in, outcome& out) {
     std::uint8_t kind = 0;
     std::uint64_t integer = 0;
-    if (!in.u8(kind) || !in.u64(integer) || !in.string(out.error, max_string_bytes)) return false;
+    if (!in.u8(kind) || !in.u64(integer) || !in.string(out.error, max_string_bytes) ||
+        !in.string(out.reply, max_string_bytes))
+        return false;
     if (kind < static_cast<std::uint8_t>(outcome_kind::ok) ||
-        kind > static_cast<std::uint8_t>(outcome_kind::error))
+        kind > static_cast<std::uint8_t>(outcome_kind::reply))
         return in.fail(errc::corrupt);
     out.kind = static_cast<outcome_kind>(kind);
     out.integer = static_cast<std::int64_t>(integer);
     const bool integer_ok = out.kind == outcome_kind::integer || out.integer == 0;
     const bool text_ok = (out.kind == outcome_kind::error) != out.error.empty();
-    return integer_ok && text_ok ? true : in.fail(errc::corrupt);
+    const bool reply_ok = (out.kind == outcome_kind::reply) != out.reply.empty();
+    return integer_ok && text_ok && reply_ok ? true : in.fail(errc::corrupt);
 }
 
 }  // namespace detail
@@ -99,10 +134,13 @@ inline shared_bytes encode_snapshot(const kv_state& s) {
     w.u32(snapshot_magic);
     w.u8(snapshot_version);
     w.u64(s.last_applied.value());
+    w.u64(s.now_ms);
     w.u64(s.data.size());
-    for (const auto& [key, value] : s.data) {
+    for (const auto& [key, entry] : s.data) {
         w.string(key);
-        w.string(value);
+        w.string(entry.value);
+        w.u64(entry.expires_ms);
+        w.u64(entry.version);
     }
     w.u64(s.clients.size());
     for (const auto& [id, client] : s.clients) {
@@ -112,6 +150,7 @@ inline shared_bytes encode_snapshot(const kv_state& s) {
         w.u8(static_cast<std::uint8_t>(client.last_outcome.kind));
         w.u64(static_cast<std::uint64_t>(client.last_outcome.integer));
         w.string(client.last_outcome.error);
+        w.string(client.last_outcome.reply);
     }
     w.u32(crc32c(byte_view{out.data(), out.size()}));
     return shared_bytes{std::move(out)};
@@ -143,13 +182,20 @@ inline result<kv_state> decode_snapshot(byte_view image, std::size_t max_clients
     std::uint64_t last_applied = 0, key_count = 0, client_count = 0;
     in.u64(last_applied);
     s.last_applied = zxid::from_value(last_applied);
+    in.u64(s.now_ms);
     in.u64(key_count);
     for (std::uint64_t i = 0; i < key_count && !in.failed(); ++i) {
-        std::string key, value;
-        if (!in.string(key, max_string_bytes) || !in.string(value, max_string_bytes)) break;
+        std::string key;
+        kv_entry entry;
+        if (!in.string(key, max_string_bytes) || !in.string(entry.value, max_string_bytes) ||
+            !in.u64(entry.expires_ms) || !in.u64(entry.version))
+            break;
         if (!s.data.empty() && !(s.data.rbegin()->first < key))
             return make_error_code(errc::corrupt);
-        s.data.emplace_hint(s.data.end(), std::move(key), std::move(value));
+        if (entry.version == 0 || entry.version > last_applied ||
+            (entry.expires_ms != 0 && entry.expires_ms <= s.now_ms))
+            return make_error_code(errc::corrupt);
+        s.data.emplace_hint(s.data.end(), std::move(key), std::move(entry));
     }
     in.u64(client_count);
     if (!in.failed() && client_count > max_clients) return make_error_code(errc::corrupt);

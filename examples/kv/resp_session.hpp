@@ -25,7 +25,17 @@
 //   (Redis's client-output-buffer-limit). A reply is bounded when built (execute_read), so
 //   the output stays below soft + one reply; `output_overflow()` past `output_hard_bytes`
 //   tells the server to disconnect;
-// - inside a MULTI block every command is refused (multi_refusal, kv_requests.hpp).
+// - MULTI queues the commands up to EXEC (+QUEUED, or the error of one that cannot run,
+//   which makes EXEC answer -EXECABORT); EXEC sends them as one transaction (a CALLS block,
+//   kv_command.hpp) and answers the array of their replies. WATCH executes as a read does
+//   (after every earlier command, so it sees the connection's own writes) and records each
+//   key's version on this replica; EXEC, started only after the WATCH before it executed,
+//   carries them, and the replicas apply the block only if none changed by then (else EXEC
+//   answers a null array). EXEC, DISCARD, UNWATCH and RESET forget the watches;
+// - after HELLO 3, nulls are sent in RESP3's form (`_`); every other reply kv_server
+//   sends is the same in RESP2 and RESP3 (it has no maps, sets or doubles but HELLO's);
+// - CLIENT REDIRECT on: a write (or EXEC) on a replica that is not the leader is answered
+//   `-REDIRECT host:port` (the leader's client address, when known) instead of forwarded.
 //
 // The Backend does the work (kv_server: the zab node; tests: a fake). It must never complete
 // from inside a call — completions arrive later through `write_done` / `sync_done`:
@@ -33,6 +43,10 @@
 //     void propose(std::uint64_t ticket, std::vector<std::byte> txn);  // then write_done
 //     void sync(std::uint64_t ticket);                                  // then sync_done
 //     std::string read(const resp::command& args);   // the reply of GET/MGET/EXISTS/INFO now
+//     std::uint64_t now_ms();                         // the wall clock, stamped into writes
+//     std::uint64_t version_of(std::string_view key); // WATCH: kv_state_machine::version_of
+//     std::optional<std::string> redirect();          // the leader's client address if this
+//                                                     // replica is not the leader, else nullopt
 //
 // A ticket names a slot for the connection's lifetime (tickets increase; the server may get
 // a completion for a slot of a session that closed meanwhile: it simply drops it).
@@ -49,6 +63,8 @@
 #include <variant>
 #include <vector>
 
+#include "kv_calls.hpp"
+#include "kv_command.hpp"
 #include "kv_requests.hpp"
 #include "resp_parser.hpp"
 #include "resp_writer.hpp"
@@ -71,6 +87,8 @@ struct session_options {
     /// The largest encoded write (see kv_requests.hpp, make_write).
     std::size_t max_txn_bytes = 16u << 20;
     resp::limits parser_limits{};
+    /// CLIENT ID / HELLO's id: the connection's number in the server.
+    std::uint64_t client_id = 0;
 };
 
 template <typename Backend>
@@ -137,10 +155,14 @@ public:
     /// False while the queue is full or the output paused (or after QUIT / a protocol
     /// error): stop reading.
     bool wants_input() const noexcept { return room() && parser_.ready() == 0; }
+    /// Inside MULTI (commands are being queued).
+    bool in_multi() const noexcept { return multi_open_; }
+    /// CLIENT SETNAME's name (HELLO SETNAME too), empty if none.
+    const std::string& client_name() const noexcept { return name_; }
     /// Client input this session holds: the parser's and that of queued commands. What the
     /// server adds up over its connections to bound them all (kv_server --max-input-bytes).
     std::size_t buffered_input_bytes() const noexcept {
-        return parser_.buffered_bytes() + queued_bytes_;
+        return parser_.buffered_bytes() + queued_bytes_ + multi_bytes_;
     }
     /// True while a write or a sync is at the cluster: the client waits for us, not we for
     /// it (an idle timeout does not apply).
@@ -154,7 +176,9 @@ public:
     read_mode mode() const noexcept { return mode_; }
 
 private:
-    enum class kind : std::uint8_t { immediate, write, read, sync, close };
+    enum class kind : std::uint8_t { immediate, write, read, sync, close, local };
+    /// What a `local` slot does when it executes (in order, at the front like a read).
+    enum class local_op : std::uint8_t { watch, unwatch };
 
     struct slot {
         kind what = kind::immediate;
@@ -164,7 +188,12 @@ private:
         std::size_t held = 0;       ///< its share of queued_bytes_
         std::string reply;
         std::vector<std::byte> txn;  ///< write: until proposed
-        resp::command args;          ///< read
+        resp::command args;          ///< read; local watch: the command
+        std::vector<resp::command> calls;  ///< EXEC: the queued calls (encoded when started)
+        bool exec = false;           ///< an EXEC: `txn` is built from `calls` when it starts
+        bool redirect = false;       ///< CLIENT REDIRECT was on when it was read
+        bool resp3 = false;          ///< HELLO 3 was in force when it was read
+        local_op local = local_op::watch;
     };
 
     slot* find(std::uint64_t ticket) {
@@ -193,10 +222,7 @@ private:
         while (room()) {
             auto args = parser_.next();
             if (!args) break;
-            if (auto refused = multi_.screen(*args))
-                push(std::move(*refused));
-            else
-                push(classify(*args, options_.max_txn_bytes));
+            take(std::move(*args));
             pulled = true;
         }
         // Commands parsed before a protocol error run first (as in Redis); then the error
@@ -213,14 +239,221 @@ private:
         return pulled;
     }
 
+    static request::immediate error_of(std::string_view text) { return detail::error(text); }
+    static request::immediate simple_of(std::string_view text) { return detail::simple(text); }
+
+    /// One command from the parser: the connection's own commands here, the rest classified.
+    void take(resp::command args) {
+        const std::string name = detail::upper(args[0]);
+        if (name == "QUIT") return push(request::quit{});
+        if (name == "RESET") return reset();
+        if (!selected_.empty()) {
+            const command_info* info = find_command(name);
+            const bool data = info == nullptr || info->kind != call_kind::connection ||
+                              name == "MULTI" || name == "EXEC" || name == "WATCH" ||
+                              name == "TAGGED" || name == "SYNC" || name == "ZSYNC";
+            if (data && name != "PING" && name != "ECHO")
+                return push(error_of("ERR this connection selected database " +
+                                     selected_.substr(0, 32) +
+                                     ", which kv_server does not have (only database 0): "
+                                     "SELECT 0 first"));
+        }
+        if (multi_open_) return queue(std::move(args), name);
+        if (name == "SELECT" && args.size() == 2) {
+            // Another database does not exist: refused, and so is every data command after
+            // it until SELECT 0 (or RESET), so that a client that carries on after the error
+            // (ioredis with {db: 1} does) never writes into database 0 unawares.
+            request_variant r = classify(args, options_.max_txn_bytes);
+            const bool ok = std::get<request::immediate>(r).reply.front() == '+';
+            selected_.clear();
+            if (!ok) selected_ = args[1];
+            return push(std::move(r));
+        }
+        if (name == "MULTI") {
+            if (args.size() != 1) return push(detail::wrong_arity(args[0]));
+            multi_open_ = true;
+            return push(simple_of("OK"));
+        }
+        if (name == "EXEC" || name == "DISCARD")
+            return push(error_of("ERR " + name + " without MULTI"));
+        if (name == "WATCH" || name == "UNWATCH") {
+            if ((name == "WATCH" && args.size() < 2) || (name == "UNWATCH" && args.size() != 1))
+                return push(detail::wrong_arity(args[0]));
+            slot s;
+            s.what = kind::local;
+            s.local = name == "WATCH" ? local_op::watch : local_op::unwatch;
+            s.args = std::move(args);
+            return push_slot(std::move(s));
+        }
+        if (name == "CLIENT") return push(client(args));
+        if (name == "HELLO") return push(hello(args));
+        push(classify(args, options_.max_txn_bytes, backend_.now_ms()));
+    }
+
+    /// A command inside MULTI: queued (+QUEUED), or refused, which aborts the EXEC.
+    void queue(resp::command args, const std::string& name) {
+        if (name == "EXEC" || name == "DISCARD") {
+            multi_open_ = false;
+            const bool aborted = multi_dirty_;
+            multi_dirty_ = false;
+            multi_bytes_ = 0;
+            std::vector<resp::command> calls = std::move(multi_calls_);
+            multi_calls_.clear();
+            if (name == "DISCARD") {
+                slot s;  // forgets the watches in order, like UNWATCH
+                s.what = kind::local;
+                s.local = local_op::unwatch;
+                return push_slot(std::move(s));
+            }
+            if (aborted) {
+                slot s;
+                s.what = kind::local;
+                s.local = local_op::unwatch;
+                s.reply = error_of("EXECABORT Transaction discarded because of previous errors.")
+                              .reply;
+                return push_slot(std::move(s));
+            }
+            slot s;
+            s.what = kind::write;
+            s.exec = true;
+            s.calls = std::move(calls);
+            return push_slot(std::move(s));
+        }
+        if (name == "MULTI") return push(error_of("ERR MULTI calls can not be nested"));
+        if (name == "WATCH") return push(error_of("ERR WATCH inside MULTI is not allowed"));
+        const command_info* info = find_command(name);
+        std::optional<std::string> problem;
+        if (info == nullptr) {
+            problem = text::unknown_command(args);
+        } else if (info->kind == call_kind::connection) {
+            problem = "ERR " + name + " is not allowed inside MULTI here";
+        } else {
+            problem = check_call(args);
+        }
+        std::size_t bytes = 0;
+        for (const auto& arg : args) bytes += arg.size() + 16;
+        if (!problem && multi_bytes_ + bytes > options_.max_txn_bytes)
+            problem = "ERR MULTI block too large (limit " + std::to_string(options_.max_txn_bytes) +
+                      " bytes)";
+        if (problem) {
+            multi_dirty_ = true;
+            return push(error_of(*problem));
+        }
+        multi_bytes_ += bytes;
+        multi_calls_.push_back(std::move(args));
+        push(simple_of("QUEUED"));
+    }
+
+    /// RESET: out of MULTI, no watches (in order), READMODE local, no name, no redirects.
+    void reset() {
+        multi_open_ = false;
+        multi_dirty_ = false;
+        multi_calls_.clear();
+        multi_bytes_ = 0;
+        mode_ = read_mode::local;
+        name_.clear();
+        redirect_ = false;
+        proto_ = 2;
+        selected_.clear();
+        slot s;
+        s.what = kind::local;
+        s.local = local_op::unwatch;
+        s.reply = simple_of("RESET").reply;
+        push_slot(std::move(s));
+    }
+
+    /// CLIENT ID | SETNAME n | GETNAME | SETINFO LIB-NAME|LIB-VER v | INFO | REDIRECT ON|OFF.
+    request::immediate client(const resp::command& args) {
+        if (args.size() < 2) return detail::wrong_arity(args[0]);
+        const std::string sub = detail::upper(args[1]);
+        request::immediate r;
+        if (sub == "ID" && args.size() == 2) {
+            resp::write_integer(r.reply, static_cast<std::int64_t>(options_.client_id));
+        } else if (sub == "SETNAME" && args.size() == 3) {
+            for (const char c : args[2])
+                if (c < '!' || c > '~')
+                    return error_of("ERR Client names cannot contain spaces, newlines or "
+                                    "special characters.");
+            name_ = args[2];
+            return simple_of("OK");
+        } else if (sub == "GETNAME" && args.size() == 2) {
+            if (name_.empty()) {
+                resp::write_null_bulk(r.reply);
+            } else {
+                resp::write_bulk_string(r.reply, name_);
+            }
+        } else if (sub == "SETINFO" && args.size() == 4) {
+            const std::string attribute = detail::upper(args[2]);
+            if (attribute != "LIB-NAME" && attribute != "LIB-VER")
+                return error_of("ERR Unrecognized option '" + args[2].substr(0, 128) + "'");
+            return simple_of("OK");
+        } else if (sub == "INFO" && args.size() == 2) {
+            resp::write_bulk_string(r.reply, "id=" + std::to_string(options_.client_id) +
+                                                 " name=" + name_ + " db=0 multi=" +
+                                                 (multi_open_ ? "1" : "-1") +
+                                                 " redirect=" + (redirect_ ? "on" : "off") +
+                                                 "\n");
+        } else if (sub == "REDIRECT" && args.size() == 3) {
+            const std::string on = detail::upper(args[2]);
+            if (on != "ON" && on != "OFF") return error_of("ERR CLIENT REDIRECT takes ON or OFF");
+            redirect_ = on == "ON";
+            return simple_of("OK");
+        } else {
+            return error_of("ERR unknown subcommand or wrong number of arguments for 'CLIENT " +
+                            args[1].substr(0, 128) + "'");
+        }
+        return r;
+    }
+
+    /// HELLO [protover [AUTH user pass] [SETNAME name]]: protocol 2 or 3 (see hello_reply).
+    request::immediate hello(const resp::command& args) {
+        int proto = proto_;
+        std::optional<std::string> name;
+        if (args.size() >= 2) {
+            if (args[1] != "2" && args[1] != "3") {
+                if (!parse_int64(args[1]))
+                    return error_of("ERR Protocol version is not an integer or out of range");
+                return error_of("NOPROTO unsupported protocol version");
+            }
+            proto = args[1] == "3" ? 3 : 2;
+            for (std::size_t i = 2; i < args.size(); ++i) {
+                const std::string opt = detail::upper(args[i]);
+                if (opt == "AUTH" && i + 2 < args.size()) {
+                    i += 2;  // no users: every user/password is accepted, as Redis's default
+                } else if (opt == "SETNAME" && i + 1 < args.size()) {
+                    name = args[++i];
+                } else {
+                    return error_of("ERR Syntax error in HELLO option '" + args[i].substr(0, 128) +
+                                    "'");
+                }
+            }
+        }
+        if (name) {
+            auto set = client({"CLIENT", "SETNAME", *name});
+            if (set.reply.front() == '-') return set;
+        }
+        proto_ = proto;  // from this reply on (a RESP3 HELLO reply is a map already)
+        request::immediate r;
+        r.reply = hello_reply(proto_, options_.client_id);
+        return r;
+    }
+
+    void push_slot(slot&& s) {
+        s.redirect = redirect_;
+        s.resp3 = proto_ == 3;
+        std::size_t bytes = s.reply.size() + s.txn.size();
+        for (const auto& arg : s.args) bytes += arg.size();
+        for (const auto& call : s.calls)
+            for (const auto& arg : call) bytes += arg.size();
+        slots_.push_back(std::move(s));
+        hold(slots_.back(), bytes);
+    }
+
     void push(request_variant r) {
         slot s;
         std::visit([&](auto& request) { fill(s, request); }, r);
-        std::size_t bytes = s.reply.size() + s.txn.size();
-        for (const auto& arg : s.args) bytes += arg.size();
-        slots_.push_back(std::move(s));
+        push_slot(std::move(s));
         slot& pushed = slots_.back();
-        hold(pushed, bytes);
         if (pushed.sync_pending) {
             ++syncs_in_flight_;
             backend_.sync(ticket_of(slots_.size() - 1));
@@ -281,10 +514,50 @@ private:
                 // In order: a write waiting for room holds back everything after it.
                 if (writes_in_flight_ >= options_.max_writes_in_flight) return;
                 s.started = true;
+                if (s.exec) {
+                    // The watches recorded by the WATCHes before it (executed: a write after
+                    // a waiting WATCH waits for it), then forgotten, as EXEC does.
+                    command c{calls_op{std::move(s.calls), std::move(watches_), true}, {},
+                              backend_.now_ms()};
+                    watches_.clear();
+                    s.calls = {};
+                    auto made = detail::make_write(c, options_.max_txn_bytes);
+                    if (auto* refused = std::get_if<request::immediate>(&made)) {
+                        s.reply = std::move(refused->reply);
+                        s.done = true;
+                        hold(s, s.reply.size());
+                        ++scan_;
+                        continue;
+                    }
+                    s.txn = std::move(std::get<request::write>(made).txn);
+                }
+                if (s.redirect) {
+                    if (auto leader = backend_.redirect()) {
+                        s.reply = error_of("REDIRECT " + *leader).reply;
+                        s.done = true;
+                        s.txn = {};
+                        hold(s, s.reply.size());
+                        ++scan_;
+                        continue;
+                    }
+                }
                 ++writes_in_flight_;
                 hold(s, 0);
                 backend_.propose(ticket_of(scan_), std::move(s.txn));
                 s.txn = {};
+            } else if (s.what == kind::local && !s.started) {
+                if (scan_ != 0) return;  // in order, after everything before it completed
+                s.started = true;
+                if (s.local == local_op::watch) {
+                    for (std::size_t i = 1; i < s.args.size(); ++i)
+                        watches_.push_back({s.args[i], backend_.version_of(s.args[i])});
+                } else {
+                    watches_.clear();
+                }
+                if (s.reply.empty()) resp::write_simple_string(s.reply, "OK");
+                s.args = {};
+                hold(s, s.reply.size());
+                s.done = true;
             } else if (s.what == kind::read && !s.started) {
                 if (s.done) {  // its sync failed: answered already
                     s.started = true;
@@ -310,7 +583,7 @@ private:
         bool flushed = false;
         while (!slots_.empty() && slots_.front().done) {
             slot& s = slots_.front();
-            output_ += s.reply;
+            output_ += s.resp3 ? resp::to_resp3(s.reply) : s.reply;
             hold(s, 0);
             flushed = true;
             const bool close = s.what == kind::close;
@@ -340,8 +613,17 @@ private:
     std::size_t queued_bytes_ = 0;     ///< sum of the slots' `held`
     std::size_t writes_in_flight_ = 0;
     std::size_t syncs_in_flight_ = 0;
-    multi_refusal multi_;
     read_mode mode_ = read_mode::local;
+    // MULTI: the calls queued so far, whether one was refused, their bytes.
+    bool multi_open_ = false;
+    bool multi_dirty_ = false;
+    std::vector<resp::command> multi_calls_;
+    std::size_t multi_bytes_ = 0;
+    std::vector<watched_key> watches_;  ///< recorded by WATCH, carried by the next EXEC
+    std::string name_;                  ///< CLIENT SETNAME
+    bool redirect_ = false;             ///< CLIENT REDIRECT
+    int proto_ = 2;                     ///< HELLO's protocol
+    std::string selected_;              ///< a refused SELECT's database; empty: database 0
     bool closing_ = false;
     bool in_progress_ = false;
 };

@@ -68,6 +68,56 @@ inline void write_array_header(std::string& out, std::size_t count) {
 /// `*-1\r\n`: the null array.
 inline void write_null_array(std::string& out) { out.append("*-1\r\n"); }
 
+namespace detail {
+
+/// Copies the RESP value at `in[at]` to `out` with its nulls in RESP3's form; false (and
+/// `out` unspecified) if it is not a complete value.
+inline bool copy_as_resp3(std::string_view in, std::size_t& at, std::string& out, int depth) {
+    if (at >= in.size() || depth > 64) return false;
+    const std::size_t eol = in.find("\r\n", at);
+    if (eol == std::string_view::npos) return false;
+    const char type = in[at];
+    const std::string_view head = in.substr(at + 1, eol - at - 1);
+    if ((type == '$' || type == '*') && head == "-1") {
+        out.append("_\r\n");
+        at = eol + 2;
+        return true;
+    }
+    out.append(in.substr(at, eol + 2 - at));
+    at = eol + 2;
+    if (type != '$' && type != '*' && type != '%') return true;
+    std::size_t n = 0;
+    for (const char c : head) {
+        if (c < '0' || c > '9' || n > (std::size_t{1} << 40)) return false;
+        n = n * 10 + static_cast<std::size_t>(c - '0');
+    }
+    if (type == '$') {
+        if (in.size() - at < n + 2) return false;
+        out.append(in.substr(at, n + 2));
+        at += n + 2;
+        return true;
+    }
+    const std::size_t elements = type == '%' ? 2 * n : n;
+    for (std::size_t i = 0; i < elements; ++i)
+        if (!copy_as_resp3(in, at, out, depth + 1)) return false;
+    return true;
+}
+
+}  // namespace detail
+
+/// `replies` (whole RESP2 values, as the writers above build them) for a client that asked
+/// for RESP3 (HELLO 3): the null bulk string and the null array become RESP3's null `_`;
+/// everything else kv_server sends is the same in both. Input that is not whole values is
+/// returned unchanged.
+inline std::string to_resp3(std::string_view replies) {
+    std::string out;
+    out.reserve(replies.size());
+    std::size_t at = 0;
+    while (at < replies.size())
+        if (!detail::copy_as_resp3(replies, at, out, 0)) return std::string{replies};
+    return out;
+}
+
 /// A command as a client sends it: an array of bulk strings. `args` is any range of
 /// things convertible to std::string_view.
 template <typename Range>

@@ -7,6 +7,7 @@
 #include <initializer_list>
 #include <limits>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,7 @@
 #include "kv/binary_io.hpp"
 #include "kv/decimal.hpp"
 #include "kv/kv_command.hpp"
+#include "kv/kv_requests.hpp"
 #include "kv/kv_state_machine.hpp"
 #include "zab/core/crc32c.hpp"
 #include "zab/testing/random.hpp"
@@ -86,6 +88,23 @@ command random_command(testing::prng& rng) {
             if (rng.chance(0.7)) expected = random_string(rng, 4);
             c.op = cas_op{key, expected, random_string(rng, 6)};
             break;
+        }
+    }
+    if (rng.chance(0.3)) {
+        // The stamped forms: a typed op with a clock, one call, a block, a tick.
+        c.stamp_ms = 1 + rng.below(3);
+        const std::vector<std::vector<std::string>> calls = {
+            {"SET", key, "v", "PX", "1"}, {"INCRBY", key, "5"}, {"GET", key},
+            {"EXPIRE", key, "1"}, {"DEL", key, "x"}, {"MSET", key, "1", "y", "2"}};
+        switch (rng.below(4)) {
+            case 0: c.op = calls_op{{calls[rng.below(calls.size())]}, {}, false}; break;
+            case 1:
+                c.op = calls_op{{calls[rng.below(calls.size())], calls[rng.below(calls.size())]},
+                                {watched_key{key, rng.below(3)}},
+                                true};
+                break;
+            case 2: c.op = tick_op{}; break;
+            default: break;
         }
     }
     if (rng.chance(0.5)) {
@@ -187,7 +206,7 @@ TEST_CASE("kv command: every malformed-input class is rejected", "[kv][codec]") 
     }
     SECTION("unknown versions") {
         CHECK(decode_error(bytes_of({0, 1, 0})) == errc::unsupported_version);
-        CHECK(decode_error(bytes_of({2, 1, 0, 1, 0, 0, 0, 'k', 0, 0, 0, 0})) ==
+        CHECK(decode_error(bytes_of({3, 1, 0, 1, 0, 0, 0, 'k', 0, 0, 0, 0})) ==
               errc::unsupported_version);
         CHECK(decode_error(bytes_of({255})) == errc::unsupported_version);
     }
@@ -476,10 +495,20 @@ driver populated() {
 struct image_builder {
     byte_vector bytes;
     zab::kv::detail::byte_writer w{bytes};
-    image_builder(std::uint64_t last_applied, std::uint8_t version = snapshot_version) {
+    image_builder(std::uint64_t last_applied, std::uint8_t version = snapshot_version,
+                  std::uint64_t now_ms = 0) {
         w.u32(snapshot_magic);
         w.u8(version);
         w.u64(last_applied);
+        w.u64(now_ms);
+    }
+    /// One key: its value, expiry (0: none) and version.
+    void key(std::string_view k, std::string_view v, std::uint64_t expires = 0,
+             std::uint64_t version = 1) {
+        w.string(k);
+        w.string(v);
+        w.u64(expires);
+        w.u64(version);
     }
     byte_vector sealed() {
         byte_vector out = bytes;
@@ -489,13 +518,14 @@ struct image_builder {
 };
 
 void client(zab::kv::detail::byte_writer& w, std::uint64_t id, std::uint64_t active, unsigned kind,
-            std::uint64_t integer, std::string_view text) {
+            std::uint64_t integer, std::string_view text, std::string_view reply = {}) {
     w.u64(id);
     w.u64(1);
     w.u64(active);
     w.u8(static_cast<std::uint8_t>(kind));
     w.u64(integer);
     w.string(text);
+    w.string(reply);
 }
 
 /// `machine` rejects `image` at `z` and is unchanged.
@@ -586,20 +616,37 @@ TEST_CASE("kv snapshot: a valid checksum over an invalid state is rejected", "[k
     SECTION("a well-formed hand-built image restores (the builder is right)") {
         image_builder b{at.value()};
         b.w.u64(1);
-        b.w.string("k");
-        b.w.string("v");
+        b.key("k", "v", 5000, zxid{1, 40}.value());
         b.w.u64(1);
         client(b.w, 1, zxid{1, 50}.value(), 2, 7, "");
         CHECK(status(b) == std::error_code{});
         CHECK(target.machine.get("k") == "v");
+        CHECK(target.machine.expiry_of("k") == 5000u);
+        CHECK(target.machine.version_of("k") == zxid{1, 40}.value());
         CHECK(target.machine.last_sequence(1) == 1u);
         CHECK(target.machine.last_applied() == at);
     }
-    SECTION("another version") {
-        image_builder b{at.value(), 2};
-        b.w.u64(0);
-        b.w.u64(0);
-        CHECK(status(b) == errc::unsupported_version);
+    SECTION("another version, e.g. 1 (before expiry and versions): a clear error") {
+        for (const std::uint8_t version : {std::uint8_t{1}, std::uint8_t{3}}) {
+            image_builder b{at.value(), version};
+            b.w.u64(0);
+            b.w.u64(0);
+            CHECK(status(b) == errc::unsupported_version);
+            CHECK(snapshot_image_version(b.sealed()) == version);
+        }
+        CHECK(snapshot_version_problem(1).starts_with(
+            "the kv snapshot is format version 1; this kv_server reads only version 2"));
+    }
+    SECTION("a key expired by the image's clock, or written after last_applied") {
+        for (const auto& [expires, version] :
+             {std::pair<std::uint64_t, std::uint64_t>{900, 1}, {1000, 1}, {0, 0},
+              {0, zxid{1, 101}.value()}}) {
+            image_builder b{at.value(), snapshot_version, 1000};
+            b.w.u64(1);
+            b.key("k", "v", expires, version);
+            b.w.u64(0);
+            CHECK(status(b) == errc::corrupt);
+        }
     }
     SECTION("bad magic") {
         image_builder b{at.value()};
@@ -612,10 +659,8 @@ TEST_CASE("kv snapshot: a valid checksum over an invalid state is rejected", "[k
         for (const auto& [first, second] : {std::pair{"b", "a"}, std::pair{"a", "a"}}) {
             image_builder b{at.value()};
             b.w.u64(2);
-            b.w.string(first);
-            b.w.string("1");
-            b.w.string(second);
-            b.w.string("2");
+            b.key(first, "1");
+            b.key(second, "2");
             b.w.u64(0);
             CHECK(status(b) == errc::corrupt);
         }
@@ -657,6 +702,15 @@ TEST_CASE("kv snapshot: a valid checksum over an invalid state is rejected", "[k
             b.w.u64(0);
             b.w.u64(1);
             client(b.w, 1, 1, o.kind, o.integer, o.text);
+            CHECK(status(b) == errc::corrupt);
+        }
+        // A reply on any kind but `reply`, and kinds past the last.
+        for (const unsigned kind : {1u, 5u, 7u}) {
+            INFO("kind " << kind << " with a reply");
+            image_builder b{at.value()};
+            b.w.u64(0);
+            b.w.u64(1);
+            client(b.w, 1, 1, kind, 0, kind == 5 ? "ERR x" : "", "+OK\r\n");
             CHECK(status(b) == errc::corrupt);
         }
     }
@@ -706,4 +760,354 @@ TEST_CASE("kv state machine: replicas fed the same commands agree", "[kv][state_
     // A different history gives a different digest.
     b.apply(zxid{9, 1}, encoded({set_op{"extra", "x"}, {}}));
     CHECK(a.digest() != b.digest());
+}
+
+// --- Redis commands as CALLS, MULTI blocks, WATCH, expiry (issue 22) -----------------------
+
+namespace {
+
+/// Runs Redis commands on a machine as kv_server's transactions, answering as it does.
+struct redis_driver : driver {
+    std::uint64_t clock = 1'000'000;  ///< the proposer's wall clock, stamped into each
+
+    std::string call(std::vector<std::string> args) {
+        return outcome_reply(run({calls_op{{std::move(args)}, {}, false}, {}, clock}));
+    }
+    std::string block(std::vector<std::vector<std::string>> calls,
+                      std::vector<watched_key> watches = {}) {
+        return outcome_reply(run({calls_op{std::move(calls), std::move(watches), true}, {}, clock}));
+    }
+    std::string tick() { return outcome_reply(run({tick_op{}, {}, clock})); }
+    std::string read(std::vector<std::string> args, std::uint64_t reader_clock = 0) {
+        return machine.read_call(args, reader_clock);
+    }
+    std::uint64_t last_zxid() const { return zxid{1, counter}.value(); }
+};
+
+}  // namespace
+
+TEST_CASE("kv state machine: SET's options, SETNX, SETEX, GETSET, GETDEL", "[kv][redis]") {
+    redis_driver d;
+    CHECK(d.call({"SET", "k", "1", "NX"}) == "+OK\r\n");
+    CHECK(d.call({"SET", "k", "2", "NX"}) == "$-1\r\n");
+    CHECK(d.call({"SET", "missing", "2", "XX"}) == "$-1\r\n");
+    CHECK_FALSE(d.machine.exists("missing"));
+    CHECK(d.call({"SET", "k", "3", "XX", "GET"}) == "$1\r\n1\r\n");
+    CHECK(d.call({"SET", "new", "v", "GET"}) == "$-1\r\n");
+    CHECK(d.call({"SET", "k", "4", "EX", "10"}) == "+OK\r\n");
+    CHECK(d.machine.expiry_of("k") == d.clock + 10'000);
+    CHECK(d.call({"SET", "k", "5", "KEEPTTL"}) == "+OK\r\n");
+    CHECK(d.machine.expiry_of("k") == d.clock + 10'000);
+    CHECK(d.call({"SET", "k", "6"}) == "+OK\r\n");  // a plain SET clears the expiry
+    CHECK_FALSE(d.machine.expiry_of("k"));
+    CHECK(d.call({"SET", "k", "7", "PXAT", std::to_string(d.clock + 5)}) == "+OK\r\n");
+    CHECK(d.machine.expiry_of("k") == d.clock + 5);
+    CHECK(d.call({"SET", "k", "8", "EXAT", "1"}) == "+OK\r\n");  // in the past: gone at once
+    CHECK_FALSE(d.machine.exists("k"));
+    CHECK(d.call({"SETNX", "k", "a"}) == ":1\r\n");
+    CHECK(d.call({"SETNX", "k", "b"}) == ":0\r\n");
+    CHECK(d.call({"SETEX", "k", "3", "c"}) == "+OK\r\n");
+    CHECK(d.machine.expiry_of("k") == d.clock + 3000);
+    CHECK(d.call({"PSETEX", "k", "3", "c"}) == "+OK\r\n");
+    CHECK(d.call({"GETSET", "k", "d"}) == "$1\r\nc\r\n");
+    CHECK_FALSE(d.machine.expiry_of("k"));
+    CHECK(d.call({"GETDEL", "k"}) == "$1\r\nd\r\n");
+    CHECK(d.call({"GETDEL", "k"}) == "$-1\r\n");
+    // Bytes from the log are checked again: a call that cannot run is answered, not run.
+    CHECK(d.call({"SET", "k", "v", "NX", "XX"}) == "-ERR syntax error\r\n");
+    CHECK(d.call({"NOSUCH"}) == "-ERR unknown command 'NOSUCH', with args beginning with: \r\n");
+    CHECK(d.call({"MULTI"}).starts_with("-ERR unknown command 'MULTI'"));
+    CHECK_FALSE(d.machine.exists("k"));
+}
+
+TEST_CASE("kv state machine: counters, multi-key commands, APPEND, STRLEN", "[kv][redis]") {
+    redis_driver d;
+    CHECK(d.call({"INCRBY", "n", "10"}) == ":10\r\n");
+    CHECK(d.call({"DECR", "n"}) == ":9\r\n");
+    CHECK(d.call({"DECRBY", "n", "-1"}) == ":10\r\n");
+    CHECK(d.call({"INCRBY", "n", "9223372036854775797"}) == ":9223372036854775807\r\n");
+    CHECK(d.call({"INCRBY", "n", "1"}) == "-ERR increment or decrement would overflow\r\n");
+    CHECK(d.call({"SET", "low", "-9223372036854775807"}) == "+OK\r\n");
+    CHECK(d.call({"DECRBY", "low", "2"}) == "-ERR increment or decrement would overflow\r\n");
+    CHECK(d.call({"INCRBYFLOAT", "f", "10.5"}) == "$4\r\n10.5\r\n");
+    CHECK(d.call({"INCRBYFLOAT", "f", "-0.5"}) == "$2\r\n10\r\n");
+    CHECK(d.call({"INCRBYFLOAT", "f", "abc"}) == "-ERR value is not a valid float\r\n");
+    CHECK(d.call({"SET", "s", "text"}) == "+OK\r\n");
+    CHECK(d.call({"INCR", "s"}) == "-ERR value is not an integer or out of range\r\n");
+    CHECK(d.call({"INCRBYFLOAT", "s", "1"}) == "-ERR value is not a valid float\r\n");
+    CHECK(d.call({"APPEND", "s", "++"}) == ":6\r\n");
+    CHECK(d.read({"STRLEN", "s"}) == ":6\r\n");
+    CHECK(d.read({"STRLEN", "none"}) == ":0\r\n");
+    CHECK(d.call({"MSET", "a", "1", "b", "2"}) == "+OK\r\n");
+    CHECK(d.call({"MSETNX", "b", "3", "c", "4"}) == ":0\r\n");
+    CHECK_FALSE(d.machine.exists("c"));
+    CHECK(d.call({"MSETNX", "c", "3", "d", "4"}) == ":1\r\n");
+    CHECK(d.read({"MGET", "a", "b", "c", "d", "e"}) ==
+          "*5\r\n$1\r\n1\r\n$1\r\n2\r\n$1\r\n3\r\n$1\r\n4\r\n$-1\r\n");
+    CHECK(d.read({"EXISTS", "a", "a", "e"}) == ":2\r\n");
+    CHECK(d.call({"DEL", "a", "b", "a", "e"}) == ":2\r\n");
+    CHECK(d.call({"UNLINK", "c"}) == ":1\r\n");
+    CHECK(d.read({"TYPE", "d"}) == "+string\r\n");
+    CHECK(d.read({"TYPE", "a"}) == "+none\r\n");
+    CHECK(d.read({"DBSIZE"}) == ":5\r\n");  // n low f s d
+    CHECK(d.call({"FLUSHDB"}) == "+OK\r\n");
+    CHECK(d.read({"DBSIZE"}) == ":0\r\n");
+    CHECK(d.machine.size() == 0);
+}
+
+TEST_CASE("kv state machine: KEYS and SCAN with MATCH and COUNT", "[kv][redis]") {
+    redis_driver d;
+    for (int i = 0; i < 50; ++i) d.call({"SET", "user:" + std::to_string(i), "x"});
+    d.call({"SET", "other", "x"});
+    d.call({"SET", "h[a]llo", "x"});
+    CHECK(d.read({"KEYS", "user:1?"}).starts_with("*10\r\n$7\r\nuser:10\r\n"));
+    CHECK(d.read({"KEYS", "h\\[a\\]*"}) == "*1\r\n$7\r\nh[a]llo\r\n");
+    CHECK(d.read({"KEYS", "[^u]*"}) == "*2\r\n$7\r\nh[a]llo\r\n$5\r\nother\r\n");
+    CHECK(glob_match("a*b*c", "axxbyyc"));
+    CHECK_FALSE(glob_match("a*b*c", "axxbyy"));
+    CHECK(glob_match("[a-c]?", "bz"));
+
+    // A full scan with COUNT 3 returns each key exactly once, even with keys added and
+    // removed meanwhile (those present throughout are all returned).
+    std::multiset<std::string> seen;
+    std::string cursor = "0";
+    int calls = 0;
+    do {
+        // The reply: *2, the cursor as a bulk string, then *n and the keys.
+        const std::string reply = d.read({"SCAN", cursor, "MATCH", "user:*", "COUNT", "3"});
+        std::size_t at = reply.find("\r\n$") + 3;
+        const std::size_t len_end = reply.find("\r\n", at);
+        const std::size_t len = std::stoul(reply.substr(at, len_end - at));
+        cursor = reply.substr(len_end + 2, len);
+        at = reply.find("\r\n*", len_end) + 3;
+        std::size_t count_end = reply.find("\r\n", at);
+        const std::size_t count = std::stoul(reply.substr(at, count_end - at));
+        at = count_end + 2;
+        for (std::size_t i = 0; i < count; ++i) {
+            const std::size_t e = reply.find("\r\n", at);
+            const std::size_t n = std::stoul(reply.substr(at + 1, e - at - 1));
+            seen.insert(reply.substr(e + 2, n));
+            at = e + 2 + n + 2;
+        }
+        if (calls == 3) {
+            d.call({"SET", "user:new", "x"});
+            d.call({"DEL", "other"});
+        }
+        ++calls;
+    } while (cursor != "0" && calls < 1000);
+    CHECK(calls > 10);
+    for (int i = 0; i < 50; ++i) CHECK(seen.count("user:" + std::to_string(i)) == 1);
+    CHECK(seen.count("other") == 0);
+    CHECK(d.read({"SCAN", "0", "COUNT", "1000", "TYPE", "hash"}) == "*2\r\n$1\r\n0\r\n*0\r\n");
+}
+
+TEST_CASE("kv state machine: recent outcomes are bounded in bytes too, the latest always kept",
+          "[kv][redis]") {
+    redis_driver d{driver{kv_options{.max_clients = 16, .recent_outcomes_max = 100,
+                                     .recent_outcomes_max_bytes = 2500}}};
+    d.call({"SET", "big", std::string(1000, 'x')});
+    for (int i = 0; i < 3; ++i) CHECK(d.block({{"GET", "big"}}).size() > 1000);
+    const zxid latest{1, d.counter};
+    CHECK(d.machine.outcome_of(latest));
+    CHECK(d.machine.outcome_of(zxid{1, d.counter - 1}));
+    CHECK_FALSE(d.machine.outcome_of(zxid{1, d.counter - 2}));  // 3 x 1,000+ > 2,500
+    redis_driver tiny{driver{kv_options{.max_clients = 16, .recent_outcomes_max = 100,
+                                        .recent_outcomes_max_bytes = 1}}};
+    tiny.call({"SET", "big", std::string(1000, 'x')});
+    CHECK(tiny.block({{"GET", "big"}}).size() > 1000);  // kept: it is the latest
+}
+
+TEST_CASE("kv state machine: a tagged call is applied once; its retry answers the reply",
+          "[kv][redis][dedupe]") {
+    redis_driver d;
+    const command c{calls_op{{{"INCRBY", "n", "5"}}, {}, false}, request_tag{3, 1}, d.clock};
+    const outcome first = d.run(c);
+    CHECK(outcome_reply(first) == ":5\r\n");
+    const outcome retry = d.run(c);
+    CHECK(retry.duplicate);
+    CHECK(outcome_reply(retry) == ":5\r\n");
+    CHECK(d.machine.get("n") == "5");
+    // The recorded reply travels with the snapshot.
+    kv_state_machine copy;
+    REQUIRE(copy.restore(d.machine.last_applied(), d.machine.snapshot().view()));
+    copy.apply(zxid{2, 1}, encoded(c));
+    CHECK(outcome_reply(*copy.outcome_of(zxid{2, 1})) == ":5\r\n");
+    CHECK(copy.get("n") == "5");
+}
+
+TEST_CASE("kv state machine: a MULTI block is one transaction; runtime errors do not stop it",
+          "[kv][redis][multi]") {
+    redis_driver d;
+    d.call({"SET", "s", "text"});
+    const std::uint32_t before = d.counter;
+    CHECK(d.block({{"SET", "a", "1"}, {"INCR", "s"}, {"INCRBY", "n", "5"}, {"GET", "a"},
+                   {"TTL", "a"}}) ==
+          "*5\r\n+OK\r\n-ERR value is not an integer or out of range\r\n:5\r\n$1\r\n1\r\n:-1\r\n");
+    CHECK(d.counter == before + 1);  // one zxid for the whole block
+    const std::uint64_t block_zxid = d.last_zxid();
+    CHECK(d.machine.version_of("a") == block_zxid);
+    CHECK(d.machine.version_of("n") == block_zxid);
+    CHECK(d.block({}) == "*0\r\n");
+}
+
+TEST_CASE("kv state machine: WATCH versions decide at apply; a changed key applies nothing",
+          "[kv][redis][watch]") {
+    redis_driver d;
+    d.call({"SET", "k", "1"});
+    const std::uint64_t v1 = d.machine.version_of("k");
+    CHECK(v1 == d.last_zxid());
+    CHECK(d.machine.version_of("absent") == 0);
+    // Watched at v1, unchanged: applies.
+    CHECK(d.block({{"SET", "k", "2"}, {"SET", "x", "1"}}, {{"k", v1}, {"absent", 0}}) ==
+          "*2\r\n+OK\r\n+OK\r\n");
+    // Watched at v1 but written since (by the block itself): nothing of the next applies.
+    const kv_state before = d.machine.state();
+    CHECK(d.block({{"SET", "k", "3"}, {"DEL", "x"}}, {{"k", v1}}) == "*-1\r\n");
+    CHECK(d.machine.get("k") == "2");
+    CHECK(d.machine.get("x") == "1");
+    CHECK(d.machine.state().data == before.data);
+    // A watched absent key that appeared, and a watched key deleted, both abort.
+    CHECK(d.block({{"SET", "y", "1"}}, {{"x", 0}}) == "*-1\r\n");
+    d.call({"DEL", "x"});
+    CHECK(d.block({{"SET", "y", "1"}}, {{"x", 0}}) == "*1\r\n+OK\r\n");
+    // EXPIRE changes a key's version too (Redis counts it as a touch).
+    const std::uint64_t v2 = d.machine.version_of("k");
+    d.call({"EXPIRE", "k", "100"});
+    CHECK(d.machine.version_of("k") != v2);
+}
+
+TEST_CASE("kv state machine: EXPIRE, TTL, PERSIST and removal by the stamped clock",
+          "[kv][redis][expiry]") {
+    redis_driver d;
+    d.call({"SET", "k", "v"});
+    CHECK(d.read({"TTL", "k"}) == ":-1\r\n");
+    CHECK(d.read({"TTL", "none"}) == ":-2\r\n");
+    CHECK(d.call({"EXPIRE", "none", "10"}) == ":0\r\n");
+    CHECK(d.call({"EXPIRE", "k", "10"}) == ":1\r\n");
+    CHECK(d.read({"TTL", "k"}) == ":10\r\n");
+    CHECK(d.read({"PTTL", "k"}) == ":10000\r\n");
+    CHECK(d.call({"EXPIRE", "k", "5", "GT"}) == ":0\r\n");
+    CHECK(d.call({"EXPIRE", "k", "5", "LT"}) == ":1\r\n");
+    CHECK(d.call({"EXPIRE", "k", "50", "NX"}) == ":0\r\n");
+    CHECK(d.call({"PEXPIRE", "k", "5000", "XX"}) == ":1\r\n");
+    CHECK(d.read({"PEXPIRETIME", "k"}) == ":" + std::to_string(d.clock + 5000) + "\r\n");
+    CHECK(d.call({"PERSIST", "k"}) == ":1\r\n");
+    CHECK(d.call({"PERSIST", "k"}) == ":0\r\n");
+    CHECK(d.call({"PEXPIREAT", "k", std::to_string(d.clock + 100)}) == ":1\r\n");
+    // A reader whose clock passed the expiry sees the key absent before any tick.
+    CHECK(d.read({"GET", "k"}, d.clock + 100) == "$-1\r\n");
+    CHECK(d.read({"GET", "k"}, d.clock + 99) == "$1\r\nv\r\n");
+    CHECK(d.read({"DBSIZE"}, d.clock + 100) == ":0\r\n");
+    CHECK(d.machine.exists("k"));  // still in the map: the map's clock has not passed it
+    CHECK(d.machine.next_expiry() == d.clock + 100);
+    d.clock += 100;
+    d.tick();
+    CHECK_FALSE(d.machine.exists("k"));
+    CHECK_FALSE(d.machine.next_expiry());
+    CHECK(d.machine.now_ms() == d.clock);
+    // A past time deletes at once; a stamp older than the clock does not move it back.
+    d.call({"SET", "p", "v", "PX", "50"});
+    d.clock -= 30'000;  // a new leader with a slow clock
+    CHECK(d.call({"SET", "q", "v", "PX", "10"}) == "+OK\r\n");
+    CHECK(d.machine.expiry_of("q") == d.machine.now_ms() + 10);  // from the map's clock
+    CHECK(d.call({"EXPIRE", "q", "-1"}) == ":1\r\n");
+    CHECK_FALSE(d.machine.exists("q"));
+    CHECK(d.machine.exists("p"));
+}
+
+TEST_CASE("kv state machine: replicas agree on every key and expiry whatever their clocks",
+          "[kv][redis][expiry]") {
+    // The same stamped transactions on two machines: applying reads no clock, so the states
+    // (keys, values, expiries, versions, the clock) are equal; the readers' own clocks only
+    // change what a local read shows, never the state.
+    testing::prng rng{0x65787079};
+    std::vector<std::pair<zxid, byte_vector>> txns;
+    std::uint64_t stamp = 5'000'000;
+    for (std::uint32_t i = 1; i <= 2000; ++i) {
+        stamp += rng.below(40);
+        if (rng.chance(0.05)) stamp -= rng.below(200);  // proposers' clocks disagree
+        const std::string key = "k" + std::to_string(rng.below(20));
+        std::vector<std::vector<std::string>> choices = {
+            {"SET", key, "v", "PX", std::to_string(1 + rng.below(300))},
+            {"SET", key, "w"},
+            {"EXPIRE", key, std::to_string(rng.below(3))},
+            {"PEXPIRE", key, std::to_string(1 + rng.below(500))},
+            {"INCR", key},
+            {"PERSIST", key},
+            {"GETDEL", key}};
+        command c{calls_op{{choices[rng.below(choices.size())]}, {}, false}, {}, stamp};
+        if (rng.chance(0.1)) c.op = tick_op{};
+        if (rng.chance(0.1))
+            c.op = calls_op{{choices[rng.below(choices.size())], choices[rng.below(choices.size())]},
+                            {{key, rng.below(2)}},
+                            true};
+        txns.emplace_back(zxid{1, i}, encoded(c));
+    }
+    kv_state_machine a, b;
+    for (const auto& [z, txn] : txns) {
+        a.apply(z, txn);
+        b.apply(z, txn);
+        REQUIRE(a.outcome_of(z) == b.outcome_of(z));
+        for (int k = 0; k < 20; ++k) {
+            const std::string key = "k" + std::to_string(k);
+            // Reads with different clocks: equal once both clocks are at or below the map's.
+            CHECK(a.read_call({"PTTL", key}, 0) == b.read_call({"PTTL", key}, a.now_ms() - 1));
+        }
+    }
+    CHECK(a.state() == b.state());
+    CHECK(a.snapshot() == b.snapshot());
+    // The map never holds a key expired by its own clock.
+    for (const auto& [key, entry] : a.contents())
+        CHECK((entry.expires_ms == 0 || entry.expires_ms > a.now_ms()));
+    // And a replica restored from the snapshot has the same keys, expiries and clock.
+    kv_state_machine restored;
+    REQUIRE(restored.restore(a.last_applied(), a.snapshot().view()));
+    CHECK(restored.state() == a.state());
+    CHECK(restored.next_expiry() == a.next_expiry());
+}
+
+TEST_CASE("kv command: version-1 records (before stamps) still decode, CALLS and TICK round-trip",
+          "[kv][codec]") {
+    // What kv_server wrote before this version: the golden SET of version 1.
+    const auto old = decode(bytes_of({1, 1, 0, 1, 0, 0, 0, 'k', 1, 0, 0, 0, 'v'}));
+    REQUIRE(old);
+    CHECK(old.value() == command{set_op{"k", "v"}, {}, 0});
+    // Stamped: version 2, the stamp after the flags.
+    CHECK(encoded({set_op{"k", "v"}, {}, 0x0102}) ==
+          bytes_of({2, 1, 0, 2, 1, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 'k', 1, 0, 0, 0, 'v'}));
+    CHECK(encoded({tick_op{}, {}, 7}) == bytes_of({2, 6, 0, 7, 0, 0, 0, 0, 0, 0, 0}));
+    // A version-2 typed op stamped 0 would be a second encoding of the version-1 bytes.
+    CHECK(decode_error(bytes_of({2, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 'k', 1, 0, 0, 0,
+                                 'v'})) == errc::malformed);
+    // CALLS that is not a block holds exactly one call and no watches; no empty call.
+    byte_vector two_calls = encoded({calls_op{{{"GET", "a"}, {"GET", "b"}}, {}, true}, {}, 1});
+    two_calls[2] = std::byte{0};  // clear the block flag
+    CHECK(decode_error(two_calls) == errc::malformed);
+    byte_vector empty_call = encoded({calls_op{{{"X"}}, {}, false}, {}, 1});
+    empty_call[11 + 4 + 4] = std::byte{0};  // the argument count
+    CHECK(decode_error(empty_call) == errc::malformed);
+    // A count the input cannot hold is truncation, found before anything is reserved.
+    CHECK(decode_error(bytes_of({2, 5, 4, 1, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff})) ==
+          errc::truncated);
+    const command block{calls_op{{{"SET", "a\0b"s, "1"}, {"GET", ""}}, {{"w", 42}}, true},
+                        request_tag{1, 2}, 99};
+    const auto decoded = decode(encoded(block));
+    REQUIRE(decoded);
+    CHECK(decoded.value() == block);
+}
+
+TEST_CASE("kv state machine: every read and write of the command table runs", "[kv][redis]") {
+    redis_driver d;
+    for (const command_info& info : command_table) {
+        if (info.kind == call_kind::connection) continue;
+        std::vector<std::string> args{std::string{info.name}};
+        const int n = info.arity > 0 ? info.arity : -info.arity;
+        for (int i = 1; i < n; ++i) args.emplace_back(i == 1 ? "k" : "1");
+        if (info.name == "scan") args[1] = "0";
+        INFO(info.name);
+        const std::string reply = info.kind == call_kind::write ? d.call(args) : d.read(args);
+        CHECK(reply.find("not a") == std::string::npos);
+        CHECK(reply.find("unknown command") == std::string::npos);
+        CHECK_FALSE(check_call(args));
+    }
 }

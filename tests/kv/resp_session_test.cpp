@@ -21,11 +21,24 @@ using zab::kv::resp_session;
 /// the contract asks). Reads answer from a map the test changes, to see *when* they ran.
 struct fake_backend {
     std::vector<std::uint64_t> proposed;
+    std::vector<std::vector<std::byte>> txns;  ///< what each proposal carried
     std::vector<std::uint64_t> synced;
     std::vector<std::string> reads;
     std::map<std::string, std::string> data;
+    std::map<std::string, std::uint64_t> versions;  ///< what WATCH reads
+    std::uint64_t clock = 1000;
+    std::optional<std::string> leader;  ///< redirect(): set when "not the leader"
 
-    void propose(std::uint64_t ticket, std::vector<std::byte>) { proposed.push_back(ticket); }
+    void propose(std::uint64_t ticket, std::vector<std::byte> txn) {
+        proposed.push_back(ticket);
+        txns.push_back(std::move(txn));
+    }
+    std::uint64_t now_ms() { return clock; }
+    std::uint64_t version_of(std::string_view key) {
+        const auto it = versions.find(std::string{key});
+        return it == versions.end() ? 0 : it->second;
+    }
+    std::optional<std::string> redirect() { return leader; }
     void sync(std::uint64_t ticket) { synced.push_back(ticket); }
     std::string read(const zab::kv::resp::command& args) {
         const std::string key = args.size() > 1 ? args[1] : std::string{};  // INFO: ""
@@ -179,6 +192,11 @@ TEST_CASE("kv_requests: Redis-style errors for unknown commands and arities") {
     CHECK(reply({"CONFIG", "GET", "appendonly"}) == "*2\r\n$10\r\nappendonly\r\n$2\r\nno\r\n");
     CHECK(reply({"TAGGED", "1", "x", "SET", "k", "v"}).starts_with("-ERR TAGGED client id"));
     CHECK(reply({"TAGGED", "1", "2", "GET", "k"}).starts_with("-ERR TAGGED takes"));
+    CHECK(reply({"TAGGED", "1", "2", "MULTI"}).starts_with("-ERR TAGGED takes a write"));
+    CHECK(reply({"TAGGED", "1", "2", "SET", "k", "v", "get"}).starts_with("-ERR TAGGED does not"));
+    CHECK(reply({"TAGGED", "1", "2", "GETDEL", "k"}).starts_with("-ERR TAGGED does not"));
+    CHECK(reply({"TAGGED", "1", "2", "INCRBY", "k", "x"}) ==
+          "-ERR value is not an integer or out of range\r\n");
     // A write whose encoding exceeds the transaction limit is refused before the core.
     auto too_large = zab::kv::classify({"SET", "k", std::string(2000, 'v')}, 1000);
     REQUIRE(std::holds_alternative<zab::kv::request::immediate>(too_large));
@@ -200,6 +218,8 @@ TEST_CASE("kv_requests: writes encode the kv command, CAS.ABSENT expects no valu
     CHECK(txn({"CAS", "k", "NX", "v"}) == command{cas_op{"k", "NX", "v"}, {}});
     CHECK(txn({"CAS.ABSENT", "k", "v"}) == command{cas_op{"k", std::nullopt, "v"}, {}});
     CHECK(txn({"TAGGED", "7", "9", "INCR", "n"}) == command{incr_op{"n"}, request_tag{7, 9}});
+    CHECK(txn({"TAGGED", "7", "10", "INCRBY", "n", "5"}) ==
+          command{calls_op{{{"INCRBY", "n", "5"}}, {}, false}, request_tag{7, 10}});
 }
 
 TEST_CASE("kv_requests: node errors become the documented RESP errors") {
@@ -292,32 +312,171 @@ TEST_CASE("resp_session: at most max_writes_in_flight writes are proposed; the r
     CHECK(session.take_output() == expected);
 }
 
-TEST_CASE("resp_session: every command of a refused MULTI block is refused, none runs") {
+namespace {
+
+/// Applies `txn` to `machine` at the next zxid and answers as kv_server does.
+std::string apply_and_reply(zab::kv::kv_state_machine& machine, const std::vector<std::byte>& txn,
+                            std::uint32_t& counter) {
+    const zab::zxid z{1, ++counter};
+    machine.apply(z, zab::byte_view{txn.data(), txn.size()});
+    return zab::kv::outcome_reply(*machine.outcome_of(z));
+}
+
+}  // namespace
+
+TEST_CASE("resp_session: MULTI queues, EXEC is one transaction of every queued command") {
     fake_backend backend;
+    backend.clock = 5000;
     resp_session<fake_backend> session{backend};
     // What ioredis and node-redis send for a transaction: one pipeline.
-    session.feed(request_bytes({"MULTI"}) + request_bytes({"SET", "a", "1"}) +
+    session.feed(request_bytes({"MULTI"}) + request_bytes({"SET", "a", "1", "EX", "10"}) +
                  request_bytes({"INCR", "n"}) + request_bytes({"GET", "a"}) +
                  request_bytes({"EXEC"}) + request_bytes({"SET", "after", "1"}));
-    CHECK(backend.proposed.size() == 1);  // only the SET after EXEC
-    CHECK(backend.reads.empty());
-    session.write_done(backend.proposed[0], "+OK\r\n");
-    CHECK(session.take_output() ==
-          "-ERR MULTI is not supported here; the commands up to EXEC or DISCARD are refused\r\n"
-          "-ERR command refused: inside a refused MULTI block (until EXEC or DISCARD)\r\n"
-          "-ERR command refused: inside a refused MULTI block (until EXEC or DISCARD)\r\n"
-          "-ERR command refused: inside a refused MULTI block (until EXEC or DISCARD)\r\n"
-          "-EXECABORT Transaction discarded: MULTI is not supported here\r\n"
-          "+OK\r\n");
+    CHECK(session.take_output() == "+OK\r\n+QUEUED\r\n+QUEUED\r\n+QUEUED\r\n");
+    REQUIRE(backend.proposed.size() == 2);  // the block, then the SET after it
+    CHECK(backend.reads.empty());           // the GET runs inside the transaction
+    const auto block = zab::kv::decode(zab::byte_view{backend.txns[0].data(), backend.txns[0].size()});
+    REQUIRE(block);
+    CHECK(block.value().stamp_ms == 5000);
+    const auto& calls = std::get<zab::kv::calls_op>(block.value().op);
+    CHECK(calls.multi);
+    CHECK(calls.calls == std::vector<zab::kv::resp::command>{
+                             {"SET", "a", "1", "EX", "10"}, {"INCR", "n"}, {"GET", "a"}});
 
-    // DISCARD ends a block too; a nested MULTI is refused inside it; QUIT still closes.
-    session.feed(request_bytes({"MULTI"}) + request_bytes({"MULTI"}) + request_bytes({"DISCARD"}) +
-                 request_bytes({"DEL", "a"}));
-    CHECK(backend.proposed.size() == 2);  // the DEL after DISCARD
-    session.write_done(backend.proposed[1], ":1\r\n");
-    CHECK(session.take_output().ends_with("block (until EXEC or DISCARD)\r\n+OK\r\n:1\r\n"));
+    zab::kv::kv_state_machine machine;
+    std::uint32_t counter = 0;
+    session.write_done(backend.proposed[0], apply_and_reply(machine, backend.txns[0], counter));
+    session.write_done(backend.proposed[1], apply_and_reply(machine, backend.txns[1], counter));
+    CHECK(session.take_output() == "*3\r\n+OK\r\n:1\r\n$1\r\n1\r\n+OK\r\n");
+    CHECK(machine.expiry_of("a") == 15000u);  // EX counts from the stamp
+
+    // DISCARD drops the queue; EXEC and DISCARD outside MULTI, a nested MULTI, are errors.
+    session.feed(request_bytes({"MULTI"}) + request_bytes({"MULTI"}) + request_bytes({"DEL", "a"}) +
+                 request_bytes({"DISCARD"}) + request_bytes({"EXEC"}) + request_bytes({"DISCARD"}));
+    CHECK(session.take_output() ==
+          "+OK\r\n-ERR MULTI calls can not be nested\r\n+QUEUED\r\n+OK\r\n"
+          "-ERR EXEC without MULTI\r\n-ERR DISCARD without MULTI\r\n");
+    CHECK(backend.proposed.size() == 2);
     session.feed(request_bytes({"MULTI"}) + request_bytes({"QUIT"}));
     CHECK(session.closing());
+}
+
+TEST_CASE("resp_session: a command that cannot run aborts the whole EXEC; nothing is proposed") {
+    fake_backend backend;
+    resp_session<fake_backend> session{backend};
+    session.feed(request_bytes({"MULTI"}) + request_bytes({"SET", "a", "1"}) +
+                 request_bytes({"INCRBY", "n", "x"}) + request_bytes({"NOSUCH", "k"}) +
+                 request_bytes({"SET", "b"}) + request_bytes({"SYNC"}) + request_bytes({"EXEC"}) +
+                 request_bytes({"GET", "a"}));
+    CHECK(session.take_output() ==
+          "+OK\r\n+QUEUED\r\n-ERR value is not an integer or out of range\r\n"
+          "-ERR unknown command 'NOSUCH', with args beginning with: 'k' \r\n"
+          "-ERR wrong number of arguments for 'set' command\r\n"
+          "-ERR SYNC is not allowed inside MULTI here\r\n"
+          "-EXECABORT Transaction discarded because of previous errors.\r\n$-1\r\n");
+    CHECK(backend.proposed.empty());
+}
+
+TEST_CASE("resp_session: WATCH records versions after the earlier writes; EXEC carries them") {
+    fake_backend backend;
+    resp_session<fake_backend> session{backend};
+    session.feed(request_bytes({"SET", "k", "1"}) + request_bytes({"WATCH", "k", "other"}) +
+                 request_bytes({"MULTI"}) + request_bytes({"SET", "k", "2"}) +
+                 request_bytes({"EXEC"}));
+    // The WATCH waits for the SET before it, and the EXEC for the WATCH.
+    REQUIRE(backend.proposed.size() == 1);
+    backend.versions["k"] = 77;  // the SET applied at zxid value 77
+    session.write_done(backend.proposed[0], "+OK\r\n");
+    REQUIRE(backend.proposed.size() == 2);
+    const auto block = zab::kv::decode(zab::byte_view{backend.txns[1].data(), backend.txns[1].size()});
+    REQUIRE(block);
+    const auto& calls = std::get<zab::kv::calls_op>(block.value().op);
+    CHECK(calls.watches ==
+          std::vector<zab::kv::watched_key>{{"k", 77}, {"other", 0}});
+    session.write_done(backend.proposed[1], "*-1\r\n");
+    CHECK(session.take_output() == "+OK\r\n+OK\r\n+OK\r\n+QUEUED\r\n*-1\r\n");
+
+    // EXEC forgot the watches; UNWATCH forgets them too; WATCH inside MULTI is refused.
+    session.feed(request_bytes({"WATCH", "k"}) + request_bytes({"UNWATCH"}) +
+                 request_bytes({"MULTI"}) + request_bytes({"WATCH", "x"}) +
+                 request_bytes({"INCR", "n"}) + request_bytes({"EXEC"}));
+    REQUIRE(backend.proposed.size() == 3);
+    const auto next = zab::kv::decode(zab::byte_view{backend.txns[2].data(), backend.txns[2].size()});
+    REQUIRE(next);
+    CHECK(std::get<zab::kv::calls_op>(next.value().op).watches.empty());
+}
+
+TEST_CASE("resp_session: HELLO, CLIENT, SELECT, RESET and CLIENT REDIRECT, as clients use them") {
+    fake_backend backend;
+    zab::kv::session_options options;
+    options.client_id = 42;
+    resp_session<fake_backend> session{backend, options};
+    session.feed(request_bytes({"HELLO", "3", "SETNAME", "app"}));
+    const std::string hello3 = session.take_output();
+    CHECK(hello3.starts_with("%7\r\n$6\r\nserver\r\n$5\r\nredis\r\n"));
+    CHECK(hello3.find("$5\r\nproto\r\n:3\r\n$2\r\nid\r\n:42\r\n") != std::string::npos);
+    CHECK(session.client_name() == "app");
+    // In RESP3 nulls are `_`, also inside arrays (EXEC's, MGET's).
+    session.feed(request_bytes({"GET", "missing"}));
+    CHECK(session.take_output() == "_\r\n");
+    CHECK(zab::kv::resp::to_resp3("*3\r\n$1\r\nx\r\n$-1\r\n*-1\r\n:1\r\n") ==
+          "*3\r\n$1\r\nx\r\n_\r\n_\r\n:1\r\n");
+    CHECK(zab::kv::resp::to_resp3("$5\r\n$-1\r\n\r\n") == "$5\r\n$-1\r\n\r\n");  // a value
+    CHECK(zab::kv::resp::to_resp3("*2\r\n$-1\r\n") == "*2\r\n$-1\r\n");  // not whole: as is
+    session.feed(request_bytes({"HELLO", "2"}) + request_bytes({"HELLO", "4"}));
+    const std::string hello2 = session.take_output();
+    CHECK(hello2.starts_with("*14\r\n"));
+    CHECK(hello2.ends_with("-NOPROTO unsupported protocol version\r\n"));
+    session.feed(request_bytes({"CLIENT", "SETNAME", "my name"}) +
+                 request_bytes({"CLIENT", "GETNAME"}) + request_bytes({"CLIENT", "ID"}) +
+                 request_bytes({"CLIENT", "SETINFO", "LIB-NAME", "ioredis"}) +
+                 request_bytes({"SELECT", "0"}) + request_bytes({"SELECT", "1"}));
+    CHECK(session.take_output() ==
+          "-ERR Client names cannot contain spaces, newlines or special characters.\r\n"
+          "$3\r\napp\r\n:42\r\n+OK\r\n+OK\r\n"
+          "-ERR DB index is out of range (kv_server has one keyspace: database 0 only)\r\n");
+    // After a refused SELECT every data command is refused until SELECT 0: a client that
+    // carries on (ioredis with {db: 1}) must not write into database 0 unawares.
+    session.feed(request_bytes({"SET", "k", "v"}) + request_bytes({"MULTI"}) +
+                 request_bytes({"PING"}) + request_bytes({"SELECT", "0"}) +
+                 request_bytes({"GET", "k"}));
+    CHECK(backend.proposed.empty());
+    const std::string refused =
+        "-ERR this connection selected database 1, which kv_server does not have (only "
+        "database 0): SELECT 0 first\r\n";
+    CHECK(session.take_output() == refused + refused + "+PONG\r\n+OK\r\n$-1\r\n");
+
+    // REDIRECT on: a write on a replica that is not the leader names the leader instead.
+    backend.leader = "127.0.0.1:6382";
+    session.feed(request_bytes({"CLIENT", "REDIRECT", "on"}) + request_bytes({"SET", "k", "v"}) +
+                 request_bytes({"MULTI"}) + request_bytes({"INCR", "k"}) + request_bytes({"EXEC"}));
+    CHECK(session.take_output() ==
+          "+OK\r\n-REDIRECT 127.0.0.1:6382\r\n+OK\r\n+QUEUED\r\n-REDIRECT 127.0.0.1:6382\r\n");
+    CHECK(backend.proposed.empty());
+    // RESET: redirects off, name gone, out of MULTI.
+    session.feed(request_bytes({"MULTI"}) + request_bytes({"RESET"}) + request_bytes({"SET", "k", "v"}) +
+                 request_bytes({"CLIENT", "GETNAME"}));
+    CHECK(backend.proposed.size() == 1);
+    session.write_done(backend.proposed[0], "+OK\r\n");
+    CHECK(session.take_output() == "+OK\r\n+RESET\r\n+OK\r\n$-1\r\n");
+}
+
+TEST_CASE("kv_requests: COMMAND lists the table; COUNT, INFO and DOCS answer from it") {
+    const auto reply = [](zab::kv::resp::command args) {
+        auto r = zab::kv::classify(args, 1 << 20);
+        REQUIRE(std::holds_alternative<zab::kv::request::immediate>(r));
+        return std::get<zab::kv::request::immediate>(r).reply;
+    };
+    const std::string count = std::to_string(zab::kv::command_table.size());
+    CHECK(reply({"COMMAND", "COUNT"}) == ":" + count + "\r\n");
+    CHECK(reply({"COMMAND"}).starts_with("*" + count + "\r\n*6\r\n$3\r\nset\r\n:-3\r\n*1\r\n+write\r\n:1\r\n:1\r\n:1\r\n"));
+    CHECK(reply({"COMMAND", "INFO", "mget", "nope"}) ==
+          "*2\r\n*6\r\n$4\r\nmget\r\n:-2\r\n*1\r\n+readonly\r\n:1\r\n:-1\r\n:1\r\n*-1\r\n");
+    CHECK(reply({"SET", "k", "v", "NX", "XX"}) == "-ERR syntax error\r\n");
+    CHECK(reply({"SET", "k", "v", "EX", "0"}) == "-ERR invalid expire time in 'set' command\r\n");
+    CHECK(reply({"MSET", "a", "1", "b"}) == "-ERR wrong number of arguments for 'mset' command\r\n");
+    CHECK(reply({"SCAN", "x"}) == "-ERR invalid cursor\r\n");
+    CHECK(reply({"EXPIRE", "k", "10", "NX", "XX"}).starts_with("-ERR NX and XX, GT or LT"));
 }
 
 TEST_CASE("resp_session: buffered input counts the partial command and the queued ones") {
