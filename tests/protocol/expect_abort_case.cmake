@@ -10,14 +10,7 @@ foreach(var HELPER CASE EXPECTED)
     endif()
 endforeach()
 
-# Under sanitizers, leave SIGABRT alone (see tests/unit/expect_abort.cmake).
-foreach(options ASAN_OPTIONS UBSAN_OPTIONS)
-    if(DEFINED ENV{${options}} AND NOT "$ENV{${options}}" STREQUAL "")
-        set(ENV{${options}} "$ENV{${options}}:handle_abort=0")
-    else()
-        set(ENV{${options}} "handle_abort=0")
-    endif()
-endforeach()
+include("${CMAKE_CURRENT_LIST_DIR}/../abort_env.cmake")
 
 execute_process(COMMAND "${HELPER}" "${CASE}"
                 RESULT_VARIABLE result

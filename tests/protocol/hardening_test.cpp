@@ -20,39 +20,6 @@ using namespace zab::test;
 
 namespace {
 
-/// A log the test makes durable by hand: it remembers the operations it was asked to sync
-/// and the epoch writes, and holds its records so that the leader can read its history.
-struct hand_log {
-    std::vector<log_record> records;
-    epochs stored;
-    std::vector<storage_op> syncs;        // every sync(op) asked for, in order
-    std::vector<storage_op> epoch_writes;  // every write_epochs(op, …), in order
-
-    void append(storage_op, std::span<const log_record> rs) {
-        records.insert(records.end(), rs.begin(), rs.end());
-    }
-    void truncate_after(storage_op, zxid z) {
-        std::erase_if(records, [&](const log_record& r) { return r.id > z; });
-    }
-    void install_snapshot(storage_op, zxid, const shared_bytes&, std::span<const log_record> rs) {
-        records.assign(rs.begin(), rs.end());
-    }
-    void sync(storage_op op) { syncs.push_back(op); }
-    void write_epochs(storage_op op, epochs e) {
-        epoch_writes.push_back(op);
-        stored = e;
-    }
-    zxid last_zxid() const { return records.empty() ? zxid{} : records.back().id; }
-    epochs stored_epochs() const { return stored; }
-    std::optional<log_snapshot> snapshot() const { return std::nullopt; }
-    result<std::vector<log_record>> read(zxid after, std::size_t max) const {
-        std::vector<log_record> out;
-        for (const auto& r : records)
-            if (r.id > after && out.size() < max) out.push_back(r);
-        return out;
-    }
-};
-
 using fixed_policies = policies<fixed_leader_election>;
 using leader_peer =
     peer<recording_transport, hand_log, testing::recording_state_machine, fixed_policies>;

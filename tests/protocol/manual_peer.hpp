@@ -6,7 +6,10 @@
 // exactly what comes out.
 #pragma once
 
+#include <algorithm>
 #include <map>
+#include <optional>
+#include <span>
 #include <utility>
 #include <vector>
 
@@ -61,6 +64,39 @@ struct fixed_log {
     std::optional<log_snapshot> snapshot() const { return std::nullopt; }
     result<std::vector<log_record>> read(zxid, std::size_t) const {
         return std::vector<log_record>{};
+    }
+};
+
+/// A log the test makes durable by hand: it remembers the operations it was asked to sync
+/// and the epoch writes, and holds its records so that the leader can read its history.
+struct hand_log {
+    std::vector<log_record> records;
+    epochs stored;
+    std::vector<storage_op> syncs;        // every sync(op) asked for, in order
+    std::vector<storage_op> epoch_writes;  // every write_epochs(op, …), in order
+
+    void append(storage_op, std::span<const log_record> rs) {
+        records.insert(records.end(), rs.begin(), rs.end());
+    }
+    void truncate_after(storage_op, zxid z) {
+        std::erase_if(records, [&](const log_record& r) { return r.id > z; });
+    }
+    void install_snapshot(storage_op, zxid, const shared_bytes&, std::span<const log_record> rs) {
+        records.assign(rs.begin(), rs.end());
+    }
+    void sync(storage_op op) { syncs.push_back(op); }
+    void write_epochs(storage_op op, epochs e) {
+        epoch_writes.push_back(op);
+        stored = e;
+    }
+    zxid last_zxid() const { return records.empty() ? zxid{} : records.back().id; }
+    epochs stored_epochs() const { return stored; }
+    std::optional<log_snapshot> snapshot() const { return std::nullopt; }
+    result<std::vector<log_record>> read(zxid after, std::size_t max) const {
+        std::vector<log_record> out;
+        for (const auto& r : records)
+            if (r.id > after && out.size() < max) out.push_back(r);
+        return out;
     }
 };
 

@@ -41,6 +41,8 @@
 #include "zab/core/peer.hpp"
 #include "zab/testing/recording_state_machine.hpp"
 
+#include "manual_peer.hpp"
+
 #ifndef ZAB_TRANSCRIPT_DIR
 #error "ZAB_TRANSCRIPT_DIR must name tests/protocol/transcripts"
 #endif
@@ -220,36 +222,6 @@ struct transcript_transport {
     void close(peer_id to, connection_id) { effects.push_back(fmt::format("close {}", to)); }
 };
 
-/// A log in memory that makes nothing durable until the script says `durable`.
-struct transcript_log {
-    std::vector<log_record> records;
-    epochs stored;
-    storage_op last_sync = 0, last_epoch_write = 0;
-    void append(storage_op, std::span<const log_record> rs) {
-        records.insert(records.end(), rs.begin(), rs.end());
-    }
-    void truncate_after(storage_op, zxid z) {
-        std::erase_if(records, [&](const log_record& r) { return r.id > z; });
-    }
-    void install_snapshot(storage_op, zxid, const shared_bytes&, std::span<const log_record> rs) {
-        records.assign(rs.begin(), rs.end());
-    }
-    void sync(storage_op op) { last_sync = op; }
-    void write_epochs(storage_op op, epochs e) {
-        last_epoch_write = op;
-        stored = e;
-    }
-    zxid last_zxid() const { return records.empty() ? zxid{} : records.back().id; }
-    epochs stored_epochs() const { return stored; }
-    std::optional<log_snapshot> snapshot() const { return std::nullopt; }
-    result<std::vector<log_record>> read(zxid after, std::size_t max) const {
-        std::vector<log_record> out;
-        for (const auto& r : records)
-            if (r.id > after && out.size() < max) out.push_back(r);
-        return out;
-    }
-};
-
 /// One peer of either election policy behind a common interface for the script.
 struct scripted {
     virtual ~scripted() = default;
@@ -258,10 +230,10 @@ struct scripted {
 
 template <typename Policies>
 struct scripted_peer final : scripted {
-    using peer_type = peer<transcript_transport, transcript_log, testing::recording_state_machine,
+    using peer_type = peer<transcript_transport, test::hand_log, testing::recording_state_machine,
                            Policies>;
     transcript_transport transport;
-    transcript_log log;
+    test::hand_log log;
     testing::recording_state_machine machine;
     std::unique_ptr<peer_type> p;
     std::vector<std::string> storage;  // bytes of the messages sent to the peer
@@ -300,8 +272,8 @@ struct scripted_peer final : scripted {
             words >> n;
             p->tick(n);
         } else if (verb == "durable") {
-            if (log.last_epoch_write != 0) p->on_epochs_durable(log.last_epoch_write);
-            if (log.last_sync != 0) p->on_log_durable(log.last_sync);
+            if (!log.epoch_writes.empty()) p->on_epochs_durable(log.epoch_writes.back());
+            if (!log.syncs.empty()) p->on_log_durable(log.syncs.back());
         } else if (verb == "from") {
             const auto colon = line.find(':');
             REQUIRE(colon != std::string::npos);

@@ -7,15 +7,7 @@ if(NOT HELPER)
     message(FATAL_ERROR "expect_abort.cmake: HELPER is not set")
 endif()
 
-# Under sanitizers, leave SIGABRT alone (a sanitizer that handles it turns the abort into an
-# exit code, which is what this test must tell apart). Later options override earlier ones.
-foreach(options ASAN_OPTIONS UBSAN_OPTIONS)
-    if(DEFINED ENV{${options}} AND NOT "$ENV{${options}}" STREQUAL "")
-        set(ENV{${options}} "$ENV{${options}}:handle_abort=0")
-    else()
-        set(ENV{${options}} "handle_abort=0")
-    endif()
-endforeach()
+include("${CMAKE_CURRENT_LIST_DIR}/../abort_env.cmake")
 
 execute_process(COMMAND "${HELPER}"
                 RESULT_VARIABLE result
