@@ -14,6 +14,7 @@
 namespace {
 
 using namespace zab;
+using zab::test::bytes_of;
 using test::raw_frame;
 using test::status;
 using test::type_byte;
@@ -50,12 +51,6 @@ std::vector<shared_bytes> small_sample_frames() {
         if (frame.size() <= 200) small.push_back(frame);
     }
     return small;
-}
-
-std::vector<std::byte> bytes_of(std::initializer_list<int> values) {
-    std::vector<std::byte> out;
-    for (int v : values) out.push_back(static_cast<std::byte>(v));
-    return out;
 }
 
 std::vector<std::byte> concat(std::vector<std::byte> a, const std::vector<std::byte>& b) {

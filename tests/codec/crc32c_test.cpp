@@ -13,6 +13,7 @@
 namespace {
 
 using zab::byte_view;
+using zab::test::bytes_of;
 
 /// The definition of CRC32C, one bit at a time: slow, obviously right, shares nothing with
 /// the implementations under test.
@@ -41,12 +42,6 @@ std::vector<std::pair<const char*, std::uint32_t (*)(byte_view, std::uint32_t)>>
     }
 #endif
     return all;
-}
-
-std::vector<std::byte> bytes_of(std::initializer_list<int> values) {
-    std::vector<std::byte> out;
-    for (int v : values) out.push_back(static_cast<std::byte>(v));
-    return out;
 }
 
 }  // namespace

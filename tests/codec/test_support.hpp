@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <initializer_list>
 #include <optional>
 #include <string>
 #include <utility>
@@ -18,6 +19,13 @@
 #include "zab/core/crc32c.hpp"
 
 namespace zab::test {
+
+/// Bytes written as a list of small integers, for byte-exact expectations.
+inline std::vector<std::byte> bytes_of(std::initializer_list<int> values) {
+    std::vector<std::byte> out;
+    for (int v : values) out.push_back(static_cast<std::byte>(v));
+    return out;
+}
 
 /// splitmix64: tiny, seedable and identical on every platform (the standard library's
 /// distributions are not), so a failing case replays from its seed.

@@ -131,7 +131,7 @@ struct gapped_broadcast : zab_broadcast {
     using zab_broadcast::zab_broadcast;
     std::uint64_t proposed = 0;
     result<zxid> propose(byte_view txn) {
-        if (ctx_.leading && ctx_.leading->established && ++proposed % 5 == 0)
+        if (ctx_.leading && ctx_.leading->established() && ++proposed % 5 == 0)
             ctx_.leading->last_proposed = ctx_.leading->last_proposed.next();
         return zab_broadcast::propose(txn);
     }
@@ -157,7 +157,7 @@ struct ack_before_history_synchronization : zab_synchronization {
 struct rollover_broadcast : zab_broadcast {
     using zab_broadcast::zab_broadcast;
     result<zxid> propose(byte_view txn, peer_id origin = 0) {
-        if (ctx_.leading && ctx_.leading->established &&
+        if (ctx_.leading && ctx_.leading->established() &&
             ctx_.leading->last_proposed.counter_exhausted())
             ctx_.leading->last_proposed =
                 zxid{ctx_.leading->last_proposed.epoch() + 1, ctx_.opts().test_only.initial_counter};

@@ -5,6 +5,7 @@
 //
 //   link_transition     a learner link moved to a stage the protocol has no edge to
 //   learner_transition  a learner moved to a stage the protocol has no edge to
+//   leader_transition   a leader established before its currentEpoch was durable
 //   broken_leader       a broadcast policy whose leader counts its own acknowledgements past
 //                       its outstanding proposals: caught by peer_context::check_invariants
 //                       at the end of the step, in a simulated group
@@ -21,7 +22,7 @@ struct overcounting_broadcast : zab::zab_broadcast {
     void leader_advance() {
         zab::zab_broadcast::leader_advance();
         auto& l = *ctx_.leading;
-        if (l.established) l.self_acked_count = l.outstanding.size() + 1;
+        if (l.established()) l.self_acked_count = l.outstanding.size() + 1;
     }
 };
 
@@ -53,11 +54,17 @@ int main(int argc, char** argv) {
         std::printf("a valid transition passed\n");
         std::fflush(stdout);
         learner.move_to(zab::learner_state::stage::broadcasting);  // UPTODATE before the sync
+    } else if (what == "leader_transition") {
+        zab::leader_state leader;
+        leader.move_to(zab::leader_state::stage::writing_epoch);
+        std::printf("a valid transition passed\n");
+        std::fflush(stdout);
+        leader.move_to(zab::leader_state::stage::established);  // skips the epoch's quorums
     } else if (what == "broken_leader") {
         return broken_leader();
     } else {
         std::fprintf(stderr, "usage: invariant_abort_helper link_transition|learner_transition|"
-                             "broken_leader\n");
+                             "leader_transition|broken_leader\n");
         return 2;
     }
     std::printf("the invalid transition returned\n");

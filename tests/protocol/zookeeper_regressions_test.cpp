@@ -50,7 +50,7 @@ struct observer_counting_discovery : zab_discovery {
     }
     void leader_on_info(peer_id from, learner_type claimed, epoch_t accepted) {
         auto& l = *ctx_.leading;
-        const bool open = l.accepted_write == 0;
+        const bool open = l.at == leader_state::stage::gathering_epoch;
         zab_discovery::leader_on_info(from, claimed, accepted);
         if (open && claimed == learner_type::observer && ctx_.config().type_of(from) == claimed) {
             l.epoch = std::max(l.epoch, accepted + 1);
@@ -59,14 +59,14 @@ struct observer_counting_discovery : zab_discovery {
     }
     void leader_on_ack_epoch(peer_id from, const ack_epoch& m) {
         zab_discovery::leader_on_ack_epoch(from, m);
-        const learner_link* link = find(from);
+        const learner_link* link = ctx_.leading->find_link(from);
         if (link && link->type == learner_type::observer &&
             link->at == learner_link::stage::awaiting_sync && m.current_epoch)
             observers_acked.insert(from);
     }
     void leader_advance() {
         auto& l = *ctx_.leading;
-        if (l.accepted_write == 0) pad(l.epoch_voters, observers_in, padded_voters);
+        if (l.at == leader_state::stage::gathering_epoch) pad(l.epoch_voters, observers_in, padded_voters);
         pad(l.epoch_acks, observers_acked, padded_acks);
         zab_discovery::leader_advance();
     }

@@ -67,13 +67,6 @@ file_log_options kill_options(const std::string& directory) {
     return o;
 }
 
-std::uint64_t mix(std::uint64_t x) {
-    x += 0x9e3779b97f4a7c15u;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9u;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebu;
-    return x ^ (x >> 31);
-}
-
 /// The payload of record `id`: its size and bytes follow from the zxid alone, so the parent
 /// checks every byte without being told. Mostly small, some empty, a few near the maximum.
 shared_bytes payload_of(zxid id) {

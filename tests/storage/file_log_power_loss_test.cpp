@@ -70,13 +70,6 @@ std::uint64_t environment_number(const char* name, std::uint64_t fallback) {
     return std::strtoull(text, nullptr, 10);
 }
 
-std::uint64_t mix(std::uint64_t x) {
-    x += 0x9e3779b97f4a7c15u;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9u;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebu;
-    return x ^ (x >> 31);
-}
-
 /// Bytes that follow from `key` alone: mostly small, some empty, a fifth up to `max` — or
 /// exactly `max` when `largest`.
 shared_bytes bytes_of(std::uint64_t key, std::size_t max, bool largest = false) {

@@ -17,6 +17,7 @@
 
 #include "zab/core/logging.hpp"
 #include "zab/storage/file_log.hpp"
+#include "zab/testing/random.hpp"
 
 namespace storage_test {
 
@@ -27,6 +28,10 @@ using zab::log_record;
 using zab::shared_bytes;
 using zab::zxid;
 namespace fs = std::filesystem;
+
+/// A well-mixed 64-bit value that follows from `x` alone (splitmix64's step): payloads and
+/// sizes derived from a record's zxid, so a checker needs nothing but the zxid.
+inline std::uint64_t mix(std::uint64_t x) { return zab::testing::detail::splitmix64_next(x); }
 
 /// zab logs torn-tail cuts and refused opens; the tests check them through return values.
 inline const bool logging_silenced = [] {

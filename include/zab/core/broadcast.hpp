@@ -34,7 +34,7 @@ public:
         // Every replica logs what the leader proposes: one oversized write must be refused
         // here, never become a record some replica's log cannot take (issue 15 defect 5).
         if (txn.size() > ctx_.opts().max_txn_bytes) return make_error_code(errc::too_large);
-        if (!ctx_.leading || !ctx_.leading->established)
+        if (!ctx_.leading || !ctx_.leading->established())
             return make_error_code(errc::not_leader);
         auto& l = *ctx_.leading;
         if (l.outstanding.size() >= ctx_.opts().max_outstanding_proposals)
@@ -61,12 +61,10 @@ public:
         p.frame = frame;
         p.log_op = ctx_.append(p.record);
         p.origin = origin;
-        if (origin != 0)
-            for (auto& link : l.links)
-                if (link.id == origin) {
-                    p.origin_connection = link.connection;
-                    ++link.forwarded_outstanding;
-                }
+        if (learner_link* link = origin != 0 ? l.find_link(origin) : nullptr) {
+            p.origin_connection = link->connection;
+            ++link->forwarded_outstanding;
+        }
         l.last_proposed = id;
         for (const auto& link : l.links)
             if (link.forwarding && link.type == learner_type::participant)
@@ -162,7 +160,7 @@ public:
             if (l.self_acked_count > 0) --l.self_acked_count;  // a quorum may lack the leader
             commit_proposal(std::move(p));
         }
-        if (!l.established) return;
+        if (!l.established()) return;
         if (l.round_wanted) {
             l.round_wanted = false;
             send_heartbeats();
@@ -183,7 +181,7 @@ public:
                      ctx_.self(), id, limit);
             ctx_.drop_learner(id, "silent for sync_limit");
         }
-        if (!l.established) return;  // until then init_limit bounds the leader (§4)
+        if (!l.established()) return;  // until then init_limit bounds the leader (§4)
         peer_set synced;
         synced.insert(ctx_.self());
         for (const auto& link : l.links)
@@ -365,11 +363,9 @@ protected:  // the building blocks of the phase, for policies derived from this 
     void commit_proposal(outstanding_proposal p) {
         auto& l = *ctx_.leading;
         const zxid id = p.record.id;
-        if (p.origin != 0)
-            for (auto& link : l.links)
-                if (link.id == p.origin && link.connection == p.origin_connection &&
-                    link.forwarded_outstanding > 0)
-                    --link.forwarded_outstanding;
+        learner_link* origin = p.origin != 0 ? l.find_link(p.origin) : nullptr;
+        if (origin && origin->connection == p.origin_connection && origin->forwarded_outstanding > 0)
+            --origin->forwarded_outstanding;
         for (const auto& link : l.links) {
             if (!link.forwarding) continue;
             if (link.type == learner_type::participant)

@@ -44,7 +44,7 @@ public:
     /// (it restarted): this peer's answer will bring it, so it does not count against it.
     void leader_on_vote(peer_id from, const notification& n) {
         auto& l = *ctx_.leading;
-        if (l.established || !ctx_.quorums().is_voter(from)) return;
+        if (l.established() || !ctx_.quorums().is_voter(from)) return;
         if (n.leader == ctx_.self()) {
             l.loyal_voters.insert(from);
             return;
@@ -85,7 +85,7 @@ public:
         link.last_heard_tick = ctx_.now_tick;
         // §4.3: while the epoch is open, it rises above every voter's accepted epoch (>=,
         // ZOOKEEPER-1343). Observers' accepted epochs do not count (ZOOKEEPER-2959).
-        if (l.accepted_write == 0 && claimed == learner_type::participant) {
+        if (l.at == leader_state::stage::gathering_epoch && claimed == learner_type::participant) {
             l.epoch = std::max(l.epoch, accepted + 1);
             l.epoch_voters.insert(from);
         } else if (claimed == learner_type::participant && accepted > l.epoch) {
@@ -104,7 +104,7 @@ public:
     /// ACKEPOCH from `from` (§4.6).
     void leader_on_ack_epoch(peer_id from, const ack_epoch& m) {
         auto& l = *ctx_.leading;
-        learner_link* link = find(from);
+        learner_link* link = l.find_link(from);
         if (link == nullptr || link->at != learner_link::stage::awaiting_ack_epoch) {
             ctx_.ignore(from, link == nullptr ? ignore_reason::unknown_learner
                                               : ignore_reason::out_of_stage);
@@ -122,7 +122,7 @@ public:
             ctx_.drop_learner(from, "its history is ahead of the leader's");
             // Established, I would keep it out for as long as I lead: a new election lets
             // the most recent history lead instead.
-            if (l.established && voter)
+            if (l.established() && voter)
                 ctx_.request_election("a voter is ahead of the established leader");
             return;
         }
@@ -134,12 +134,15 @@ public:
     /// Runs after every event while LEADING: moves the epoch forward when it can.
     void leader_advance() {
         auto& l = *ctx_.leading;
-        if (l.accepted_write == 0 && ctx_.quorums().contains_quorum(l.epoch_voters)) {
+        using stage = leader_state::stage;
+        if (l.at == stage::gathering_epoch && ctx_.quorums().contains_quorum(l.epoch_voters)) {
             l.accepted_write = ctx_.write_epochs({l.epoch, ctx_.written_epochs.current});
+            l.move_to(stage::writing_epoch);
             zab::log(log_level::info, "peer {}: proposing epoch {}", ctx_.self(), l.epoch);
         }
-        if (l.accepted_write != 0) {
-            l.epoch_durable = ctx_.epochs_durable(l.accepted_write);
+        if (l.reached(stage::writing_epoch)) {
+            if (l.at == stage::writing_epoch && ctx_.epochs_durable(l.accepted_write))
+                l.move_to(stage::collecting_ack_epochs);
             for (auto& link : l.links) {
                 if (link.at != learner_link::stage::awaiting_epoch) continue;
                 if (link.accepted_epoch > l.epoch) {
@@ -154,12 +157,13 @@ public:
                 link.move_to(learner_link::stage::awaiting_ack_epoch);
             }
         }
-        if (l.epoch_durable && l.current_write == 0 &&
-            ctx_.quorums().contains_quorum(l.epoch_acks)) {
+        if (l.at == stage::collecting_ack_epochs && ctx_.quorums().contains_quorum(l.epoch_acks)) {
             // §4.6: a quorum promised: the leader's currentEpoch becomes the new epoch.
             l.current_write = ctx_.write_epochs({l.epoch, l.epoch});
+            l.move_to(stage::writing_current_epoch);
         }
-        if (l.current_write != 0) l.current_durable = ctx_.epochs_durable(l.current_write);
+        if (l.at == stage::writing_current_epoch && ctx_.epochs_durable(l.current_write))
+            l.move_to(stage::collecting_newleader_acks);
     }
 
     // --- learner side ---------------------------------------------------------------------
@@ -200,12 +204,6 @@ public:
     }
 
 protected:  // the building blocks of the phase, for policies derived from this one
-    learner_link* find(peer_id id) {
-        for (auto& link : ctx_.leading->links)
-            if (link.id == id) return &link;
-        return nullptr;
-    }
-
 
     void learner_send_info() {
         auto& s = *ctx_.learning;

@@ -116,7 +116,7 @@ public:
         if (election_started_) election_.on_tick();
         if (ctx_.leading) broadcast_.leader_tick();
         if (ctx_.learning) broadcast_.learner_tick();
-        if (establish_deadline_ && ctx_.now_tick >= *establish_deadline_) {
+        if (const auto deadline = establish_deadline(); deadline && ctx_.now_tick >= *deadline) {
             // §4: discovery and synchronization must finish within initLimit, on the leader
             // (a quorum of followers) and on each learner (its leader answering); otherwise
             // back to election. This also frees a learner whose chosen leader never took the
@@ -245,7 +245,7 @@ public:
             ctx_.clients.fail_now(id, client_op::write, *refusal);
         } else if (txn.size() > ctx_.opts().max_txn_bytes) {
             ctx_.clients.fail_now(id, client_op::write, errc::too_large);
-        } else if (ctx_.leading && ctx_.leading->established) {
+        } else if (ctx_.leading && ctx_.leading->established()) {
             auto proposed = broadcast_.propose(txn);
             if (proposed)
                 ctx_.clients.add_write(id, proposed.value());
@@ -271,7 +271,7 @@ public:
         const request_id id = ctx_.clients.next_id();
         if (const auto refusal = client_refusal()) {
             ctx_.clients.fail_now(id, client_op::sync, *refusal);
-        } else if (ctx_.leading && ctx_.leading->established) {
+        } else if (ctx_.leading && ctx_.leading->established()) {
             ctx_.clients.add_sync(id);
             broadcast_.leader_sync(id);
         } else if (serving_learner()) {
@@ -326,7 +326,7 @@ public:
             if (d && (!deadline || *d < *deadline)) deadline = d;
         };
         if (election_started_) consider(election_.next_deadline());
-        consider(establish_deadline_);
+        consider(establish_deadline());
         // Leaders ping every tick; learners check their leader's silence every tick.
         if (ctx_.leading || ctx_.learning) consider(ctx_.now_tick + 1);
         return deadline;
@@ -349,7 +349,7 @@ public:
     }
     /// True for an established leader, and for a learner that received UPTODATE.
     bool established() const noexcept {
-        return (ctx_.leading && ctx_.leading->established) ||
+        return (ctx_.leading && ctx_.leading->established()) ||
                (ctx_.learning && ctx_.learning->at == learner_state::stage::broadcasting);
     }
     /// Leader: every learner connected now, with its sync stage, what it acknowledged, its
@@ -386,6 +386,7 @@ public:
         s.last_committed = ctx_.last_committed;
         s.last_applied = ctx_.last_applied;
         s.learner_stage = learner_stage();
+        if (ctx_.leading) s.leader_stage = ctx_.leading->at;
         s.learners = learners();
         s.failure = failure_;
         s.now_tick = ctx_.now_tick;
@@ -503,7 +504,6 @@ private:
     /// Enters LOOKING. The election starts once every log write this peer issued is durable:
     /// its vote must name exactly what a crash would recover (§2, §11.3).
     void enter_looking() {
-        establish_deadline_.reset();
         ctx_.state = peer_state::looking;
         election_started_ = false;
         maybe_start_election();
@@ -557,13 +557,14 @@ private:
     void enter_role(const election_decision& decision) {
         ctx_.state = decision.decided.state;
         ctx_.current_vote = decision.decided;
-        establish_deadline_ = ctx_.now_tick + ctx_.opts().init_limit_ticks;
+        const std::uint64_t deadline = ctx_.now_tick + ctx_.opts().init_limit_ticks;
         ++ctx_.counters.elections_decided;
         zab::log(log_level::info, "peer {}: {} (leader {}, decided by {} votes)", ctx_.self(),
                  ctx_.state, ctx_.current_vote.leader, decision.counted.size());
         auto held = std::exchange(held_learner_infos_, {});
         if (ctx_.state == peer_state::leading) {
             ctx_.leading.emplace();
+            ctx_.leading->establish_deadline = deadline;
             discovery_.leader_start(decision);
             if (!synchronization_.leader_start()) ctx_.request_election("cannot read the log");
             for (const auto& h : held)
@@ -575,18 +576,14 @@ private:
             ctx_.learning.emplace();
             ctx_.learning->leader = decision.decided.leader;
             ctx_.learning->last_heard_tick = ctx_.now_tick;
+            ctx_.learning->establish_deadline = deadline;
             discovery_.learner_start();
         }
     }
 
     // --- dispatch -----------------------------------------------------------------------
 
-    learner_link* find_link(peer_id id) {
-        if (!ctx_.leading) return nullptr;
-        for (auto& link : ctx_.leading->links)
-            if (link.id == id) return &link;
-        return nullptr;
-    }
+    learner_link* find_link(peer_id id) { return ctx_.leading ? ctx_.leading->find_link(id) : nullptr; }
 
     /// The learner's stage, if `from` is its leader (messages from anyone else are stale).
     std::optional<learner_state::stage> from_my_leader(peer_id from) const {
@@ -706,9 +703,19 @@ private:
     /// (§4: initLimit exists to catch a peer that stopped, and one that keeps streaming has
     /// not).
     void sync_progress() {
-        if (establish_deadline_ && (ctx_.learning || ctx_.leading))
-            establish_deadline_ = std::max(*establish_deadline_,
-                                           ctx_.now_tick + ctx_.opts().init_limit_ticks);
+        const std::uint64_t extended = ctx_.now_tick + ctx_.opts().init_limit_ticks;
+        if (ctx_.leading && !ctx_.leading->established())
+            ctx_.leading->establish_deadline = std::max(ctx_.leading->establish_deadline, extended);
+        if (ctx_.learning && !serving_learner())
+            ctx_.learning->establish_deadline = std::max(ctx_.learning->establish_deadline, extended);
+    }
+
+    /// §4: the tick by which this peer's role must be established (its leader with a
+    /// NEWLEADER quorum, its learner with UPTODATE), while it is not yet; else nothing.
+    std::optional<std::uint64_t> establish_deadline() const {
+        if (ctx_.leading && !ctx_.leading->established()) return ctx_.leading->establish_deadline;
+        if (ctx_.learning && !serving_learner()) return ctx_.learning->establish_deadline;
+        return std::nullopt;
     }
     void dispatch(peer_id from, const new_leader& m, const shared_bytes&) {
         if (!from_my_leader(from)) return ignore(from, ignore_reason::not_from_my_leader);
@@ -827,7 +834,6 @@ private:
                 broadcast_.leader_advance();
             }
             if (ctx_.learning) synchronization_.learner_advance();
-            if (established()) establish_deadline_.reset();
             rejoin_as_voter_once_synced();
             if (ctx_.storage_error_) break;
             if (!std::exchange(ctx_.election_requested_, false)) break;
@@ -924,8 +930,6 @@ private:
     discovery_type discovery_;
     synchronization_type synchronization_;
     broadcast_type broadcast_;
-    /// While deciding → established: the tick by which the role must be established (§4).
-    std::optional<std::uint64_t> establish_deadline_;
     bool started_ = false;
     bool election_started_ = false;
     std::vector<std::pair<peer_id, notification>> held_notifications_;

@@ -196,7 +196,7 @@ public:
     /// The phase this replica is in, derived from its role's state (never stored apart).
     phase current_phase() const noexcept {
         if (state == peer_state::looking) return phase::election;
-        if (leading) return leading->established ? phase::broadcast : phase::discovery;
+        if (leading) return leading->established() ? phase::broadcast : phase::discovery;
         if (!learning) return phase::discovery;
         using stage = learner_state::stage;
         switch (learning->at) {
@@ -634,8 +634,10 @@ private:
                    "the newest outstanding proposal is not the last one proposed");
         ZAB_ASSERT(l.committed.size() <= leader_state::committed_window_max,
                    "the committed window grew past its bound");
-        ZAB_ASSERT(!l.established || l.current_write != 0,
-                   "established without having written currentEpoch");
+        ZAB_ASSERT(!l.reached(leader_state::stage::writing_epoch) || l.accepted_write != 0,
+                   "the leader's epoch closed without writing acceptedEpoch");
+        ZAB_ASSERT(!l.reached(leader_state::stage::writing_current_epoch) || l.current_write != 0,
+                   "the leader's epoch quorum in without writing currentEpoch");
         for (std::size_t i = 0; i < l.links.size(); ++i) {
             const learner_link& link = l.links[i];
             ZAB_ASSERT(link.id != self_, "a learner link to the leader itself");

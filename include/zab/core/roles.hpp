@@ -134,15 +134,43 @@ struct outstanding_proposal {
 
 /// Everything a leader keeps while LEADING.
 struct leader_state {
+    /// The leader's own progress towards leading its epoch (§4.3–§4.6, §5.5). Its learners
+    /// each have their own stage (learner_link::stage); this one is the leader's.
+    enum class stage : std::uint8_t {
+        gathering_epoch,     ///< FOLLOWERINFOs raise the epoch until a quorum of voters is in
+        writing_epoch,       ///< the epoch is closed; acceptedEpoch = epoch is being written
+        collecting_ack_epochs,   ///< acceptedEpoch durable: LEADERINFO out, ACKEPOCHs coming in
+        writing_current_epoch,   ///< a quorum promised; currentEpoch = epoch is being written
+        collecting_newleader_acks,  ///< currentEpoch durable: waiting for a NEWLEADER quorum
+        established,         ///< a quorum acknowledged NEWLEADER: proposing (§5.5, §6)
+    };
+
+    /// The leader's stages follow each other in order, none skipped, none back (a leader that
+    /// gives up goes back to LOOKING; leading again is a new leader_state).
+    static constexpr bool may_move(stage from, stage to) noexcept {
+        return static_cast<int>(to) == static_cast<int>(from) + 1;
+    }
+
+    /// The only way the stage changes: asserts that the protocol has this transition.
+    void move_to(stage next) {
+        ZAB_ASSERT(may_move(at, next), "leader: a stage transition the protocol does not have");
+        at = next;
+    }
+
+    /// At `s` or past it.
+    bool reached(stage s) const noexcept { return at >= s; }
+    bool established() const noexcept { return at == stage::established; }
+
+    stage at = stage::gathering_epoch;  ///< changed only by move_to
     epoch_t epoch = 0;              ///< the epoch it proposes (strictly above every accepted)
     peer_set epoch_voters;          ///< voters whose FOLLOWERINFO counted (§4.3), with itself
-    storage_op accepted_write = 0;  ///< the write of acceptedEpoch = epoch (0: not yet issued)
-    bool epoch_durable = false;     ///< acceptedEpoch = epoch is durable: LEADERINFO may go out
+    storage_op accepted_write = 0;  ///< the write of acceptedEpoch = epoch (from writing_epoch)
     peer_set epoch_acks;            ///< voters whose ACKEPOCH counted (§4.6), with itself
-    storage_op current_write = 0;   ///< the write of currentEpoch = epoch (0: not yet issued)
-    bool current_durable = false;
+    storage_op current_write = 0;   ///< the write of currentEpoch = epoch (from writing_current_epoch)
     peer_set newleader_acks;        ///< voters that acknowledged NEWLEADER (§5.5)
-    bool established = false;
+    /// §4 initLimit: established by this tick (pushed back while a sync makes progress), or
+    /// back to LOOKING.
+    std::uint64_t establish_deadline = 0;
     /// Until established: the voters whose latest known vote is for this leader (the
     /// election's, then every notification since), itself included, and the election round
     /// that made it leader (ZOOKEEPER-3109: a leader a quorum no longer votes for gives up).
@@ -178,6 +206,13 @@ struct leader_state {
             committed_base = committed.front().id;
             committed.pop_front();
         }
+    }
+
+    /// The link to learner `id`, while it is connected (at most one: check_invariants).
+    learner_link* find_link(peer_id id) noexcept {
+        for (auto& link : links)
+            if (link.id == id) return &link;
+        return nullptr;
     }
 
     /// The last committed zxid of the history (the window's end).
@@ -227,6 +262,9 @@ struct learner_state {
     /// Logged or buffered proposals not yet applied, oldest first: COMMITs must name the head.
     std::deque<log_record> unapplied;
     std::uint64_t last_heard_tick = 0;
+    /// §4 initLimit: UPTODATE by this tick (pushed back while the sync makes progress), or
+    /// back to LOOKING.
+    std::uint64_t establish_deadline = 0;
     /// NEWLEADER handling (§5.3): the log op that holds the history, then the epoch write.
     storage_op newleader_log_op = 0;
     storage_op newleader_epoch_op = 0;
@@ -251,6 +289,19 @@ constexpr const char* to_string(learner_state::stage s) noexcept {
         case learner_state::stage::syncing: return "syncing";
         case learner_state::stage::awaiting_uptodate: return "awaiting_uptodate";
         case learner_state::stage::broadcasting: return "broadcasting";
+    }
+    return "?";
+}
+
+/// Name of the leader's own stage, for logs and status output.
+constexpr const char* to_string(leader_state::stage s) noexcept {
+    switch (s) {
+        case leader_state::stage::gathering_epoch: return "gathering_epoch";
+        case leader_state::stage::writing_epoch: return "writing_epoch";
+        case leader_state::stage::collecting_ack_epochs: return "collecting_ack_epochs";
+        case leader_state::stage::writing_current_epoch: return "writing_current_epoch";
+        case leader_state::stage::collecting_newleader_acks: return "collecting_newleader_acks";
+        case leader_state::stage::established: return "established";
     }
     return "?";
 }

@@ -41,6 +41,8 @@ struct peer_status {
     zxid last_logged, last_committed, last_applied;
     /// A learner's own stage with its leader; nothing unless FOLLOWING or OBSERVING.
     std::optional<learner_state::stage> learner_stage;
+    /// A leader's own stage towards leading its epoch; nothing unless LEADING.
+    std::optional<leader_state::stage> leader_stage;
     std::vector<learner_status> learners;  ///< a leader's learners, connected now
     std::error_code failure;               ///< set once storage failed (terminal)
     std::uint64_t now_tick = 0;

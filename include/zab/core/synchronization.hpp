@@ -49,25 +49,21 @@ public:
     /// Runs after every event while LEADING.
     void leader_advance() {
         auto& l = *ctx_.leading;
-        if (l.current_write != 0) {
+        if (l.reached(leader_state::stage::writing_current_epoch)) {
             // The epoch quorum is in (§4.6): every learner waiting for its sync gets it now.
             // (By id: a sync that fails drops its learner from `links`.)
             std::vector<peer_id> waiting;
             for (const auto& link : l.links)
                 if (link.at == learner_link::stage::awaiting_sync) waiting.push_back(link.id);
             for (const peer_id id : waiting)
-                for (auto& link : l.links)
-                    if (link.id == id) {
-                        sync_learner(link);
-                        break;
-                    }
+                if (learner_link* link = l.find_link(id)) sync_learner(*link);
         }
-        if (!l.established && l.current_durable) {
+        if (l.at == leader_state::stage::collecting_newleader_acks) {
             peer_set acks = l.newleader_acks;
             acks.insert(ctx_.self());
             if (ctx_.quorums().contains_quorum(acks)) establish();
         }
-        if (l.established) {
+        if (l.established()) {
             for (auto& link : l.links) {
                 if (link.at != learner_link::stage::awaiting_uptodate) continue;
                 ctx_.send(link.id, up_to_date{});
@@ -589,7 +585,7 @@ protected:  // the building blocks of the phase, for policies derived from this 
     /// committed; it applies it, and its epoch's proposals start at counter 1.
     void establish() {
         auto& l = *ctx_.leading;
-        l.established = true;
+        l.move_to(leader_state::stage::established);
         // The epoch is final only now: FOLLOWERINFOs may have raised it after this peer began
         // to lead, and every zxid it proposes must carry it (§1, §10.9).
         l.last_proposed = zxid{l.epoch, ctx_.opts().test_only.initial_counter};

@@ -166,14 +166,14 @@ private:
             }
             if (!n.peer) continue;
             const auto& ctx = zab::testing::internals(*n.peer);
-            if (ctx.leading && ctx.leading->established &&
+            if (ctx.leading && ctx.leading->established() &&
                 seen.established_epoch != ctx.leading->epoch) {
                 seen.established_epoch = ctx.leading->epoch;
                 report_established(n, ctx.leading->epoch);
             }
             // Proposals made at the leader by any path (a client's `submit`, a forwarded
             // REQUEST): each is in `outstanding` after the step that made it.
-            if (ctx.leading && ctx.leading->established) {
+            if (ctx.leading && ctx.leading->established()) {
                 for (const auto& p : ctx.leading->outstanding) {
                     if (p.record.id <= seen.last_broadcast) continue;
                     seen.last_broadcast = p.record.id;
@@ -259,7 +259,7 @@ private:
                     else
                         checker_.acked(e.from, m.acked, ids(log.durable_records()), base);
                 } else if constexpr (std::is_same_v<T, commit>) {
-                    if (!ctx.leading || !ctx.leading->established) return;  // sync history
+                    if (!ctx.leading || !ctx.leading->established()) return;  // sync history
                     std::vector<zxid> below;
                     for (const auto& p : ctx.leading->outstanding)
                         if (p.record.id < m.id) below.push_back(p.record.id);
