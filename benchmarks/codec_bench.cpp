@@ -96,7 +96,7 @@ bool bench_proposal(std::size_t txn_size) {
     std::vector<std::byte> txn(txn_size);
     for (std::size_t i = 0; i < txn.size(); ++i) txn[i] = static_cast<std::byte>(i * 131 + 7);
     const zab::frame_context context{1, 1};
-    const zab::message msg = zab::proposal{zab::zxid{3, 42}, txn};
+    const zab::wire::message msg = zab::wire::proposal{zab::zxid{3, 42}, txn};
     const std::size_t frame_size = zab::encoded_size(msg);
     char label[64];
     std::snprintf(label, sizeof label, " PROPOSAL %zu B txn", txn_size);
@@ -113,7 +113,7 @@ bool bench_proposal(std::size_t txn_size) {
     report("decode (with CRC)", label, frame_size, median_ns([&] {
                const auto decoded = zab::decode(frame);
                keep(decoded.has_value());
-               keep(std::get<zab::proposal>(decoded.value().msg).txn.data());
+               keep(std::get<zab::wire::proposal>(decoded.value().msg).txn.data());
            }));
 
     std::vector<std::byte> copy(frame_size);

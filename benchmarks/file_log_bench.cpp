@@ -138,7 +138,7 @@ run_result run_once(std::size_t record_bytes, std::size_t batch_records) {
     while (elapsed < minimum || flushes < minimum_flushes) {
         const auto batch = make_batch(counter, batch_records, payload);
         log.append(++op, batch);
-        log.sync(op);
+        log.make_durable(op);
         const auto result = log.flush();
         if (result.failed() || result.log_durable != op) {
             std::fprintf(stderr, "flush failed: %s\n", result.reason.c_str());
@@ -175,7 +175,7 @@ double recovery_seconds_per_gb(std::size_t megabytes) {
             log.append(++op, make_batch(counter, 10'000, payload));
             bytes += 10'000 * (100 + zab::storage_format::record_header_size);
         }
-        log.sync(op);
+        log.make_durable(op);
         if (log.flush().failed()) std::exit(1);
     }
     const auto start = bench_clock::now();
@@ -195,7 +195,7 @@ std::pair<double, double> snapshot_megabytes_per_second(std::size_t megabytes) {
         zab::file_log log = open_log(dir.path + "/data");
         log.write_epochs(0, {1, 1});
         log.append(1, std::vector<zab::log_record>{{zab::zxid{1, 1}, state.slice(state.view().first(10))}});
-        log.sync(1);
+        log.make_durable(1);
         if (log.flush().failed()) std::exit(1);
         const auto start = bench_clock::now();
         if (!log.compact(zab::zxid{1, 1}, state) || log.flush().failed()) std::exit(1);

@@ -65,7 +65,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const zab::frame_header& h = decoded.value().header;
     check(h == header.value(), "decode and decode_header disagree on the header");
     check(h.frame_size() == size, "decoded a frame of another size");
-    check(zab::type_of(decoded.value().msg) == h.type, "message type differs from the header");
+    check(zab::wire::type_of(decoded.value().msg) == h.type, "message type differs from the header");
     check(zab::encoded_size(decoded.value().msg) == size, "encoded_size differs from the input");
 
     const zab::shared_bytes again =

@@ -389,7 +389,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         const zab::log_record next{zxid{last.epoch(), last.counter() + 1},
                                    zab::shared_bytes::copy_of(zab::as_bytes(std::string{"next"}))};
         log.append(2, {&next, 1});
-        log.sync(2);
+        log.make_durable(2);
         if (const auto flushed = log.flush(); flushed.failed())
             oracle_failed("append after recovery failed: " + flushed.reason);
         records.push_back(next);

@@ -27,7 +27,7 @@ using bytes = std::vector<std::byte>;
 
 bytes to_bytes(byte_view view) { return {view.begin(), view.end()}; }
 
-bytes encoded(const message& m) {
+bytes encoded(const wire::message& m) {
     // Small, distinctive group id and config version: the fuzzer learns they are free.
     return to_bytes(encode({3, 2}, m).view());
 }
@@ -49,38 +49,38 @@ std::vector<std::pair<std::string, bytes>> seeds() {
     static_assert(std::endian::native == std::endian::little);
     const byte_view txn = as_bytes("set x=1");
     std::vector<std::pair<std::string, bytes>> out;
-    const std::vector<message> valid{
-        notification{peer_state::looking, 1, zxid{1, 3}, 2, 1},
-        follower_info{1, protocol_version},
-        observer_info{1, protocol_version},
-        leader_info{2, protocol_version},
-        ack_epoch{zxid{1, 3}, 1u},
-        diff{zxid{1, 3}},
-        zab::trunc{zxid{1, 2}},
-        snap{zxid{1, 3}, 8, 0, as_bytes("snapshot")},
-        snap_ack{8},
-        sync_ack{zxid{2, 1}},
-        new_leader{zxid{2, 0}},
-        ack{zxid{2, 1}},
-        up_to_date{},
-        proposal{zxid{2, 1}, txn},
-        commit{zxid{2, 1}},
-        inform{zxid{2, 1}, txn},
-        forwarded_request{7, request_kind::write, txn},
-        ping{zxid{2, 1}, 4},
-        zab::sync_answer{7},
-        forwarded_reply{9, reply_outcome::backpressure, zxid{}},
+    const std::vector<wire::message> valid{
+        wire::notification{peer_state::looking, 1, zxid{1, 3}, 2, 1},
+        wire::follower_info{1, protocol_version},
+        wire::observer_info{1, protocol_version},
+        wire::leader_info{2, protocol_version},
+        wire::ack_epoch{zxid{1, 3}, 1u},
+        wire::diff{zxid{1, 3}},
+        zab::wire::trunc{zxid{1, 2}},
+        wire::snap{zxid{1, 3}, 8, 0, as_bytes("snapshot")},
+        wire::snap_ack{8},
+        wire::sync_ack{zxid{2, 1}},
+        wire::new_leader{zxid{2, 0}},
+        wire::ack{zxid{2, 1}},
+        wire::up_to_date{},
+        wire::proposal{zxid{2, 1}, txn},
+        wire::commit{zxid{2, 1}},
+        wire::inform{zxid{2, 1}, txn},
+        wire::forwarded_request{7, wire::request_kind::write, txn},
+        wire::ping{zxid{2, 1}, 4},
+        zab::wire::sync_answer{7},
+        wire::forwarded_reply{9, wire::reply_outcome::backpressure, zxid{}},
     };
     for (const auto& m : valid) {
         std::string name{to_string(type_of(m))};
         for (auto& c : name) c = static_cast<char>(c - 'A' + 'a');
         out.emplace_back("valid-" + name, encoded(m));
     }
-    out.emplace_back("valid-ackepoch-absent", encoded(ack_epoch{zxid{1, 3}, std::nullopt}));
-    out.emplace_back("valid-request-sync", encoded(forwarded_request{8, request_kind::sync, {}}));
+    out.emplace_back("valid-ackepoch-absent", encoded(wire::ack_epoch{zxid{1, 3}, std::nullopt}));
+    out.emplace_back("valid-request-sync", encoded(wire::forwarded_request{8, wire::request_kind::sync, {}}));
 
-    const bytes commit_frame = encoded(commit{zxid{2, 1}});
-    const bytes proposal_frame = encoded(proposal{zxid{2, 1}, txn});
+    const bytes commit_frame = encoded(wire::commit{zxid{2, 1}});
+    const bytes proposal_frame = encoded(wire::proposal{zxid{2, 1}, txn});
     auto patched = [](bytes frame, std::size_t at, std::uint8_t value) {
         frame[at] = std::byte{value};
         return frame;
@@ -105,11 +105,11 @@ std::vector<std::pair<std::string, bytes>> seeds() {
     bytes payload = payload_of(commit_frame);
     payload.push_back(std::byte{0});
     out.emplace_back("invalid-trailing_payload_byte", with_payload(commit_frame, payload));
-    const bytes vote = encoded(notification{peer_state::looking, 1, zxid{1, 3}, 2, 1});
+    const bytes vote = encoded(wire::notification{peer_state::looking, 1, zxid{1, 3}, 2, 1});
     payload = payload_of(vote);
     payload[0] = std::byte{4};  // no peer_state 4
     out.emplace_back("invalid-enum", with_payload(vote, payload));
-    const bytes promise = encoded(ack_epoch{zxid{1, 3}, 1u});
+    const bytes promise = encoded(wire::ack_epoch{zxid{1, 3}, 1u});
     payload = payload_of(promise);
     payload[8] = std::byte{2};
     out.emplace_back("invalid-optional_flag", with_payload(promise, payload));

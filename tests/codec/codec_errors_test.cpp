@@ -24,14 +24,14 @@ template <typename M>
 shared_bytes sample_frame(test::message_factory& factory) {
     // Two statements: the order of function arguments is unspecified (g++ and clang differ),
     // and the same seed must give the same frames with every compiler.
-    const message m = factory.make<M>();
+    const wire::message m = factory.make<M>();
     return encode(factory.context(), m);
 }
 
 template <std::size_t... I>
 void add_sample_frames(test::message_factory& factory, std::vector<shared_bytes>& frames,
                        std::index_sequence<I...>) {
-    (frames.push_back(sample_frame<std::variant_alternative_t<I, message>>(factory)), ...);
+    (frames.push_back(sample_frame<std::variant_alternative_t<I, wire::message>>(factory)), ...);
 }
 
 std::vector<shared_bytes> sample_frames() {
@@ -39,7 +39,7 @@ std::vector<shared_bytes> sample_frames() {
     std::vector<shared_bytes> frames;
     for (int round = 0; round < 3; ++round) {
         add_sample_frames(factory, frames,
-                          std::make_index_sequence<std::variant_size_v<message>>{});
+                          std::make_index_sequence<std::variant_size_v<wire::message>>{});
     }
     return frames;
 }
@@ -80,7 +80,7 @@ TEST_CASE("errors: truncated at every prefix length of a valid frame", "[codec][
 
 TEST_CASE("errors: oversized payload length is refused from the header alone", "[codec][errors]") {
     const std::vector<std::byte> txn(100, std::byte{1});
-    const shared_bytes frame = encode({}, proposal{zxid{1, 1}, txn});
+    const shared_bytes frame = encode({}, wire::proposal{zxid{1, 1}, txn});
     const std::uint32_t payload = static_cast<std::uint32_t>(frame.size() - frame_header_size);
 
     CHECK(status(decode(frame.view(), codec_limits{payload - 1})) == status(errc::oversized));
@@ -88,14 +88,14 @@ TEST_CASE("errors: oversized payload length is refused from the header alone", "
     CHECK(status(decode(frame.view(), codec_limits{payload})) == "ok");  // the limit is inclusive
 
     // A header announcing 4 GiB with nothing behind it: refused before anyone allocates.
-    const auto huge = raw_frame(type_byte(message_type::snap), {},
+    const auto huge = raw_frame(type_byte(wire::message_type::snap), {},
                                 {.payload_length = 0xffffffffu, .payload_crc32c = 0});
     CHECK(status(decode_header(huge)) == status(errc::oversized));
     CHECK(status(decode(huge)) == status(errc::oversized));
 }
 
 TEST_CASE("errors: bad magic", "[codec][errors]") {
-    const shared_bytes frame = encode({}, commit{zxid{1, 1}});
+    const shared_bytes frame = encode({}, wire::commit{zxid{1, 1}});
     for (std::size_t byte = 0; byte < 4; ++byte) {
         for (int bit = 0; bit < 8; ++bit) {
             auto bad = test::to_vector(frame.view());
@@ -113,7 +113,7 @@ TEST_CASE("errors: bad magic", "[codec][errors]") {
 TEST_CASE("errors: unsupported version", "[codec][errors]") {
     const auto payload = zxid_bytes;
     for (int version = 0; version < 256; ++version) {
-        const auto frame = raw_frame(type_byte(message_type::commit), payload,
+        const auto frame = raw_frame(type_byte(wire::message_type::commit), payload,
                                      {.version = static_cast<std::uint8_t>(version)});
         INFO("version " << version);
         if (version == frame_version) {
@@ -126,8 +126,8 @@ TEST_CASE("errors: unsupported version", "[codec][errors]") {
 
 TEST_CASE("errors: unknown message type, for every type byte", "[codec][errors]") {
     std::set<int> known;
-    for (const message_type t : test::all_message_types()) known.insert(type_byte(t));
-    REQUIRE(known.size() == std::variant_size_v<message>);  // wire types are distinct
+    for (const wire::message_type t : test::all_message_types()) known.insert(type_byte(t));
+    REQUIRE(known.size() == std::variant_size_v<wire::message>);  // wire types are distinct
 
     for (int type = 0; type < 256; ++type) {
         const auto frame = raw_frame(static_cast<std::uint8_t>(type), {});
@@ -160,7 +160,7 @@ TEST_CASE("errors: bad checksum after flipping any payload or CRC byte", "[codec
 
 TEST_CASE("errors: nonzero flags are malformed", "[codec][errors]") {
     for (int bit = 0; bit < 16; ++bit) {
-        const auto frame = raw_frame(type_byte(message_type::commit), zxid_bytes,
+        const auto frame = raw_frame(type_byte(wire::message_type::commit), zxid_bytes,
                                      {.flags = static_cast<std::uint16_t>(1u << bit)});
         INFO("flag bit " << bit);
         CHECK(status(decode_header(frame)) == status(errc::malformed));
@@ -210,11 +210,11 @@ TEST_CASE("errors: enum values out of range are malformed", "[codec][errors]") {
                 concat(concat(concat(bytes_of({state}), bytes_of({1, 0, 0, 0, 0, 0, 0, 0})),
                               concat(zxid_bytes, bytes_of({3, 0, 0, 0, 0, 0, 0, 0}))),
                        bytes_of({1, 0, 0, 0}));
-            const auto decoded = decode(raw_frame(type_byte(message_type::notification), payload));
+            const auto decoded = decode(raw_frame(type_byte(wire::message_type::notification), payload));
             INFO("state " << state);
             if (state <= 3) {
                 REQUIRE(status(decoded) == "ok");
-                CHECK(std::get<notification>(decoded.value().msg).state ==
+                CHECK(std::get<wire::notification>(decoded.value().msg).state ==
                       static_cast<peer_state>(state));
             } else {
                 CHECK(status(decoded) == status(errc::malformed));
@@ -226,13 +226,13 @@ TEST_CASE("errors: enum values out of range are malformed", "[codec][errors]") {
             const auto payload =
                 concat(concat(bytes_of({9, 0, 0, 0, 0, 0, 0, 0}), bytes_of({kind})),
                        bytes_of({0, 0, 0, 0}));
-            const auto frame = raw_frame(type_byte(message_type::forwarded_request), payload);
+            const auto frame = raw_frame(type_byte(wire::message_type::forwarded_request), payload);
             const auto decoded = decode(frame);  // its txn is a view into `frame`
             INFO("kind " << kind);
             if (kind <= 1) {
                 REQUIRE(status(decoded) == "ok");
-                CHECK(std::get<forwarded_request>(decoded.value().msg).kind ==
-                      static_cast<request_kind>(kind));
+                CHECK(std::get<wire::forwarded_request>(decoded.value().msg).kind ==
+                      static_cast<wire::request_kind>(kind));
             } else {
                 CHECK(status(decoded) == status(errc::malformed));
             }
@@ -242,12 +242,12 @@ TEST_CASE("errors: enum values out of range are malformed", "[codec][errors]") {
         for (int outcome = 0; outcome < 256; ++outcome) {
             const auto payload = concat(
                 concat(bytes_of({9, 0, 0, 0, 0, 0, 0, 0}), bytes_of({outcome})), zxid_bytes);
-            const auto decoded = decode(raw_frame(type_byte(message_type::forwarded_reply), payload));
+            const auto decoded = decode(raw_frame(type_byte(wire::message_type::forwarded_reply), payload));
             INFO("outcome " << outcome);
             if (outcome <= 4) {
                 REQUIRE(status(decoded) == "ok");
-                CHECK(std::get<forwarded_reply>(decoded.value().msg).outcome ==
-                      static_cast<reply_outcome>(outcome));
+                CHECK(std::get<wire::forwarded_reply>(decoded.value().msg).outcome ==
+                      static_cast<wire::reply_outcome>(outcome));
             } else {
                 CHECK(status(decoded) == status(errc::malformed));
             }
@@ -256,7 +256,7 @@ TEST_CASE("errors: enum values out of range are malformed", "[codec][errors]") {
 }
 
 TEST_CASE("errors: an optional's presence flag other than 0 or 1 is malformed", "[codec][errors]") {
-    const auto ack_epoch_type = type_byte(message_type::ack_epoch);
+    const auto ack_epoch_type = type_byte(wire::message_type::ack_epoch);
     for (int flag = 0; flag < 256; ++flag) {
         INFO("flag " << flag);
         const auto absent = decode(raw_frame(ack_epoch_type, concat(zxid_bytes, bytes_of({flag}))));
@@ -264,12 +264,12 @@ TEST_CASE("errors: an optional's presence flag other than 0 or 1 is malformed", 
             decode(raw_frame(ack_epoch_type, concat(zxid_bytes, bytes_of({flag, 4, 0, 0, 0}))));
         if (flag == 0) {
             REQUIRE(status(absent) == "ok");
-            CHECK(std::get<ack_epoch>(absent.value().msg).current_epoch == std::nullopt);
+            CHECK(std::get<wire::ack_epoch>(absent.value().msg).current_epoch == std::nullopt);
             CHECK(status(present) == status(errc::malformed));  // 4 bytes after an absent value
         } else if (flag == 1) {
             CHECK(status(absent) == status(errc::malformed));  // the epoch is missing
             REQUIRE(status(present) == "ok");
-            CHECK(std::get<ack_epoch>(present.value().msg).current_epoch == std::optional{4u});
+            CHECK(std::get<wire::ack_epoch>(present.value().msg).current_epoch == std::optional{4u});
         } else {
             CHECK(status(absent) == status(errc::malformed));
             CHECK(status(present) == status(errc::malformed));
@@ -279,13 +279,13 @@ TEST_CASE("errors: an optional's presence flag other than 0 or 1 is malformed", 
 
 TEST_CASE("errors: a byte field's length running past the payload is malformed",
           "[codec][errors]") {
-    for (const message_type type :
-         {message_type::proposal, message_type::inform, message_type::snap}) {
+    for (const wire::message_type type :
+         {wire::message_type::proposal, wire::message_type::inform, wire::message_type::snap}) {
         INFO(to_string(type));
         const auto body = bytes_of({'a', 'b', 'c'});
         for (std::uint32_t length : {3u, 4u, 5u, 1000u, 0x7fffffffu, 0xffffffffu}) {
             std::vector<std::byte> payload = zxid_bytes;
-            if (type == message_type::snap)  // total size and offset come before the chunk
+            if (type == wire::message_type::snap)  // total size and offset come before the chunk
                 payload.insert(payload.end(), 16, std::byte{0});
             for (int i = 0; i < 4; ++i)
                 payload.push_back(static_cast<std::byte>(length >> (8 * i)));
@@ -313,15 +313,15 @@ TEST_CASE("errors: checks run in the documented order", "[codec][errors]") {
     CHECK(status(decode(frame)) == status(errc::unsupported_version));
     frame = raw_frame(200, bytes_of({1, 2, 3}), {.flags = 1, .payload_length = 0xffffffffu});
     CHECK(status(decode(frame)) == status(errc::unknown_message_type));
-    frame = raw_frame(type_byte(message_type::commit), bytes_of({1, 2, 3}),
+    frame = raw_frame(type_byte(wire::message_type::commit), bytes_of({1, 2, 3}),
                       {.flags = 1, .payload_length = 0xffffffffu});
     CHECK(status(decode(frame)) == status(errc::malformed));
-    frame = raw_frame(type_byte(message_type::commit), bytes_of({1, 2, 3}),
+    frame = raw_frame(type_byte(wire::message_type::commit), bytes_of({1, 2, 3}),
                       {.payload_length = 0xffffffffu});
     CHECK(status(decode(frame)) == status(errc::oversized));
-    frame = raw_frame(type_byte(message_type::commit), bytes_of({1, 2, 3}), {.payload_crc32c = 0});
+    frame = raw_frame(type_byte(wire::message_type::commit), bytes_of({1, 2, 3}), {.payload_crc32c = 0});
     CHECK(status(decode(frame)) == status(errc::bad_checksum));
-    frame = raw_frame(type_byte(message_type::commit), bytes_of({1, 2, 3}));
+    frame = raw_frame(type_byte(wire::message_type::commit), bytes_of({1, 2, 3}));
     CHECK(status(decode(frame)) == status(errc::malformed));
 }
 

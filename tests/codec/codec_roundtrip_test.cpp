@@ -17,7 +17,7 @@ using namespace zab;
 using zab::test::status;
 
 /// Checks one message through encode, encode_into and decode.
-void check_round_trip(const frame_context& context, const message& m) {
+void check_round_trip(const frame_context& context, const wire::message& m) {
     const shared_bytes frame = encode(context, m);
     REQUIRE(frame.size() == encoded_size(m));
 
@@ -60,10 +60,10 @@ void check_round_trip(const frame_context& context, const message& m) {
 }  // namespace
 
 TEMPLATE_LIST_TEST_CASE("codec: every message type round-trips with random fields", "[codec]",
-                        zab::message) {
-    test::message_factory factory{0x5eed0000u + test::type_byte(message_type_v<TestType>)};
+                        zab::wire::message) {
+    test::message_factory factory{0x5eed0000u + test::type_byte(wire::message_type_v<TestType>)};
     for (int i = 0; i < 300; ++i) {
-        const message m = factory.make<TestType>();
+        const wire::message m = factory.make<TestType>();
         const frame_context context = factory.context();
         INFO("iteration " << i << ", group " << context.group_id << ", config "
                           << context.config_version);
@@ -75,13 +75,13 @@ TEST_CASE("codec: a random stream of messages of all types round-trips", "[codec
     test::message_factory factory{42};
     std::vector<int> seen(256, 0);
     for (int i = 0; i < 3000; ++i) {
-        const message m = factory.any();
+        const wire::message m = factory.any();
         ++seen[test::type_byte(type_of(m))];
         INFO("iteration " << i << ", type " << to_string(type_of(m)));
         check_round_trip(factory.context(), m);
     }
     // The generator does reach every type (a generator bug would otherwise hide them).
-    for (const message_type type : test::all_message_types()) {
+    for (const wire::message_type type : test::all_message_types()) {
         INFO(to_string(type));
         CHECK(seen[test::type_byte(type)] > 0);
     }
@@ -91,28 +91,28 @@ TEST_CASE("codec: edge values of every field survive", "[codec]") {
     const std::vector<std::byte> empty;
     const std::vector<std::byte> one{std::byte{0xab}};
     const frame_context max_context{~0ull, ~0ull};
-    const std::vector<message> messages{
-        notification{peer_state::observing, ~0ull, zxid::from_value(~0ull), ~0ull, ~0u},
-        notification{peer_state::looking, 0, zxid{}, 0, 0},
-        ack_epoch{zxid{}, std::nullopt},
-        ack_epoch{zxid::from_value(~0ull), 0u},
-        ack_epoch{zxid{7, 1}, ~0u},
-        proposal{zxid{1, 1}, empty},
-        proposal{zxid{1, 1}, one},
-        forwarded_request{~0ull, request_kind::sync, empty},
-        forwarded_request{0, request_kind::write, one},
-        snap{zxid{}, 0, 0, empty},
-        snap{zxid{3, 9}, ~0ull, ~0ull - 1, one},
-        snap_ack{~0ull},
-        snap_ack{0},
-        sync_ack{zxid{~0u, ~0u}},
-        sync_ack{zxid{}},
-        inform{zxid{2, 0xfffffffe}, one},
-        up_to_date{},
-        ping{zxid{}, ~0ull},
-        zab::sync_answer{~0ull},
-        forwarded_reply{~0ull, reply_outcome::zxid_exhausted, zxid{}},
-        forwarded_reply{0, reply_outcome::accepted, zxid{~0u, ~0u}},
+    const std::vector<wire::message> messages{
+        wire::notification{peer_state::observing, ~0ull, zxid::from_value(~0ull), ~0ull, ~0u},
+        wire::notification{peer_state::looking, 0, zxid{}, 0, 0},
+        wire::ack_epoch{zxid{}, std::nullopt},
+        wire::ack_epoch{zxid::from_value(~0ull), 0u},
+        wire::ack_epoch{zxid{7, 1}, ~0u},
+        wire::proposal{zxid{1, 1}, empty},
+        wire::proposal{zxid{1, 1}, one},
+        wire::forwarded_request{~0ull, wire::request_kind::sync, empty},
+        wire::forwarded_request{0, wire::request_kind::write, one},
+        wire::snap{zxid{}, 0, 0, empty},
+        wire::snap{zxid{3, 9}, ~0ull, ~0ull - 1, one},
+        wire::snap_ack{~0ull},
+        wire::snap_ack{0},
+        wire::sync_ack{zxid{~0u, ~0u}},
+        wire::sync_ack{zxid{}},
+        wire::inform{zxid{2, 0xfffffffe}, one},
+        wire::up_to_date{},
+        wire::ping{zxid{}, ~0ull},
+        zab::wire::sync_answer{~0ull},
+        wire::forwarded_reply{~0ull, wire::reply_outcome::zxid_exhausted, zxid{}},
+        wire::forwarded_reply{0, wire::reply_outcome::accepted, zxid{~0u, ~0u}},
     };
     for (const auto& m : messages) {
         INFO(to_string(type_of(m)));
@@ -122,7 +122,7 @@ TEST_CASE("codec: edge values of every field survive", "[codec]") {
 }
 
 TEST_CASE("codec: UPTODATE is a header with an empty payload", "[codec]") {
-    const shared_bytes frame = encode({}, up_to_date{});
+    const shared_bytes frame = encode({}, wire::up_to_date{});
     CHECK(frame.size() == frame_header_size);
     const auto header = decode_header(frame.view());
     REQUIRE(status(header) == "ok");
@@ -131,11 +131,11 @@ TEST_CASE("codec: UPTODATE is a header with an empty payload", "[codec]") {
 }
 
 TEST_CASE("codec: decode_header reads only the first 32 bytes", "[codec]") {
-    const shared_bytes frame = encode({5, 6}, proposal{zxid{1, 2}, as_bytes("payload")});
+    const shared_bytes frame = encode({5, 6}, wire::proposal{zxid{1, 2}, as_bytes("payload")});
     for (std::size_t size = frame_header_size; size <= frame.size(); ++size) {
         const auto header = decode_header(frame.view().first(size));
         REQUIRE(status(header) == "ok");
-        CHECK(header.value().type == message_type::proposal);
+        CHECK(header.value().type == wire::message_type::proposal);
         CHECK(header.value().payload_length == frame.size() - frame_header_size);
     }
 }

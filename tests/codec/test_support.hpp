@@ -89,52 +89,52 @@ public:
 
     template <typename M>
     M make() {
-        if constexpr (std::is_same_v<M, notification>) {
+        if constexpr (std::is_same_v<M, wire::notification>) {
             return {static_cast<peer_state>(rng_.below(4)), rng_.u64(), any_zxid(), rng_.u64(),
                     rng_.u32()};
-        } else if constexpr (std::is_same_v<M, follower_info> || std::is_same_v<M, observer_info>) {
+        } else if constexpr (std::is_same_v<M, wire::follower_info> || std::is_same_v<M, wire::observer_info>) {
             return {rng_.u32(), rng_.u32()};
-        } else if constexpr (std::is_same_v<M, leader_info>) {
+        } else if constexpr (std::is_same_v<M, wire::leader_info>) {
             return {rng_.u32(), rng_.u32()};
-        } else if constexpr (std::is_same_v<M, ack_epoch>) {
+        } else if constexpr (std::is_same_v<M, wire::ack_epoch>) {
             return {any_zxid(), rng_.one_in(3) ? std::nullopt : std::optional{rng_.u32()}};
-        } else if constexpr (std::is_same_v<M, diff> || std::is_same_v<M, trunc> ||
-                             std::is_same_v<M, new_leader> || std::is_same_v<M, ack> ||
-                             std::is_same_v<M, commit> || std::is_same_v<M, sync_ack>) {
+        } else if constexpr (std::is_same_v<M, wire::diff> || std::is_same_v<M, wire::trunc> ||
+                             std::is_same_v<M, wire::new_leader> || std::is_same_v<M, wire::ack> ||
+                             std::is_same_v<M, wire::commit> || std::is_same_v<M, wire::sync_ack>) {
             return {any_zxid()};
-        } else if constexpr (std::is_same_v<M, snap>) {
+        } else if constexpr (std::is_same_v<M, wire::snap>) {
             return {any_zxid(), rng_.u64(), rng_.u64(), bytes()};
-        } else if constexpr (std::is_same_v<M, snap_ack>) {
+        } else if constexpr (std::is_same_v<M, wire::snap_ack>) {
             return {rng_.u64()};
-        } else if constexpr (std::is_same_v<M, proposal> || std::is_same_v<M, inform>) {
+        } else if constexpr (std::is_same_v<M, wire::proposal> || std::is_same_v<M, wire::inform>) {
             return {any_zxid(), bytes()};
-        } else if constexpr (std::is_same_v<M, up_to_date>) {
+        } else if constexpr (std::is_same_v<M, wire::up_to_date>) {
             return {};
-        } else if constexpr (std::is_same_v<M, forwarded_request>) {
-            return {rng_.u64(), static_cast<request_kind>(rng_.below(2)), bytes()};
-        } else if constexpr (std::is_same_v<M, ping>) {
+        } else if constexpr (std::is_same_v<M, wire::forwarded_request>) {
+            return {rng_.u64(), static_cast<wire::request_kind>(rng_.below(2)), bytes()};
+        } else if constexpr (std::is_same_v<M, wire::ping>) {
             return {any_zxid(), rng_.u64()};
-        } else if constexpr (std::is_same_v<M, sync_answer>) {
+        } else if constexpr (std::is_same_v<M, wire::sync_answer>) {
             return {rng_.u64()};
         } else {
-            static_assert(std::is_same_v<M, forwarded_reply>, "message_factory: add the new message type");
-            return {rng_.u64(), static_cast<reply_outcome>(rng_.below(5)), any_zxid()};
+            static_assert(std::is_same_v<M, wire::forwarded_reply>, "message_factory: add the new message type");
+            return {rng_.u64(), static_cast<wire::reply_outcome>(rng_.below(5)), any_zxid()};
         }
     }
 
     /// A random message of a uniformly chosen type.
-    message any() {
-        return make_index(rng_.below(std::variant_size_v<message>),
-                          std::make_index_sequence<std::variant_size_v<message>>{});
+    wire::message any() {
+        return make_index(rng_.below(std::variant_size_v<wire::message>),
+                          std::make_index_sequence<std::variant_size_v<wire::message>>{});
     }
 
     frame_context context() noexcept { return {rng_.u64(), rng_.u64()}; }
 
 private:
     template <std::size_t... I>
-    message make_index(std::size_t index, std::index_sequence<I...>) {
-        message out;
-        (void)((index == I && (out = make<std::variant_alternative_t<I, message>>(), true)) || ...);
+    wire::message make_index(std::size_t index, std::index_sequence<I...>) {
+        wire::message out;
+        (void)((index == I && (out = make<std::variant_alternative_t<I, wire::message>>(), true)) || ...);
         return out;
     }
 
@@ -173,14 +173,14 @@ inline std::vector<std::byte> raw_frame(std::uint8_t type, byte_view payload,
     return out;
 }
 
-inline std::uint8_t type_byte(message_type t) noexcept { return static_cast<std::uint8_t>(t); }
+inline std::uint8_t type_byte(wire::message_type t) noexcept { return static_cast<std::uint8_t>(t); }
 
 /// The wire type of every alternative of `message`, in variant order.
 inline auto all_message_types() {
     return []<std::size_t... I>(std::index_sequence<I...>) {
-        return std::array{message_type_v<std::variant_alternative_t<I, message>>...};
+        return std::array{wire::message_type_v<std::variant_alternative_t<I, wire::message>>...};
     }
-    (std::make_index_sequence<std::variant_size_v<message>>{});
+    (std::make_index_sequence<std::variant_size_v<wire::message>>{});
 }
 
 inline std::vector<std::byte> to_vector(byte_view bytes) { return {bytes.begin(), bytes.end()}; }
@@ -210,7 +210,7 @@ struct byte_field_collector {
     }
 };
 
-inline std::vector<byte_view> byte_fields(const message& m) {
+inline std::vector<byte_view> byte_fields(const wire::message& m) {
     byte_field_collector collector;
     std::visit([&](const auto& v) { detail::fields(collector, v); }, m);
     return collector.found;

@@ -40,7 +40,7 @@ struct candidate_log_store {
     void install_snapshot(storage_op, zxid, const shared_bytes&, std::span<const log_record>) {}
 #endif
 #ifndef ZAB_MISSING_LOG_STORE_SYNC
-    void sync(storage_op) {}
+    void make_durable(storage_op) {}
 #endif
 #ifndef ZAB_MISSING_LOG_STORE_WRITE_EPOCHS
     void write_epochs(storage_op, epochs) {}

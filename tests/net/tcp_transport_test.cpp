@@ -112,7 +112,7 @@ shared_bytes make_frame(std::uint32_t seq, std::size_t txn_bytes) {
         txn[i] = static_cast<std::byte>((seq * 131u + i * 7u) & 0xffu);
     }
     return zab::encode(zab::frame_context{cluster, 0},
-                       zab::message{zab::proposal{zab::zxid{1, seq}, txn}});
+                       zab::wire::message{zab::wire::proposal{zab::zxid{1, seq}, txn}});
 }
 
 std::vector<std::byte> bytes_of(const shared_bytes& frame) {

@@ -41,7 +41,7 @@ struct mangling_broadcast : zab_broadcast {
 struct skipping_broadcast : zab_broadcast {
     using zab_broadcast::zab_broadcast;
     std::uint64_t seen = 0;
-    void learner_on_commit(const commit& m) {
+    void learner_on_commit(const wire::commit& m) {
         auto& s = *ctx_.learning;
         if (s.at == learner_state::stage::broadcasting && ++seen % 7 == 3 &&
             !s.unapplied.empty() && s.unapplied.front().id == m.id && ctx_.last_applied < m.id) {
@@ -57,7 +57,7 @@ struct skipping_broadcast : zab_broadcast {
 /// Agreement: a learner that ignores TRUNC and keeps its uncommitted suffix.
 struct truncless_synchronization : zab_synchronization {
     using zab_synchronization::zab_synchronization;
-    void learner_on_trunc(const zab::trunc& m) {
+    void learner_on_trunc(const zab::wire::trunc& m) {
         if (!begin_sync()) return;
         auto& s = *ctx_.learning;
         s.known_committed = std::max(s.known_committed, m.truncate_to);
@@ -67,7 +67,7 @@ struct truncless_synchronization : zab_synchronization {
 /// Advertise ≤ durable (ZOOKEEPER-4643): currentEpoch written before the history is durable.
 struct epoch_first_synchronization : zab_synchronization {
     using zab_synchronization::zab_synchronization;
-    void learner_on_new_leader(const new_leader& m) {
+    void learner_on_new_leader(const wire::new_leader& m) {
         zab_synchronization::learner_on_new_leader(m);
         if (ctx_.learning && ctx_.learning->at == learner_state::stage::awaiting_uptodate)
             ctx_.write_epochs({ctx_.learning->epoch, ctx_.learning->epoch});
@@ -78,17 +78,17 @@ struct epoch_first_synchronization : zab_synchronization {
 /// currentEpoch are durable.
 struct early_ack_synchronization : zab_synchronization {
     using zab_synchronization::zab_synchronization;
-    void learner_on_new_leader(const new_leader& m) {
+    void learner_on_new_leader(const wire::new_leader& m) {
         zab_synchronization::learner_on_new_leader(m);
         if (ctx_.learning && ctx_.learning->at == learner_state::stage::awaiting_uptodate)
-            ctx_.send(ctx_.learning->leader, ack{zxid{ctx_.learning->epoch, 0}});
+            ctx_.send(ctx_.learning->leader, wire::ack{zxid{ctx_.learning->epoch, 0}});
     }
 };
 
 /// Epoch monotonicity: a learner that writes currentEpoch with a stale acceptedEpoch.
 struct stale_accepted_synchronization : zab_synchronization {
     using zab_synchronization::zab_synchronization;
-    void learner_on_new_leader(const new_leader& m) {
+    void learner_on_new_leader(const wire::new_leader& m) {
         zab_synchronization::learner_on_new_leader(m);
         if (ctx_.learning && ctx_.learning->at == learner_state::stage::awaiting_uptodate)
             ctx_.write_epochs({ctx_.learning->epoch - 1, ctx_.learning->epoch});
@@ -108,7 +108,7 @@ struct eager_commit_broadcast : zab_broadcast {
                 continue;
             for (const auto& link : l.links)
                 if (link.forwarding && link.type == learner_type::participant)
-                    ctx_.send(link.id, commit{p.record.id});
+                    ctx_.send(link.id, wire::commit{p.record.id});
         }
         zab_broadcast::leader_advance();
     }
@@ -141,13 +141,13 @@ struct gapped_broadcast : zab_broadcast {
 /// waiting for the synced history to be durable.
 struct ack_before_history_synchronization : zab_synchronization {
     using zab_synchronization::zab_synchronization;
-    void learner_on_new_leader(const new_leader& m) {
+    void learner_on_new_leader(const wire::new_leader& m) {
         zab_synchronization::learner_on_new_leader(m);
         auto& s = *ctx_.learning;
         if (s.at != learner_state::stage::awaiting_uptodate || !s.newleader_pending) return;
         s.newleader_pending = false;
         s.newleader_epoch_op = ctx_.write_epochs({s.epoch, s.epoch});
-        ctx_.send_after(s.leader, ack{zxid{s.epoch, 0}}, 0, s.newleader_epoch_op);
+        ctx_.send_after(s.leader, wire::ack{zxid{s.epoch, 0}}, 0, s.newleader_epoch_op);
     }
 };
 

@@ -29,7 +29,7 @@ void give_history(sim_type& sim, peer_id id, epoch_t epoch, zxid last) {
     log.write_epochs(1, epochs{epoch, epoch});
     const log_record record{last, shared_bytes::copy_of(as_bytes("txn"))};
     log.append(2, std::span<const log_record>{&record, 1});
-    log.sync(2);
+    log.make_durable(2);
 }
 
 peer_id leader_of(sim_type& sim) { return sim.peer_of(1)->current_vote().leader; }
@@ -198,7 +198,7 @@ public:
                                                   peer_state::looking});
         ctx_.decide(std::move(d));
     }
-    void on_notification(peer_id, const notification&) {}
+    void on_notification(peer_id, const wire::notification&) {}
     void on_connected(peer_id) {}
     void on_tick() {}
     std::optional<std::uint64_t> next_deadline() const { return std::nullopt; }

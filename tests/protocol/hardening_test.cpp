@@ -73,15 +73,15 @@ struct hand_leader {
 
     /// Discovery and synchronization with learners 1 and 2 (empty histories): established.
     void establish() {
-        from(1, follower_info{0});
-        from(2, follower_info{0});
+        from(1, wire::follower_info{0});
+        from(2, wire::follower_info{0});
         disk_catches_up();
-        from(1, ack_epoch{zxid{}, epoch_t{0}});
-        from(2, ack_epoch{zxid{}, epoch_t{0}});
+        from(1, wire::ack_epoch{zxid{}, epoch_t{0}});
+        from(2, wire::ack_epoch{zxid{}, epoch_t{0}});
         disk_catches_up();
         const zxid marker{p->durable_epochs().current, 0};
-        from(1, ack{marker});
-        from(2, ack{marker});
+        from(1, wire::ack{marker});
+        from(2, wire::ack{marker});
         REQUIRE(p->established());
         transport.sent.clear();
     }
@@ -105,23 +105,23 @@ TEST_CASE("an acknowledgement does not outlive the learner's connection") {
     const epoch_t e = l.p->durable_epochs().current;
     auto z = l.p->propose(as_bytes("x"));
     REQUIRE(z.has_value());
-    l.from(1, ack{z.value()});          // learner 1 has z durably; the leader's disk is slow
+    l.from(1, wire::ack{z.value()});          // learner 1 has z durably; the leader's disk is slow
     REQUIRE(l.machine.applied().empty());
 
     l.reconnect(1);
-    l.from(1, follower_info{e});
-    l.from(1, ack_epoch{z.value(), std::nullopt});  // its history: z, beyond the committed point
-    const auto truncs = sent_to<zab::trunc>(l.transport, 1);
+    l.from(1, wire::follower_info{e});
+    l.from(1, wire::ack_epoch{z.value(), std::nullopt});  // its history: z, beyond the committed point
+    const auto truncs = sent_to<zab::wire::trunc>(l.transport, 1);
     REQUIRE(truncs.size() == 1);
     CHECK(truncs.front().truncate_to < z.value());  // it will lose z until re-logged
 
     l.disk_catches_up();  // the leader's own ack of z
     CHECK(l.machine.applied().empty());  // 3's ack alone is no quorum
-    CHECK(sent_to<commit>(l.transport, 2).empty());
+    CHECK(sent_to<wire::commit>(l.transport, 2).empty());
 
     // The learner re-logs z (PROPOSAL after the TRUNC), acknowledges NEWLEADER, then z.
-    l.from(1, ack{zxid{e, 0}});
-    l.from(1, ack{z.value()});
+    l.from(1, wire::ack{zxid{e, 0}});
+    l.from(1, wire::ack{z.value()});
     REQUIRE(l.machine.applied().size() == 1);
     CHECK(l.machine.applied().front().id == z.value());
 }
@@ -134,11 +134,11 @@ TEST_CASE("acknowledgements are forgotten whenever a learner's link ends") {
         l.establish();
         auto z = l.p->propose(as_bytes("x"));
         REQUIRE(z.has_value());
-        l.from(1, ack{z.value()});
+        l.from(1, wire::ack{z.value()});
         l.p->on_disconnected(1, 1);
         l.disk_catches_up();
         CHECK(l.machine.applied().empty());
-        l.from(2, ack{z.value()});
+        l.from(2, wire::ack{z.value()});
         CHECK(l.machine.applied().size() == 1);
     }
     SECTION("a new FOLLOWERINFO on the same connection") {
@@ -147,8 +147,8 @@ TEST_CASE("acknowledgements are forgotten whenever a learner's link ends") {
         const epoch_t e = l.p->durable_epochs().current;
         auto z = l.p->propose(as_bytes("x"));
         REQUIRE(z.has_value());
-        l.from(1, ack{z.value()});
-        l.from(1, follower_info{e});  // it starts over: its link is new
+        l.from(1, wire::ack{z.value()});
+        l.from(1, wire::follower_info{e});  // it starts over: its link is new
         l.disk_catches_up();
         CHECK(l.machine.applied().empty());
     }
@@ -157,11 +157,11 @@ TEST_CASE("acknowledgements are forgotten whenever a learner's link ends") {
         l.establish();
         auto z = l.p->propose(as_bytes("x"));
         REQUIRE(z.has_value());
-        l.from(1, ack{z.value()});
+        l.from(1, wire::ack{z.value()});
         // Learner 2 keeps talking; learner 1 falls silent for longer than sync_limit.
         for (std::uint32_t t = 0; t <= options{}.sync_limit_ticks; ++t) {
             l.p->tick();
-            l.from(2, ping{zxid{}, 0});
+            l.from(2, wire::ping{zxid{}, 0});
         }
         REQUIRE_FALSE(zab::testing::internals(*l.p).connection_to(1).has_value());
         l.disk_catches_up();
@@ -178,8 +178,8 @@ TEST_CASE("a voter ahead of the established leader makes it step down") {
     l.establish();
     const epoch_t e = l.p->durable_epochs().current;
     l.reconnect(1);
-    l.from(1, follower_info{e});
-    l.from(1, ack_epoch{zxid{e + 1, 5}, e + 1});
+    l.from(1, wire::follower_info{e});
+    l.from(1, wire::ack_epoch{zxid{e + 1, 5}, e + 1});
     CHECK(l.p->counters().learners_refused == 1);
     // It left the role (the fixed election makes it leader again at once, unestablished).
     CHECK(l.p->counters().elections_started == 2);
@@ -209,7 +209,7 @@ TEST_CASE("an unestablished leader whose quorum voted elsewhere gives up at once
         CHECK(s3.p->counters().leaderships_abandoned == 0);
     }
     SECTION("a voter that already follows keeps the quorum") {
-        s3.p->on_receive(2, 2, encode(frame_context{}, follower_info{1}));
+        s3.p->on_receive(2, 2, encode(frame_context{}, wire::follower_info{1}));
         s3.receive(1, looking(2, 1, zxid{1, 6}, 1));
         CHECK(s3.p->state() == peer_state::leading);
     }
@@ -229,11 +229,11 @@ options small_sync_window() {
 /// Discovery with learner 2 up to date with `l`'s 500 records (an empty DIFF) and learner 1
 /// empty (all 500 to stream); both syncs start.
 void sync_far_behind_learner(hand_leader& l) {
-    l.from(1, follower_info{0});
-    l.from(2, follower_info{1});
+    l.from(1, wire::follower_info{0});
+    l.from(2, wire::follower_info{1});
     l.disk_catches_up();
-    l.from(2, ack_epoch{zxid{1, 500}, epoch_t{1}});
-    l.from(1, ack_epoch{zxid{}, epoch_t{0}});
+    l.from(2, wire::ack_epoch{zxid{1, 500}, epoch_t{1}});
+    l.from(1, wire::ack_epoch{zxid{}, epoch_t{0}});
     l.disk_catches_up();
 }
 
@@ -252,20 +252,20 @@ TEST_CASE("a long sync streams under flow control and is never dropped for its l
     zxid last;
     for (int round = 0; round < 100; ++round) {
         REQUIRE(zab::testing::internals(*l.p).connection_to(1).has_value());  // never dropped
-        const auto sent = sent_to<proposal>(l.transport, 1);
+        const auto sent = sent_to<wire::proposal>(l.transport, 1);
         CHECK(sent.size() <= 64);  // one window at a time
         proposals += sent.size();
-        const bool done = !sent_to<new_leader>(l.transport, 1).empty();
+        const bool done = !sent_to<wire::new_leader>(l.transport, 1).empty();
         l.transport.sent.clear();
         if (done) break;
         REQUIRE_FALSE(sent.empty());
         last = sent.back().id;
-        l.from(1, sync_ack{last});  // what the learner answers after each window
+        l.from(1, wire::sync_ack{last});  // what the learner answers after each window
     }
     CHECK(proposals == 500);
     CHECK(l.p->counters().learners_over_backlog == 0);
-    l.from(1, ack{zxid{e, 0}});
-    l.from(2, ack{zxid{e, 0}});
+    l.from(1, wire::ack{zxid{e, 0}});
+    l.from(2, wire::ack{zxid{e, 0}});
     CHECK(l.p->established());
 }
 
@@ -274,7 +274,7 @@ TEST_CASE("a long sync streams under flow control and is never dropped for its l
 TEST_CASE("a SYNCACK of history never sent drops the learner, and its failed syncs are reported") {
     hand_leader l{500, small_sync_window()};
     sync_far_behind_learner(l);
-    l.from(1, sync_ack{zxid{1, 400}});  // only 64 were sent
+    l.from(1, wire::sync_ack{zxid{1, 400}});  // only 64 were sent
     CHECK_FALSE(zab::testing::internals(*l.p).connection_to(1).has_value());
     CHECK(l.p->counters().learner_sync_failures == 1);
     const auto learners = l.p->learners();
@@ -295,7 +295,7 @@ TEST_CASE("ready(): a completion is handed out once; status() shows the learners
     REQUIRE(ready.next_deadline.has_value());
     CHECK(*ready.next_deadline == l.p->now_tick() + 1);  // a leader pings every tick
     l.disk_catches_up();
-    l.from(1, ack{zxid{l.p->durable_epochs().current, 1}});
+    l.from(1, wire::ack{zxid{l.p->durable_epochs().current, 1}});
     ready = l.p->ready();
     REQUIRE(ready.completions.size() == 1);
     CHECK(ready.completions[0].id == write);
@@ -318,8 +318,8 @@ TEST_CASE("a valid message out of place is ignored with its reason, counted per 
     hand_leader l;
     l.establish();
     const auto before = l.p->counters();
-    l.from(1, leader_info{9, 1});  // a leader's message to a leader
-    l.from(2, up_to_date{});
+    l.from(1, wire::leader_info{9, 1});  // a leader's message to a leader
+    l.from(2, wire::up_to_date{});
     const auto& c = l.p->counters();
     CHECK(c.ignored_for(ignore_reason::not_from_my_leader) ==
           before.ignored_for(ignore_reason::not_from_my_leader) + 2);
@@ -331,7 +331,7 @@ TEST_CASE("a durability report for an operation never issued makes nothing durab
     hand_leader l;
     l.establish();
     l.p->submit(as_bytes("y"));
-    l.from(1, ack{zxid{l.p->durable_epochs().current, 1}});
+    l.from(1, wire::ack{zxid{l.p->durable_epochs().current, 1}});
     REQUIRE_FALSE(l.log.syncs.empty());
     const storage_op issued = l.log.syncs.back();
     const zxid committed = l.p->last_committed();

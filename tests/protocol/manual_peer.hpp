@@ -37,12 +37,12 @@ struct recording_transport {
     void close(peer_id to, connection_id c) { closed.emplace_back(to, c); }
 
     /// The notifications sent so far, in order, and forgets them.
-    std::vector<std::pair<peer_id, notification>> take_notifications() {
-        std::vector<std::pair<peer_id, notification>> out;
+    std::vector<std::pair<peer_id, wire::notification>> take_notifications() {
+        std::vector<std::pair<peer_id, wire::notification>> out;
         for (const auto& s : sent) {
             auto decoded = decode(s.frame.view());
             REQUIRE(decoded.has_value());
-            if (const auto* n = std::get_if<notification>(&decoded.value().msg))
+            if (const auto* n = std::get_if<wire::notification>(&decoded.value().msg))
                 out.emplace_back(s.to, *n);
         }
         sent.clear();
@@ -57,7 +57,7 @@ struct fixed_log {
     void append(storage_op, std::span<const log_record>) {}
     void truncate_after(storage_op, zxid) {}
     void install_snapshot(storage_op, zxid, const shared_bytes&, std::span<const log_record>) {}
-    void sync(storage_op) {}
+    void make_durable(storage_op) {}
     void write_epochs(storage_op, epochs) {}
     zxid last_zxid() const { return last; }
     epochs stored_epochs() const { return stored; }
@@ -84,7 +84,7 @@ struct hand_log {
     void install_snapshot(storage_op, zxid, const shared_bytes&, std::span<const log_record> rs) {
         records.assign(rs.begin(), rs.end());
     }
-    void sync(storage_op op) { syncs.push_back(op); }
+    void make_durable(storage_op op) { syncs.push_back(op); }
     void write_epochs(storage_op op, epochs e) {
         epoch_writes.push_back(op);
         stored = e;
@@ -125,7 +125,7 @@ struct manual_peer {
     }
 
     /// Delivers `n` as sent by `from`.
-    void receive(peer_id from, const notification& n) {
+    void receive(peer_id from, const wire::notification& n) {
         p->on_receive(from, from, encode(frame_context{}, n));
     }
 };
@@ -137,8 +137,8 @@ inline configuration voters(std::size_t n, std::size_t observers = 0) {
 }
 
 /// A LOOKING notification for `leader` with `(epoch, zxid)`, in `round`.
-inline notification looking(peer_id leader, epoch_t epoch, zxid z, std::uint64_t round) {
-    return notification{peer_state::looking, leader, z, round, epoch};
+inline wire::notification looking(peer_id leader, epoch_t epoch, zxid z, std::uint64_t round) {
+    return wire::notification{peer_state::looking, leader, z, round, epoch};
 }
 
 }  // namespace zab::test

@@ -24,28 +24,28 @@ void give_log(sim_type& sim, peer_id id, epoch_t epoch, std::uint32_t last) {
     for (std::uint32_t c = 1; c <= last; ++c)
         records.push_back({zxid{1, c}, shared_bytes::copy_of(as_bytes("txn " + std::to_string(c)))});
     log.append(2, records);
-    log.sync(2);
+    log.make_durable(2);
 }
 
 /// Describes a message as the seed writes it: FOLLOWERINFO(1), LEADERINFO(<2, 0>), …
-std::string describe(const message& m) {
+std::string describe(const wire::message& m) {
     return std::visit(
         [](const auto& v) -> std::string {
             using T = std::decay_t<decltype(v)>;
-            const std::string name{to_string(message_type_v<T>)};
-            if constexpr (std::is_same_v<T, follower_info>)
+            const std::string name{to_string(wire::message_type_v<T>)};
+            if constexpr (std::is_same_v<T, wire::follower_info>)
                 return fmt::format("{}({})", name, v.accepted_epoch);
-            else if constexpr (std::is_same_v<T, leader_info>)
+            else if constexpr (std::is_same_v<T, wire::leader_info>)
                 return fmt::format("{}({})", name, zxid{v.new_epoch, 0});
-            else if constexpr (std::is_same_v<T, ack_epoch>)
+            else if constexpr (std::is_same_v<T, wire::ack_epoch>)
                 return fmt::format("{}({}, {})", name, v.last_logged, v.current_epoch.value_or(0));
-            else if constexpr (std::is_same_v<T, diff>)
+            else if constexpr (std::is_same_v<T, wire::diff>)
                 return fmt::format("{}({})", name, v.last);
-            else if constexpr (std::is_same_v<T, proposal> || std::is_same_v<T, commit>)
+            else if constexpr (std::is_same_v<T, wire::proposal> || std::is_same_v<T, wire::commit>)
                 return fmt::format("{}({})", name, v.id);
-            else if constexpr (std::is_same_v<T, new_leader>)
+            else if constexpr (std::is_same_v<T, wire::new_leader>)
                 return fmt::format("{}({})", name, v.epoch_zxid);
-            else if constexpr (std::is_same_v<T, ack>)
+            else if constexpr (std::is_same_v<T, wire::ack>)
                 return fmt::format("{}({})", name, v.acked);
             else
                 return name;
@@ -67,8 +67,8 @@ TEST_CASE("seed 001: discovery with FOLLOWERINFO(1), LEADERINFO(<2, 0>), ACKEPOC
     give_log(sim, 2, 1, 10);  // B
     give_log(sim, 3, 1, 11);  // C
     std::vector<std::string> b_to_c, c_to_b;
-    sim.set_message_observer([&](peer_id receiver, peer_id sender, const message& m) {
-        if (std::holds_alternative<notification>(m) || std::holds_alternative<ping>(m)) return;
+    sim.set_message_observer([&](peer_id receiver, peer_id sender, const wire::message& m) {
+        if (std::holds_alternative<wire::notification>(m) || std::holds_alternative<wire::ping>(m)) return;
         if (receiver == 3 && sender == 2) b_to_c.push_back(describe(m));
         if (receiver == 2 && sender == 3) c_to_b.push_back(describe(m));
     });
@@ -105,8 +105,8 @@ TEST_CASE("seed 001: X and Y are <1, 1> and <1, 2>, committed and applied in ord
     o.voters = 3;
     sim_type sim{o};
     std::vector<std::pair<peer_id, zxid>> commits_received;
-    sim.set_message_observer([&](peer_id receiver, peer_id, const message& m) {
-        if (const auto* c = std::get_if<commit>(&m)) commits_received.emplace_back(receiver, c->id);
+    sim.set_message_observer([&](peer_id receiver, peer_id, const wire::message& m) {
+        if (const auto* c = std::get_if<wire::commit>(&m)) commits_received.emplace_back(receiver, c->id);
     });
     sim.start();
     REQUIRE(sim.run_until([&] { return sim.peer_of(3)->established(); }, 10'000'000));

@@ -185,8 +185,8 @@ TEST_CASE("seed 001: B and C elect C, B's changed vote is <3, 1, 102, B>") {
     auto from_c = c.transport.take_notifications();
     REQUIRE(from_b.size() == 1);  // only C is reachable
     REQUIRE(from_c.size() == 1);
-    CHECK(from_b[0] == std::pair<peer_id, notification>{3, looking(2, 1, zxid{1, 101}, 1)});
-    CHECK(from_c[0] == std::pair<peer_id, notification>{2, looking(3, 1, zxid{1, 102}, 1)});
+    CHECK(from_b[0] == std::pair<peer_id, wire::notification>{3, looking(2, 1, zxid{1, 101}, 1)});
+    CHECK(from_c[0] == std::pair<peer_id, wire::notification>{2, looking(3, 1, zxid{1, 102}, 1)});
     // Each first received its own vote (the loopback): both boxes hold just that.
     CHECK(box_of(b.p->election()) == std::vector<std::pair<peer_id, peer_id>>{{2, 2}});
     CHECK(box_of(c.p->election()) == std::vector<std::pair<peer_id, peer_id>>{{3, 3}});
@@ -201,7 +201,7 @@ TEST_CASE("seed 001: B and C elect C, B's changed vote is <3, 1, 102, B>") {
     b.receive(3, from_c[0].second);
     auto changed = b.transport.take_notifications();
     REQUIRE(changed.size() == 1);
-    CHECK(changed[0] == std::pair<peer_id, notification>{3, looking(3, 1, zxid{1, 102}, 1)});
+    CHECK(changed[0] == std::pair<peer_id, wire::notification>{3, looking(3, 1, zxid{1, 102}, 1)});
     CHECK(box_of(b.p->election()) == std::vector<std::pair<peer_id, peer_id>>{{2, 3}, {3, 3}});
 
     // C receives B's new vote: two of three votes for C — C is elected.

@@ -134,7 +134,7 @@ struct snap_meter {
         if (e.what == network_event::kind::send) {
             auto decoded = decode(e.frame.view());
             if (!decoded) return;
-            const auto* s = std::get_if<snap>(&decoded.value().msg);
+            const auto* s = std::get_if<wire::snap>(&decoded.value().msg);
             if (s == nullptr) return;
             sizes[e.frame.data()] = s->chunk.size();
             in_flight += s->chunk.size();
@@ -250,7 +250,7 @@ namespace {
 /// not continue the one before.
 struct holey_synchronization : zab_synchronization {
     using zab_synchronization::zab_synchronization;
-    void leader_on_snap_ack(learner_link& link, const snap_ack& m) {
+    void leader_on_snap_ack(learner_link& link, const wire::snap_ack& m) {
         if (m.received == link.snapshot_queued && link.snapshot_queued < link.snapshot.size())
             ++link.snapshot_queued;
         zab_synchronization::leader_on_snap_ack(link, m);

@@ -38,10 +38,10 @@ enum class fault_set { classic, network, all };
 
 /// The message kinds a targeted frame fault picks from: election and broadcast alike.
 inline constexpr std::array targeted_kinds{
-    message_type::notification, message_type::follower_info, message_type::leader_info,
-    message_type::ack_epoch,    message_type::diff,          message_type::trunc,
-    message_type::snap,         message_type::new_leader,    message_type::ack,
-    message_type::up_to_date,   message_type::proposal,      message_type::commit,
+    wire::message_type::notification, wire::message_type::follower_info, wire::message_type::leader_info,
+    wire::message_type::ack_epoch,    wire::message_type::diff,          wire::message_type::trunc,
+    wire::message_type::snap,         wire::message_type::new_leader,    wire::message_type::ack,
+    wire::message_type::up_to_date,   wire::message_type::proposal,      wire::message_type::commit,
 };
 
 class fault_mix {

@@ -56,51 +56,51 @@ namespace {
 std::string text(zxid z) { return fmt::format("<{}, {}>", z.epoch(), z.counter()); }
 std::string text(byte_view b) { return fmt::format("\"{}\"", as_string_view(b)); }
 
-std::string text(const message& m) {
+std::string text(const wire::message& m) {
     const std::string name{to_string(type_of(m))};
     const auto fields = std::visit(
         [](const auto& v) -> std::string {
             using T = std::decay_t<decltype(v)>;
-            if constexpr (std::is_same_v<T, notification>)
+            if constexpr (std::is_same_v<T, wire::notification>)
                 return fmt::format("state {}, leader {}, zxid {}, round {}, epoch {}", v.state,
                                    v.leader, text(v.leader_zxid), v.round, v.leader_epoch);
-            else if constexpr (std::is_same_v<T, follower_info> || std::is_same_v<T, observer_info>)
+            else if constexpr (std::is_same_v<T, wire::follower_info> || std::is_same_v<T, wire::observer_info>)
                 return fmt::format("accepted {}", v.accepted_epoch);
-            else if constexpr (std::is_same_v<T, leader_info>)
+            else if constexpr (std::is_same_v<T, wire::leader_info>)
                 return fmt::format("epoch {}", v.new_epoch);
-            else if constexpr (std::is_same_v<T, ack_epoch>)
+            else if constexpr (std::is_same_v<T, wire::ack_epoch>)
                 return v.current_epoch ? fmt::format("last {}, current {}", text(v.last_logged),
                                                      *v.current_epoch)
                                        : fmt::format("last {}", text(v.last_logged));
-            else if constexpr (std::is_same_v<T, diff>)
+            else if constexpr (std::is_same_v<T, wire::diff>)
                 return fmt::format("last {}", text(v.last));
-            else if constexpr (std::is_same_v<T, zab::trunc>)
+            else if constexpr (std::is_same_v<T, zab::wire::trunc>)
                 return fmt::format("to {}", text(v.truncate_to));
-            else if constexpr (std::is_same_v<T, snap>)
+            else if constexpr (std::is_same_v<T, wire::snap>)
                 return fmt::format("at {}, size {}, offset {}, bytes {}", text(v.last_included),
                                    v.total_size, v.offset, v.chunk.size());
-            else if constexpr (std::is_same_v<T, snap_ack>)
+            else if constexpr (std::is_same_v<T, wire::snap_ack>)
                 return fmt::format("received {}", v.received);
-            else if constexpr (std::is_same_v<T, sync_ack>)
+            else if constexpr (std::is_same_v<T, wire::sync_ack>)
                 return fmt::format("received {}", text(v.received));
-            else if constexpr (std::is_same_v<T, new_leader>)
+            else if constexpr (std::is_same_v<T, wire::new_leader>)
                 return fmt::format("epoch {}", text(v.epoch_zxid));
-            else if constexpr (std::is_same_v<T, ack>)
+            else if constexpr (std::is_same_v<T, wire::ack>)
                 return fmt::format("zxid {}", text(v.acked));
-            else if constexpr (std::is_same_v<T, up_to_date>)
+            else if constexpr (std::is_same_v<T, wire::up_to_date>)
                 return "";
-            else if constexpr (std::is_same_v<T, proposal> || std::is_same_v<T, inform>)
+            else if constexpr (std::is_same_v<T, wire::proposal> || std::is_same_v<T, wire::inform>)
                 return fmt::format("zxid {}, txn {}", text(v.id), text(v.txn));
-            else if constexpr (std::is_same_v<T, commit>)
+            else if constexpr (std::is_same_v<T, wire::commit>)
                 return fmt::format("zxid {}", text(v.id));
-            else if constexpr (std::is_same_v<T, forwarded_request>)
+            else if constexpr (std::is_same_v<T, wire::forwarded_request>)
                 return fmt::format("id {}, {}, txn {}", v.request_id,
-                                   v.kind == request_kind::sync ? "sync" : "write", text(v.txn));
-            else if constexpr (std::is_same_v<T, ping>)
+                                   v.kind == wire::request_kind::sync ? "sync" : "write", text(v.txn));
+            else if constexpr (std::is_same_v<T, wire::ping>)
                 return fmt::format("last {}, round {}", text(v.last_proposed), v.round);
-            else if constexpr (std::is_same_v<T, zab::sync_answer>)
+            else if constexpr (std::is_same_v<T, zab::wire::sync_answer>)
                 return fmt::format("id {}", v.request_id);
-            else if constexpr (std::is_same_v<T, forwarded_reply>)
+            else if constexpr (std::is_same_v<T, wire::forwarded_reply>)
                 return fmt::format("id {}, outcome {}, zxid {}", v.request_id,
                                    static_cast<int>(v.outcome), text(v.id));
             else
@@ -172,38 +172,38 @@ shared_bytes encode_text(std::string_view s, std::vector<std::string>& storage) 
         storage.push_back(parse_text(f.at(key)));
         return as_bytes(storage.back());
     };
-    message m;
+    wire::message m;
     if (p.name == "NOTIFICATION")
-        m = notification{parse_state(f.at("state")), parse_u64(f.at("leader")),
+        m = wire::notification{parse_state(f.at("state")), parse_u64(f.at("leader")),
                          parse_zxid(f.at("zxid")), parse_u64(f.at("round")),
                          static_cast<epoch_t>(parse_u64(f.at("epoch")))};
     else if (p.name == "FOLLOWERINFO")
-        m = follower_info{static_cast<epoch_t>(parse_u64(f.at("accepted")))};
+        m = wire::follower_info{static_cast<epoch_t>(parse_u64(f.at("accepted")))};
     else if (p.name == "OBSERVERINFO")
-        m = observer_info{static_cast<epoch_t>(parse_u64(f.at("accepted")))};
+        m = wire::observer_info{static_cast<epoch_t>(parse_u64(f.at("accepted")))};
     else if (p.name == "LEADERINFO")
-        m = leader_info{static_cast<epoch_t>(parse_u64(f.at("epoch")))};
+        m = wire::leader_info{static_cast<epoch_t>(parse_u64(f.at("epoch")))};
     else if (p.name == "ACKEPOCH")
-        m = ack_epoch{parse_zxid(f.at("last")),
+        m = wire::ack_epoch{parse_zxid(f.at("last")),
                       f.contains("current") ? std::optional<epoch_t>{static_cast<epoch_t>(
                                                   parse_u64(f.at("current")))}
                                             : std::nullopt};
     else if (p.name == "DIFF")
-        m = diff{parse_zxid(f.at("last"))};
+        m = wire::diff{parse_zxid(f.at("last"))};
     else if (p.name == "TRUNC")
-        m = zab::trunc{parse_zxid(f.at("to"))};
+        m = zab::wire::trunc{parse_zxid(f.at("to"))};
     else if (p.name == "NEWLEADER")
-        m = new_leader{parse_zxid(f.at("epoch"))};
+        m = wire::new_leader{parse_zxid(f.at("epoch"))};
     else if (p.name == "ACK")
-        m = ack{parse_zxid(f.at("zxid"))};
+        m = wire::ack{parse_zxid(f.at("zxid"))};
     else if (p.name == "UPTODATE")
-        m = up_to_date{};
+        m = wire::up_to_date{};
     else if (p.name == "PROPOSAL")
-        m = proposal{parse_zxid(f.at("zxid")), bytes("txn")};
+        m = wire::proposal{parse_zxid(f.at("zxid")), bytes("txn")};
     else if (p.name == "COMMIT")
-        m = commit{parse_zxid(f.at("zxid"))};
+        m = wire::commit{parse_zxid(f.at("zxid"))};
     else if (p.name == "PING")
-        m = ping{parse_zxid(f.at("last")), parse_u64(f.at("round"))};
+        m = wire::ping{parse_zxid(f.at("last")), parse_u64(f.at("round"))};
     else
         FAIL("a transcript cannot send " << p.name);
     return encode(frame_context{}, m);

@@ -57,7 +57,7 @@ struct observer_counting_discovery : zab_discovery {
             observers_in.insert(from);
         }
     }
-    void leader_on_ack_epoch(peer_id from, const ack_epoch& m) {
+    void leader_on_ack_epoch(peer_id from, const wire::ack_epoch& m) {
         zab_discovery::leader_on_ack_epoch(from, m);
         const learner_link* link = ctx_.leading->find_link(from);
         if (link && link->type == learner_type::observer &&
@@ -98,7 +98,7 @@ struct forgetful_broadcast : zab_broadcast {
             after_newleader = record.id;
         zab_broadcast::learner_on_proposal(record);
     }
-    void learner_on_commit(const commit& m) {
+    void learner_on_commit(const wire::commit& m) {
         if (ctx_.learning->at == learner_state::stage::awaiting_uptodate &&
             (after_newleader == zxid{} || m.id < after_newleader)) {
             after_newleader = zxid{};
@@ -118,7 +118,7 @@ struct early_proposal_ack_synchronization : zab_synchronization {
         auto& s = *ctx_.learning;
         if (s.newleader_pending && ctx_.log_durable(s.newleader_log_op) && !s.unapplied.empty() &&
             s.unapplied.back().id.epoch() == s.epoch)
-            ctx_.send(s.leader, ack{s.unapplied.back().id});
+            ctx_.send(s.leader, wire::ack{s.unapplied.back().id});
         zab_synchronization::learner_advance();
     }
 };
@@ -154,9 +154,9 @@ epoch_choices run_discoveries(std::uint64_t seed, int rounds) {
         for (const auto& n : s.nodes())
             if (!n.peer) reported[n.id].clear();
     });
-    sim.set_message_observer([&](peer_id to, peer_id from, const message& m) {
-        if (const auto* info = std::get_if<follower_info>(&m)) reported[to][from] = info->accepted_epoch;
-        if (const auto* li = std::get_if<leader_info>(&m)) {
+    sim.set_message_observer([&](peer_id to, peer_id from, const wire::message& m) {
+        if (const auto* info = std::get_if<wire::follower_info>(&m)) reported[to][from] = info->accepted_epoch;
+        if (const auto* li = std::get_if<wire::leader_info>(&m)) {
             ++r.leader_infos;
             std::size_t below = 1;  // the leader itself: its epoch is above what it accepted
             for (const auto& [voter, accepted] : reported[from])
@@ -224,24 +224,24 @@ window_run run_window(std::uint64_t seed) {
     window_run r;
     bool newleader_acked = true;  // until its first sync after the restart
     zxid synced_max;              // the newest proposal it received before NEWLEADER
-    sim.set_message_observer([&](peer_id to, peer_id from, const message& m) {
+    sim.set_message_observer([&](peer_id to, peer_id from, const wire::message& m) {
         if (to == f) {
             const auto* p = sim.peer_of(f);
             const learner_state* s =
                 p && zab::testing::internals(*p).learning ? &*zab::testing::internals(*p).learning : nullptr;
-            if (std::holds_alternative<new_leader>(m)) {
+            if (std::holds_alternative<wire::new_leader>(m)) {
                 ++r.newleaders;
                 newleader_acked = false;
             }
-            if (const auto* q = std::get_if<proposal>(&m);
+            if (const auto* q = std::get_if<wire::proposal>(&m);
                 q && s && s->at == learner_state::stage::syncing)
                 synced_max = std::max(synced_max, q->id);
-            if (const auto* c = std::get_if<commit>(&m);
+            if (const auto* c = std::get_if<wire::commit>(&m);
                 c && s && s->at == learner_state::stage::awaiting_uptodate && c->id <= synced_max)
                 ++r.late_commits;
         }
         if (to == leader && from == f) {
-            if (const auto* a = std::get_if<ack>(&m)) {
+            if (const auto* a = std::get_if<wire::ack>(&m)) {
                 if (a->acked.counter() == 0) newleader_acked = true;
                 else if (!newleader_acked) ++r.early_acks;
             }

@@ -97,7 +97,7 @@ TEST_CASE("sim_log: writes are visible at once, durable only after the sync comp
     disk d{1};
     const auto batch = records(1, 1, 3);
     d.log.append(1, batch);
-    d.log.sync(1);
+    d.log.make_durable(1);
     CHECK(ids(d.log.records()) == ids(batch));
     CHECK(d.log.last_zxid() == zxid{1, 3});
     CHECK(d.log.durable_records().empty());
@@ -121,7 +121,7 @@ TEST_CASE("sim_log: sync completions arrive in operation order", "[sim][sim_log]
         disk d{seed};
         for (std::uint32_t op = 1; op <= 30; ++op) {
             d.log.append(op, records(1, op, op));
-            d.log.sync(op);
+            d.log.make_durable(op);
             if (op % 3 == 0) d.events.run_next();  // interleave a little
         }
         d.run();
@@ -137,12 +137,12 @@ TEST_CASE("sim_log: sync completions arrive in operation order", "[sim][sim_log]
 TEST_CASE("sim_log: a sync covers only the operations issued before it", "[sim][sim_log]") {
     disk d{2};
     d.log.append(1, records(1, 1, 2));
-    d.log.sync(1);
+    d.log.make_durable(1);
     d.log.append(2, records(1, 3, 4));  // after the sync: not covered by it
     REQUIRE(d.events.run_next());
     CHECK(ids(d.log.durable_records()) == std::vector<zxid>{{1, 1}, {1, 2}});
     CHECK(d.log.records().size() == 4);
-    d.log.sync(2);
+    d.log.make_durable(2);
     d.run();
     CHECK(d.log.durable_records().size() == 4);
 }
@@ -151,10 +151,10 @@ TEST_CASE("sim_log: sync(op) covers the log operations numbered <= op", "[sim][s
     disk d{3};
     d.log.append(1, records(1, 1, 1));
     d.log.append(2, records(1, 2, 2));
-    d.log.sync(1);
+    d.log.make_durable(1);
     d.run();
     CHECK(ids(d.log.durable_records()) == std::vector<zxid>{{1, 1}});
-    d.log.sync(2);
+    d.log.make_durable(2);
     d.run();
     CHECK(d.log.durable_records().size() == 2);
 }
@@ -162,13 +162,13 @@ TEST_CASE("sim_log: sync(op) covers the log operations numbered <= op", "[sim][s
 TEST_CASE("sim_log: truncation is visible at once and durable after a sync", "[sim][sim_log]") {
     disk d{4};
     d.log.append(1, records(1, 1, 5));
-    d.log.sync(1);
+    d.log.make_durable(1);
     d.run();
     d.log.truncate_after(2, zxid{1, 2});
     CHECK(d.log.last_zxid() == zxid{1, 2});
     CHECK(d.log.durable_records().size() == 5);
     d.log.append(3, records(2, 1, 1));
-    d.log.sync(3);
+    d.log.make_durable(3);
     d.run();
     CHECK(ids(d.log.durable_records()) == std::vector<zxid>{{1, 1}, {1, 2}, {2, 1}});
     CHECK(d.log.stats().truncates == 1);
@@ -193,7 +193,7 @@ TEST_CASE("sim_log snapshot: an install is visible at once, durable after the sy
           "[sim][sim_log][snapshot]") {
     disk d{21};
     d.log.append(1, records(1, 1, 5));
-    d.log.sync(1);
+    d.log.make_durable(1);
     d.run();
     const auto state = state_at(zxid{1, 3});
     d.log.install_snapshot(2, zxid{1, 3}, state, {});  // below the old last zxid: 1.4, 1.5 go too
@@ -208,12 +208,12 @@ TEST_CASE("sim_log snapshot: an install is visible at once, durable after the sy
     CHECK(d.log.durable_records().size() == 5);
     CHECK(d.log.durable_last_zxid() == zxid{1, 5});
 
-    d.log.sync(1);  // covers op 1 only, not the install
+    d.log.make_durable(1);  // covers op 1 only, not the install
     d.run();
     CHECK_FALSE(d.log.durable_snapshot());
     CHECK(d.log.durable_records().size() == 5);
 
-    d.log.sync(2);
+    d.log.make_durable(2);
     d.run();
     REQUIRE(d.seen.size() == 3);
     CHECK(d.seen[2].completion.what == storage_completion::kind::log_durable);
@@ -234,7 +234,7 @@ TEST_CASE("sim_log compact: visible at once, durable with the next sync, lost wh
         lose_all.crash_keep = 0;  // whatever is not synced is lost at the crash
         disk d{31, lose_all};
         d.log.append(1, records(1, 1, 5));
-        d.log.sync(1);
+        d.log.make_durable(1);
         d.run();
         CHECK_FALSE(d.log.compact(zxid{1, 6}, state_at(zxid{1, 6})));  // not a record
         REQUIRE(d.log.compact(zxid{1, 3}, state_at(zxid{1, 3})));
@@ -246,7 +246,7 @@ TEST_CASE("sim_log compact: visible at once, durable with the next sync, lost wh
         CHECK_FALSE(d.log.durable_snapshot());
         CHECK(d.log.durable_records().size() == 5);
         if (synced) {
-            d.log.sync(1);  // a sync of the last log op covers the compaction issued after it
+            d.log.make_durable(1);  // a sync of the last log op covers the compaction issued after it
             d.run();
             REQUIRE(d.log.durable_snapshot());
             CHECK(d.log.durable_snapshot()->last_included == zxid{1, 3});
@@ -272,7 +272,7 @@ TEST_CASE("sim_log snapshot: appends continue after the snapshot's zxid",
     CHECK(d.log.last_zxid() == zxid{1, 6});
     d.log.install_snapshot(4, zxid{2, 7}, state_at(zxid{2, 7}), {});  // a second SNAP replaces all
     d.log.append(5, records(2, 8, 9));
-    d.log.sync(5);  // one sync covers appends, installs and appends after them, in order
+    d.log.make_durable(5);  // one sync covers appends, installs and appends after them, in order
     d.run();
     REQUIRE(d.log.durable_snapshot());
     CHECK(d.log.durable_snapshot()->last_included == zxid{2, 7});
@@ -324,7 +324,7 @@ TEST_CASE("sim_log snapshot: truncating below the snapshot keeps it and drops ev
     CHECK(d.log.read(zxid{2, 5}, 10).value().empty());
     CHECK(d.log.read(zxid{1, 9}, 10).error() == zab::errc::compacted);
     d.log.append(5, records(3, 1, 1));
-    d.log.sync(5);
+    d.log.make_durable(5);
     d.run();
     REQUIRE(d.log.durable_snapshot());
     CHECK(d.log.durable_snapshot()->last_included == zxid{2, 5});
@@ -336,7 +336,7 @@ TEST_CASE("sim_log snapshot: truncating below the snapshot keeps it and drops ev
         disk c{seed};
         c.log.install_snapshot(1, zxid{2, 5}, state_at(zxid{2, 5}), {});
         c.log.append(2, records(2, 6, 7));
-        c.log.sync(2);
+        c.log.make_durable(2);
         c.run();
         c.log.truncate_after(3, zxid{1, 1});
         c.log.crash();
@@ -356,12 +356,12 @@ TEST_CASE("sim_log snapshot crash model: an un-synced install leaves the old log
     for (std::uint64_t seed = 0; seed < 400; ++seed) {
         disk d{seed};
         d.log.append(1, records(1, 1, 5));
-        d.log.sync(1);
+        d.log.make_durable(1);
         d.run();
         d.log.append(2, records(1, 6, 6));                           // un-synced old record
         d.log.install_snapshot(3, zxid{1, 3}, state_at(zxid{1, 3}), {});  // below the old tail
         d.log.append(4, records(2, 1, 2));
-        d.log.sync(4);  // in flight at the crash: guarantees nothing
+        d.log.make_durable(4);  // in flight at the crash: guarantees nothing
         d.log.crash();
 
         const auto found = recovered(d.log);
@@ -403,7 +403,7 @@ TEST_CASE("sim_log snapshot crash model: an install over a durable snapshot is a
         disk d{seed};
         d.log.install_snapshot(1, zxid{1, 3}, state_at(zxid{1, 3}), {});
         d.log.append(2, records(2, 1, 1));
-        d.log.sync(2);
+        d.log.make_durable(2);
         d.run();
         d.log.install_snapshot(3, zxid{3, 5}, state_at(zxid{3, 5}), {});
         d.log.crash();
@@ -427,7 +427,7 @@ TEST_CASE("sim_log snapshot crash model: after the covering sync, the snapshot s
         d.log.append(1, records(1, 1, 5));
         d.log.install_snapshot(2, zxid{1, 3}, state_at(zxid{1, 3}), {});
         d.log.append(3, records(2, 1, 2));
-        d.log.sync(3);
+        d.log.make_durable(3);
         d.run();
         d.log.append(4, records(2, 3, 4));  // un-synced: may or may not survive
         d.log.crash();
@@ -463,7 +463,7 @@ TEST_CASE("sim_log: epoch writes complete independently of earlier log syncs", "
     for (std::uint64_t seed = 0; seed < 200 && !(epoch_first && log_first); ++seed) {
         disk d{seed};
         d.log.append(1, records(1, 1, 1));
-        d.log.sync(1);
+        d.log.make_durable(1);
         d.log.write_epochs(2, epochs{1, 1});
         d.run();
         REQUIRE(d.seen.size() == 2);
@@ -494,7 +494,7 @@ TEST_CASE("sim_log: slow_factor stretches latencies", "[sim][sim_log]") {
     slow.slow_factor = 10.0;
     for (std::uint64_t seed = 0; seed < 20; ++seed) {
         disk d{seed, slow};
-        d.log.sync(1);
+        d.log.make_durable(1);
         d.run();
         REQUIRE(d.seen.size() == 1);
         CHECK(d.seen[0].time >= 2000);
@@ -507,7 +507,7 @@ TEST_CASE("sim_log: fail_next_sync delivers failed and makes nothing durable", "
     const auto error = make_error_code(zab::errc::storage_failed);
     d.log.append(1, records(1, 1, 2));
     d.log.fail_next_sync(error);
-    d.log.sync(1);
+    d.log.make_durable(1);
     d.run();
     REQUIRE(d.seen.size() == 1);
     CHECK(d.seen[0].completion.what == storage_completion::kind::failed);
@@ -516,7 +516,7 @@ TEST_CASE("sim_log: fail_next_sync delivers failed and makes nothing durable", "
     CHECK(d.log.durable_records().empty());
     CHECK(d.log.stats().syncs_failed == 1);
     // Only the next one: a later sync works (the peer would be in its failed state anyway).
-    d.log.sync(2);
+    d.log.make_durable(2);
     d.run();
     REQUIRE(d.seen.size() == 2);
     CHECK(d.seen[1].completion.what == storage_completion::kind::log_durable);
@@ -534,7 +534,7 @@ TEST_CASE("sim_log: after a crash, completions issued before it are never delive
           "[sim][sim_log]") {
     disk d{8};
     d.log.append(1, records(1, 1, 3));
-    d.log.sync(1);
+    d.log.make_durable(1);
     d.log.write_epochs(2, epochs{1, 1});
     d.log.crash();
     d.run();
@@ -547,7 +547,7 @@ TEST_CASE("sim_log: after a crash, completions issued before it are never delive
 
     // The restarted replica numbers its operations from 1 again; the disk works on.
     d.log.append(1, records(2, 1, 1));
-    d.log.sync(1);
+    d.log.make_durable(1);
     d.run();
     REQUIRE(d.seen.size() == 1);
     CHECK(d.seen[0].completion.op == 1);
@@ -561,12 +561,12 @@ TEST_CASE("sim_log crash model: un-synced records are kept, dropped or torn; rec
     for (std::uint64_t seed = 0; seed < 500; ++seed) {
         disk d{seed};
         d.log.append(1, records(1, 1, 3));
-        d.log.sync(1);
+        d.log.make_durable(1);
         d.run();
         const auto durable = ids(d.log.durable_records());
         d.log.append(2, records(1, 4, 6));
         d.log.append(3, records(1, 7, 8));
-        d.log.sync(3);  // in flight at the crash: guarantees nothing
+        d.log.make_durable(3);  // in flight at the crash: guarantees nothing
         const auto visible = ids(d.log.records());
         d.log.crash();
         const auto recovered = ids(d.log.records());
@@ -631,7 +631,7 @@ TEST_CASE("sim_log crash model: an un-synced truncation is applied or lost, neve
     for (std::uint64_t seed = 0; seed < 300; ++seed) {
         disk d{seed};
         d.log.append(1, records(1, 1, 5));
-        d.log.sync(1);
+        d.log.make_durable(1);
         d.run();
         d.log.truncate_after(2, zxid{1, 2});
         d.log.append(3, records(2, 1, 2));
@@ -671,7 +671,7 @@ TEST_CASE("sim_log: one seed, one history", "[sim][sim_log]") {
         std::vector<std::uint64_t> out;
         for (std::uint32_t op = 1; op <= 20; ++op) {
             d.log.append(op, records(1, op, op));
-            if (op % 2 == 0) d.log.sync(op);
+            if (op % 2 == 0) d.log.make_durable(op);
             if (op % 5 == 0) d.log.write_epochs(op, epochs{op, op});
             if (op == 13) d.log.crash();
             d.events.run_next();
@@ -697,7 +697,7 @@ TEST_CASE("sim_log snapshot crash model: a snapshot installed with its history i
     for (std::uint64_t seed = 0; seed < 200; ++seed) {
         disk d{seed};
         d.log.append(1, records(1, 1, 6));
-        d.log.sync(1);
+        d.log.make_durable(1);
         d.run();
         std::vector<log_record> history = records(1, 1, 2);
         history.push_back(records(2, 1, 1).front());
@@ -721,7 +721,7 @@ TEST_CASE("sim_log: epoch_latency_factor orders epoch writes against log syncs",
         o.epoch_latency_factor = factor;
         disk d{7, o};
         d.log.append(1, records(1, 1, 1));
-        d.log.sync(1);
+        d.log.make_durable(1);
         d.log.write_epochs(2, epochs{1, 1});
         d.run();
         REQUIRE(d.seen.size() == 2);
@@ -738,7 +738,7 @@ TEST_CASE("sim_log: a stall delays a completion by stall_latency", "[sim][sim_lo
     o.stall_latency = 50'000;
     disk d{8, o};
     d.log.append(1, records(1, 1, 1));
-    d.log.sync(1);
+    d.log.make_durable(1);
     d.run();
     REQUIRE(d.seen.size() == 1);
     CHECK(d.seen[0].time == 50'100);
@@ -753,7 +753,7 @@ TEST_CASE("sim_log: a lying disk reports a sync durable and loses the writes at 
     o.crash_tear = 0;
     disk d{9, o};
     d.log.append(1, records(1, 1, 3));
-    d.log.sync(1);
+    d.log.make_durable(1);
     d.run();
     REQUIRE(d.seen.size() == 1);
     CHECK(d.seen[0].completion.what == storage_completion::kind::log_durable);
@@ -801,7 +801,7 @@ TEMPLATE_TEST_CASE("storage faults: a terminal append fault fails the sync that 
     const auto error = std::make_error_code(std::errc::no_space_on_device);
     d.log.inject({storage_op_kind::append, storage_fault_mode::terminal, 1, error});
     d.log.append(1, records(1, 1, 2));
-    d.log.sync(1);
+    d.log.make_durable(1);
     d.run();
     REQUIRE(d.seen.size() == 1);
     CHECK(d.seen[0].completion.what == storage_completion::kind::failed);
@@ -827,7 +827,7 @@ TEMPLATE_TEST_CASE("storage faults: each kind fails terminally, until healed whe
         d.log.append(++op, records(epoch, 1, 2));
         d.log.truncate_after(++op, zxid{epoch, 1});
         d.log.install_snapshot(++op, zxid{epoch, 1}, state_at(zxid{epoch, 1}), records(epoch, 2, 2));
-        d.log.sync(op);
+        d.log.make_durable(op);
         d.run();
         std::size_t failed = 0;
         for (const auto& s : d.seen) failed += s.completion.what == storage_completion::kind::failed;
@@ -854,7 +854,7 @@ TEMPLATE_TEST_CASE("storage faults: a transient fault is retried by the log laye
         if (kind == storage_op_kind::epoch_write) d.log.write_epochs(1, epochs{2, 2});
         else {
             d.log.append(1, records(1, 1, 3));
-            d.log.sync(1);
+            d.log.make_durable(1);
         }
         d.run();
         REQUIRE(d.seen.size() == 1);
@@ -871,13 +871,13 @@ TEMPLATE_TEST_CASE("storage faults: set_slow delays the completions covering tha
     any_disk<TestType> d{11, fixed_latency()};
     d.log.set_slow(storage_op_kind::truncate, 40'000);
     d.log.append(1, records(1, 1, 3));
-    d.log.sync(1);
+    d.log.make_durable(1);
     d.run();
     REQUIRE(d.seen.size() == 1);
     CHECK(d.seen[0].time == 1'000);  // no truncation covered
     const sim_time start = d.events.now();
     d.log.truncate_after(2, zxid{1, 1});
-    d.log.sync(2);
+    d.log.make_durable(2);
     d.run();
     REQUIRE(d.seen.size() == 2);
     CHECK(d.seen[1].time - start == 41'000);
@@ -892,7 +892,7 @@ TEMPLATE_TEST_CASE("storage faults: the operation observer sees every operation 
     d.log.set_operation_observer([&](const storage_event& e) { events.push_back(e); });
     d.log.append(1, records(1, 1, 3));
     d.log.truncate_after(2, zxid{1, 2});
-    d.log.sync(2);
+    d.log.make_durable(2);
     d.run();
     d.log.write_epochs(3, epochs{4, 1});
     d.run();

@@ -608,11 +608,11 @@ TEST_CASE("sim_network: a frame fault matches a message kind (frames_of), electi
     cluster c{43};
     c.run_for(100'000);
     const connection_id conn = c.connection(2, 3);
-    const auto fault = c.network.add_frame_fault({2, 3, zab::testing::frames_of(zab::message_type::ack),
+    const auto fault = c.network.add_frame_fault({2, 3, zab::testing::frames_of(zab::wire::message_type::ack),
                                                   zab::testing::frame_action::break_connection, 0, 1});
     const zab::frame_context ctx{};
-    c.network.transport(2).send(3, conn, zab::encode(ctx, zab::message{zab::notification{}}));
-    c.network.transport(2).send(3, conn, zab::encode(ctx, zab::message{zab::ack{zab::zxid{1, 1}}}));
+    c.network.transport(2).send(3, conn, zab::encode(ctx, zab::wire::message{zab::wire::notification{}}));
+    c.network.transport(2).send(3, conn, zab::encode(ctx, zab::wire::message{zab::wire::ack{zab::zxid{1, 1}}}));
     c.run_for(200'000);
     CHECK(c.frames_at(3, conn).size() == 1);  // the NOTIFICATION; the ACK broke the link
     CHECK(c.network.frame_fault_hits(fault) == 1);
@@ -701,9 +701,9 @@ TEST_CASE("simulator: message observers add up; set_message_observer keeps its o
     o.seed = 51;
     sim_type sim{o};
     int set_seen = 0, added_seen = 0;
-    sim.set_message_observer([&](peer_id, peer_id, const zab::message&) { ++set_seen; });
+    sim.set_message_observer([&](peer_id, peer_id, const zab::wire::message&) { ++set_seen; });
     const auto added =
-        sim.add_message_observer([&](peer_id, peer_id, const zab::message&) { ++added_seen; });
+        sim.add_message_observer([&](peer_id, peer_id, const zab::wire::message&) { ++added_seen; });
     sim.start();
     sim.run_for(2'000'000);
     CHECK(set_seen > 0);
@@ -725,8 +725,8 @@ TEST_CASE("simulator: break_link_at breaks a link at the next frame of a kind; t
     REQUIRE(leader != 0);
     const peer_id follower = leader == 1 ? 2 : 1;
     const auto broken_before = sim.network().stats().connections_broken;
-    const auto fault = sim.break_link_at(leader, follower, zab::message_type::commit);
-    const auto delayed = sim.delay_frames(0, follower, zab::message_type::proposal, 3, 40'000);
+    const auto fault = sim.break_link_at(leader, follower, zab::wire::message_type::commit);
+    const auto delayed = sim.delay_frames(0, follower, zab::wire::message_type::proposal, 3, 40'000);
     run_proposing(sim, 3'000'000);
     CHECK(sim.network().frame_fault_hits(fault) == 1);
     CHECK(sim.network().frame_fault_hits(delayed) == 3);

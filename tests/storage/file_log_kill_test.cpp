@@ -192,7 +192,7 @@ private:
             ids_.push_back(id);
         }
         log.append(++op_, batch);
-        log.sync(op_);
+        log.make_durable(op_);
         send({message_kind::intent, cut, batch.front().id.value(), batch.back().id.value()});
         flush(log);
         send({message_kind::durable, log.last_zxid().value(), 0, 0});

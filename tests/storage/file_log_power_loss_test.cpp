@@ -191,7 +191,7 @@ public:
             if (action < 35)
                 append();
             else if (action < 48)
-                log_->sync(last_log_op_);
+                log_->make_durable(last_log_op_);
             else if (action < 70)
                 problem = flush();
             else if (action < 76)
@@ -206,7 +206,7 @@ public:
                 problem = power_loss();
             if (problem) return fmt::format("step {}: {}", step_, *problem);
         }
-        log_->sync(last_log_op_);
+        log_->make_durable(last_log_op_);
         if (auto problem = flush(false)) return fmt::format("final flush: {}", *problem);
         if (auto problem = power_loss()) return fmt::format("final power loss: {}", *problem);
         return std::nullopt;
@@ -732,7 +732,7 @@ std::optional<std::string> simulated_run(std::uint64_t seed, std::optional<sync_
             appended.insert(appended.end(), batch.begin(), batch.end());
             log.append(++op, batch);
         } else if (action < 65) {
-            log.sync(op);
+            log.make_durable(op);
             issued.emplace_back(op, events.now());
         } else if (action < 70) {
             const auto& durable = log.durable_records();
@@ -833,7 +833,7 @@ TEST_CASE("file_log power loss in the last write step: a torn tail at every posi
         file_log log = open_new(options);
         for (std::uint32_t first = 1; first <= synced; first += 5) {
             log.append(first, records(1, first, first + 4, 300));
-            log.sync(first);
+            log.make_durable(first);
             flush_ok(log);
         }
         step_start = new_segment ? 0 : fs.contents(path)->size();

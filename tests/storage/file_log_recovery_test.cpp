@@ -468,7 +468,7 @@ void write_in_steps(const file_log_options& options) {
     file_log log = open_new(options);
     for (std::uint32_t first = 1; first <= flushed_records; first += 3) {
         log.append(first, records(1, first, first + 2));
-        log.sync(first);
+        log.make_durable(first);
         flush_ok(log);
     }
 }

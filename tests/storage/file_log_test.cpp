@@ -63,7 +63,7 @@ TEST_CASE("file_log round trip: append, flush, reopen across segment rolls") {
         for (std::uint32_t first = 1; first <= 100; first += 10) {
             const auto batch = records(1, first, first + 9);
             log.append(++op, batch);
-            log.sync(op);
+            log.make_durable(op);
             const auto done = flush_ok(log);
             REQUIRE(done.log_durable == op);
             REQUIRE_FALSE(done.epochs_durable);
@@ -103,7 +103,7 @@ TEST_CASE("file_log read: ranges from memory, from disk, and across both") {
     temporary_directory dir;
     file_log log = open_new(small_options(dir.data()));
     log.append(1, records(1, 1, 30));
-    log.sync(1);
+    log.make_durable(1);
     flush_ok(log);
     log.append(2, records(1, 31, 40));  // not flushed: served from memory
 
@@ -139,7 +139,7 @@ TEST_CASE("file_log install_snapshot: compacted below, records after, and reopen
         REQUIRE(log.read(zxid{1, 49}, 10).error() == errc::compacted);
         REQUIRE(log.read(zxid{}, 10).error() == errc::compacted);
         REQUIRE(ids(log.read(zxid{1, 50}, 10).value()) == ids(1, 51, 55));
-        log.sync(2);
+        log.make_durable(2);
         REQUIRE(flush_ok(log).log_durable == 2);
         log.append(3, records(1, 56, 60));
         flush_ok(log);
@@ -292,7 +292,7 @@ TEST_CASE("file_log truncation while a flush job is outstanding") {
         REQUIRE(log.flush_in_progress());
         log.truncate_after(3, zxid{1, 20});  // cuts into what the job is writing
         log.append(4, records(2, 1, 3));
-        log.sync(4);
+        log.make_durable(4);
         require_records(read_all(log), [] {
             auto want = ids(1, 1, 20);
             const auto more = ids(2, 1, 3);
@@ -345,7 +345,7 @@ TEST_CASE("file_log group commit: one fdatasync per touched segment") {
     // 40 appends of one record each, one flush: one segment, one fdatasync.
     zab::storage_op op = 0;
     for (std::uint32_t c = 1; c <= 40; ++c) log.append(++op, records(1, c, c));
-    log.sync(op);
+    log.make_durable(op);
     REQUIRE(flush_ok(log).log_durable == op);
     REQUIRE(log.stats().data_syncs - before.data_syncs == 1);
     REQUIRE(log.stats().records_written - before.records_written == 40);
@@ -361,7 +361,7 @@ TEST_CASE("file_log group commit: one fdatasync per touched segment") {
 
     // A flush with nothing to write syncs nothing.
     const file_log_stats idle = log.stats();
-    log.sync(++op);
+    log.make_durable(++op);
     REQUIRE(flush_ok(log).log_durable == op);
     REQUIRE(log.stats().data_syncs == idle.data_syncs);
     REQUIRE(log.stats().bytes_written == idle.bytes_written);
@@ -389,7 +389,7 @@ TEST_CASE("file_log flush job runs on another thread while the peer thread keeps
         log.append(1, records(1, 1, 50));
         flush_ok(log);
         log.append(2, records(1, 51, 100));
-        log.sync(2);
+        log.make_durable(2);
         log.write_epochs(3, {1, 1});
         auto job = log.begin_flush();
         std::thread worker([&job] { job.run(); });
@@ -401,7 +401,7 @@ TEST_CASE("file_log flush job runs on another thread while the peer thread keeps
         REQUIRE_FALSE(done.failed());
         REQUIRE(done.log_durable == 2);
         REQUIRE(done.epochs_durable == 3);
-        log.sync(4);
+        log.make_durable(4);
         REQUIRE(flush_ok(log).log_durable == 4);
     }
     file_log log = open_log(options);
@@ -418,7 +418,7 @@ TEST_CASE("file_log failure is terminal: every later flush fails, nothing is ret
 
     SECTION("a failed write of the batch") {
         log.append(2, records(1, 11, 20));
-        log.sync(2);
+        log.make_durable(2);
         log.inject_failure_for_testing(EIO);
         const auto before = log.stats();
         const auto failed = log.flush();
@@ -433,7 +433,7 @@ TEST_CASE("file_log failure is terminal: every later flush fails, nothing is ret
 
         const auto after_failure = log.stats();
         log.append(3, records(1, 21, 22));
-        log.sync(3);
+        log.make_durable(3);
         log.write_epochs(4, {1, 1});
         for (int i = 0; i < 3; ++i) {
             const auto again = log.flush();
@@ -510,7 +510,7 @@ TEST_CASE("file_log snapshot install while a flush job is outstanding") {
         auto job = log.begin_flush();  // writes 31..60 into the old generation
         log.install_snapshot(3, zxid{1, 45}, state, records(1, 46, 47));
         log.append(4, records(2, 1, 2));
-        log.sync(4);
+        log.make_durable(4);
         job.run();
         REQUIRE_FALSE(log.finish_flush(std::move(job)).failed());
         auto want = ids(1, 46, 47);
@@ -538,7 +538,7 @@ TEST_CASE("file_log compact: a checkpoint stands in for the records up to it; th
     {
         file_log log = open_new(options);
         log.append(1, records(1, 1, 80));
-        log.sync(1);
+        log.make_durable(1);
         flush_ok(log);
         segments_before = segment_files(dir.data()).size();
         REQUIRE(segments_before >= 3);
@@ -554,7 +554,7 @@ TEST_CASE("file_log compact: a checkpoint stands in for the records up to it; th
         require_records(log.read(zxid{1, 50}, 100).value(), ids(1, 51, 80));
         // Not a log operation: the flush reports nothing for it, and appends go on.
         log.append(2, records(1, 81, 85));
-        log.sync(2);
+        log.make_durable(2);
         REQUIRE(flush_ok(log).log_durable == 2);
         REQUIRE(files_with_prefix(dir.data(), "snapshot.").size() == 1);
         REQUIRE(segment_files(dir.data()).size() < segments_before);
@@ -571,10 +571,10 @@ TEST_CASE("file_log compact: a checkpoint stands in for the records up to it; th
         // A TRUNC below the checkpoint keeps it and every record it covers.
         log.truncate_after(3, zxid{1, 40});
         REQUIRE(log.last_zxid() == zxid{1, 50});
-        log.sync(3);
+        log.make_durable(3);
         flush_ok(log);
         log.append(4, records(2, 1, 30));
-        log.sync(4);
+        log.make_durable(4);
         flush_ok(log);
         // A second checkpoint, in a segment made after the first one.
         REQUIRE(log.compact(zxid{2, 25}, shared_bytes::copy_of(zab::as_bytes("at <2, 25>"))));
@@ -596,7 +596,7 @@ TEST_CASE("file_log compact at a crash: before the checkpoint lands the whole lo
     {
         file_log log = open_new(options);
         log.append(1, records(1, 1, 80));
-        log.sync(1);
+        log.make_durable(1);
         flush_ok(log);
         REQUIRE(log.compact(zxid{1, 60}, state));
     }  // a crash: the checkpoint never reached the disk
@@ -652,7 +652,7 @@ TEST_CASE("file_log compact and install_snapshot: an install replaces a pending 
         log.install_snapshot(2, zxid{1, 35}, installed, records(1, 36, 38));
         REQUIRE(log.snapshot()->state == installed);
         REQUIRE_FALSE(log.compact(zxid{1, 37}, after_install));  // the install is not flushed
-        log.sync(2);
+        log.make_durable(2);
         flush_ok(log);
         REQUIRE(log.compact(zxid{1, 37}, after_install));
         flush_ok(log);

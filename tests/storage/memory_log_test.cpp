@@ -57,7 +57,7 @@ TEST_CASE("memory_log: a flush reports what was asked, once") {
     CHECK(!log.has_pending_work());
     log.append(1, std::vector<zab::log_record>{record({1, 1}, "a")});
     CHECK(!log.has_pending_work());  // an append alone asks for nothing
-    log.sync(1);
+    log.make_durable(1);
     log.write_epochs(2, zab::epochs{1, 1});
     CHECK(log.stored_epochs() == zab::epochs{1, 1});  // visible at once
     REQUIRE(log.has_pending_work());

@@ -36,17 +36,17 @@ public:
         if (txn.size() > ctx_.opts().max_txn_bytes) return make_error_code(errc::too_large);
         if (!ctx_.leading || !ctx_.leading->established())
             return make_error_code(errc::not_leader);
-        auto& l = *ctx_.leading;
-        if (l.outstanding.size() >= ctx_.opts().max_outstanding_proposals)
+        auto& leader = *ctx_.leading;
+        if (leader.outstanding.size() >= ctx_.opts().max_outstanding_proposals)
             return make_error_code(errc::backpressure);
-        if (l.last_proposed.counter_exhausted()) {
+        if (leader.last_proposed.counter_exhausted()) {
             // §1, ZOOKEEPER-1277: never propose the last counter; a new epoch starts at 0.
             ctx_.request_election("zxid counter exhausted");
             return make_error_code(errc::zxid_exhausted);
         }
-        const zxid id = l.last_proposed.next();
+        const zxid id = leader.last_proposed.next();
         const shared_bytes frame =
-            encode(frame_context{ctx_.opts().group_id, ctx_.config().version()}, proposal{id, txn});
+            encode(frame_context{ctx_.opts().group_id, ctx_.config().version()}, wire::proposal{id, txn});
         // The log record shares the frame's bytes: the txn is encoded once (docs/design.md
         // rule 10). A PROPOSAL's payload ends with the txn (codec.hpp: id, then txn), so it is
         // the frame's last txn.size() bytes — found without decoding the frame again.
@@ -61,25 +61,25 @@ public:
         p.frame = frame;
         p.log_op = ctx_.append(p.record);
         p.origin = origin;
-        if (learner_link* link = origin != 0 ? l.find_link(origin) : nullptr) {
+        if (learner_link* link = origin != 0 ? leader.find_link(origin) : nullptr) {
             p.origin_connection = link->connection;
             ++link->forwarded_outstanding;
         }
-        l.last_proposed = id;
-        for (const auto& link : l.links)
+        leader.last_proposed = id;
+        for (const auto& link : leader.links)
             if (link.forwarding && link.type == learner_type::participant)
                 ctx_.send_frame_after(link.id, frame);
-        l.outstanding.push_back(std::move(p));
+        leader.outstanding.push_back(std::move(p));
         ++ctx_.counters.proposals;
         return id;
     }
 
     /// ACK(z) from a follower that acknowledged NEWLEADER: it holds every proposal ≤ z
     /// durably (FIFO connection: an ACK covers the prefix).
-    void leader_on_ack(learner_link& link, const ack& m) {
-        auto& l = *ctx_.leading;
+    void leader_on_ack(learner_link& link, const wire::ack& m) {
+        auto& leader = *ctx_.leading;
         if (m.acked.is_epoch_marker()) return;  // NEWLEADER/UPTODATE acks: nothing to count
-        if (m.acked.epoch() != l.epoch || m.acked > l.last_proposed) {
+        if (m.acked.epoch() != leader.epoch || m.acked > leader.last_proposed) {
             ctx_.ignore(link.id, ignore_reason::bad_acknowledgement);
             ctx_.drop_learner(link.id, "an ACK of a proposal never made");
             return;
@@ -87,82 +87,82 @@ public:
         // Observers' ACKs never count (§8): quorum_acked() looks at voters only.
         if (m.acked > link.last_acked) {
             link.last_acked = m.acked;
-            l.progress_moved = true;
+            leader.progress_moved = true;
         }
     }
 
     /// A heartbeat answer (any message refreshes the learner's deadline; the peer did that):
     /// the round it answers counts toward the syncs waiting for a quorum round (§7).
-    void leader_on_ping(learner_link& link, const ping& m) {
+    void leader_on_ping(learner_link& link, const wire::ping& m) {
         if (m.round <= ctx_.leading->ping_round) link.acked_round = std::max(link.acked_round, m.round);
     }
 
     /// A client request forwarded by `link` (§6.1, §7): a write is proposed and answered
     /// with a REPLY (a refusal is definite); a sync waits for a quorum heartbeat round.
-    void leader_on_request(learner_link& link, const forwarded_request& m) {
-        auto& l = *ctx_.leading;
+    void leader_on_request(learner_link& link, const wire::forwarded_request& m) {
+        auto& leader = *ctx_.leading;
         if (link.at != learner_link::stage::broadcasting) {
             ctx_.ignore(link.id, ignore_reason::out_of_stage);  // learners forward once UPTODATE
             ctx_.drop_learner(link.id, "a request before UPTODATE");
             return;
         }
-        if (m.kind == request_kind::sync) {
+        if (m.kind == wire::request_kind::sync) {
             // Bounded like its writes: one learner's syncs cannot grow the leader's table
             // without limit (issue 15 defect 6); a refusal is definite.
             const auto waiting = static_cast<std::size_t>(std::count_if(
-                l.syncs.begin(), l.syncs.end(),
+                leader.syncs.begin(), leader.syncs.end(),
                 [&](const pending_sync& s) { return s.origin == link.id; }));
             if (waiting >= ctx_.opts().max_forwarded_per_learner) {
                 ++ctx_.counters.requests_refused;
-                ctx_.send(link.id, forwarded_reply{m.request_id, reply_outcome::backpressure, zxid{}});
+                ctx_.send(link.id, wire::forwarded_reply{m.request_id, wire::reply_outcome::backpressure, zxid{}});
                 return;
             }
-            l.syncs.push_back({link.id, link.connection, m.request_id, l.ping_round + 1});
-            l.round_wanted = true;
+            leader.syncs.push_back({link.id, link.connection, m.request_id, leader.ping_round + 1});
+            leader.round_wanted = true;
             return;
         }
         result<zxid> proposed = make_error_code(errc::backpressure);
         if (link.forwarded_outstanding < ctx_.opts().max_forwarded_per_learner)
             proposed = propose(m.txn, link.id);
         if (proposed) {
-            ctx_.send(link.id, forwarded_reply{m.request_id, reply_outcome::accepted, proposed.value()});
+            ctx_.send(link.id, wire::forwarded_reply{m.request_id, wire::reply_outcome::accepted, proposed.value()});
             return;
         }
         ++ctx_.counters.requests_refused;
-        ctx_.send(link.id, forwarded_reply{m.request_id,
+        ctx_.send(link.id, wire::forwarded_reply{m.request_id,
                                  refusal_reply(static_cast<errc>(proposed.error().value())), zxid{}});
     }
 
     /// A sync at the leader itself: answered once a quorum answers a heartbeat round that
     /// starts after it (§7) — a deposed leader never answers.
     void leader_sync(request_id id) {
-        auto& l = *ctx_.leading;
-        l.syncs.push_back({ctx_.self(), 0, id, l.ping_round + 1});
-        l.round_wanted = true;
+        auto& leader = *ctx_.leading;
+        leader.syncs.push_back({ctx_.self(), 0, id, leader.ping_round + 1});
+        leader.round_wanted = true;
     }
 
     /// Runs after every event while LEADING: own durability, commits in order, syncs.
     void leader_advance() {
-        auto& l = *ctx_.leading;
+        auto& leader = *ctx_.leading;
         // The leader's own ack, once its log made the proposal durable. Durability comes in
         // log order, so the acked ones are a prefix of `outstanding`: O(new acks) per step.
-        while (l.self_acked_count < l.outstanding.size() &&
-               ctx_.log_durable(l.outstanding[l.self_acked_count].log_op)) {
-            ++l.self_acked_count;
-            l.progress_moved = true;
+        while (leader.self_acked_count < leader.outstanding.size() &&
+               ctx_.log_durable(leader.outstanding[leader.self_acked_count].log_op)) {
+            ++leader.self_acked_count;
+            leader.progress_moved = true;
         }
         // §6.1 tryToCommit: strictly in order, up to the highest zxid a quorum of every
         // verifier holds durably. O(voters²) per step, whatever the window.
-        const zxid point = std::exchange(l.progress_moved, false) ? quorum_acked(l) : zxid{};
-        while (!l.outstanding.empty() && l.outstanding.front().record.id <= point) {
-            outstanding_proposal p = std::move(l.outstanding.front());
-            l.outstanding.pop_front();
-            if (l.self_acked_count > 0) --l.self_acked_count;  // a quorum may lack the leader
+        const zxid point = std::exchange(leader.progress_moved, false) ? quorum_acked(leader) : zxid{};
+        while (!leader.outstanding.empty() && leader.outstanding.front().record.id <= point) {
+            outstanding_proposal p = std::move(leader.outstanding.front());
+            leader.outstanding.pop_front();
+            if (leader.self_acked_count > 0) --leader.self_acked_count;  // a quorum may lack the leader
             commit_proposal(std::move(p));
         }
-        if (!l.established()) return;
-        if (l.round_wanted) {
-            l.round_wanted = false;
+        if (!leader.established()) return;
+        if (leader.round_wanted) {
+            leader.round_wanted = false;
             send_heartbeats();
         }
         answer_syncs();
@@ -170,10 +170,10 @@ public:
 
     /// Every tick while LEADING (§6.2): heartbeats, silent learners, the quorum check.
     void leader_tick() {
-        auto& l = *ctx_.leading;
+        auto& leader = *ctx_.leading;
         const std::uint64_t limit = ctx_.opts().sync_limit_ticks;
         std::vector<peer_id> silent;
-        for (const auto& link : l.links)
+        for (const auto& link : leader.links)
             if (ctx_.now_tick > link.last_heard_tick + limit) silent.push_back(link.id);
         send_heartbeats(silent);
         for (peer_id id : silent) {
@@ -181,10 +181,10 @@ public:
                      ctx_.self(), id, limit);
             ctx_.drop_learner(id, "silent for sync_limit");
         }
-        if (!l.established()) return;  // until then init_limit bounds the leader (§4)
+        if (!leader.established()) return;  // until then init_limit bounds the leader (§4)
         peer_set synced;
         synced.insert(ctx_.self());
-        for (const auto& link : l.links)
+        for (const auto& link : leader.links)
             if (link.type == learner_type::participant &&
                 (link.at == learner_link::stage::awaiting_uptodate ||
                  link.at == learner_link::stage::broadcasting))
@@ -200,56 +200,56 @@ public:
     /// PROPOSAL after NEWLEADER: log it, ACK once durable — and never before the NEWLEADER
     /// ACK (§5.3, ZOOKEEPER-4685): until that ACK is queued, the proposal waits for it.
     void learner_on_proposal(const log_record& record) {
-        auto& s = *ctx_.learning;
+        auto& learner = *ctx_.learning;
         if (ctx_.self_type() != learner_type::participant) {
             ctx_.leader_misbehaved("PROPOSAL sent to an observer");
             return;
         }
         if (!append_in_order(record)) return;
-        if (s.newleader_epoch_op != 0)
-            ctx_.send_after(s.leader, ack{record.id}, ctx_.last_log_op(), s.newleader_epoch_op);
+        if (learner.newleader_epoch_op != 0)
+            ctx_.send_after(learner.leader, wire::ack{record.id}, ctx_.last_log_op(), learner.newleader_epoch_op);
     }
 
     /// COMMIT after NEWLEADER: must name the oldest unapplied proposal (§6.1).
-    void learner_on_commit(const commit& m) {
-        auto& s = *ctx_.learning;
-        if (s.unapplied.empty() || s.unapplied.front().id > m.id ||
-            std::none_of(s.unapplied.begin(), s.unapplied.end(),
+    void learner_on_commit(const wire::commit& m) {
+        auto& learner = *ctx_.learning;
+        if (learner.unapplied.empty() || learner.unapplied.front().id > m.id ||
+            std::none_of(learner.unapplied.begin(), learner.unapplied.end(),
                          [&](const log_record& r) { return r.id == m.id; })) {
             ctx_.leader_misbehaved("COMMIT of a transaction not pending");
             return;
         }
-        s.known_committed = std::max(s.known_committed, m.id);
-        if (s.at == learner_state::stage::broadcasting) ctx_.apply_known_committed();
+        learner.known_committed = std::max(learner.known_committed, m.id);
+        if (learner.at == learner_state::stage::broadcasting) ctx_.apply_known_committed();
     }
 
     /// INFORM (observers): a committed transaction with its bytes (§8).
     void learner_on_inform(const log_record& record) {
-        auto& s = *ctx_.learning;
+        auto& learner = *ctx_.learning;
         if (!append_in_order(record)) return;
-        s.known_committed = std::max(s.known_committed, record.id);
-        if (s.at == learner_state::stage::broadcasting) ctx_.apply_known_committed();
+        learner.known_committed = std::max(learner.known_committed, record.id);
+        if (learner.at == learner_state::stage::broadcasting) ctx_.apply_known_committed();
     }
 
     // --- client requests on a learner -------------------------------------------------------
 
     /// Forwards a client write to the leader (§6.1): the REPLY names its zxid or refuses it.
     void learner_forward_write(request_id id, byte_view txn) {
-        ctx_.send(ctx_.learning->leader, forwarded_request{id, request_kind::write, txn});
+        ctx_.send(ctx_.learning->leader, wire::forwarded_request{id, wire::request_kind::write, txn});
         ctx_.clients.add_write(id, std::nullopt);
         ++ctx_.counters.requests_forwarded;
     }
 
     /// Forwards a client sync to the leader (§7).
     void learner_forward_sync(request_id id) {
-        ctx_.send(ctx_.learning->leader, forwarded_request{id, request_kind::sync, {}});
+        ctx_.send(ctx_.learning->leader, wire::forwarded_request{id, wire::request_kind::sync, {}});
         ctx_.clients.add_sync(id);
         ++ctx_.counters.requests_forwarded;
     }
 
     /// REPLY: the leader proposed forwarded write `request_id`, or refused it for good.
-    void learner_on_reply(const forwarded_reply& m) {
-        if (m.outcome != reply_outcome::accepted) {
+    void learner_on_reply(const wire::forwarded_reply& m) {
+        if (m.outcome != wire::reply_outcome::accepted) {
             ctx_.clients.refuse(m.request_id, refusal_error(m.outcome), ctx_.learning->leader);
             return;
         }
@@ -260,18 +260,18 @@ public:
 
     /// SYNC from the leader: a quorum confirmed its leadership after my sync reached it, and
     /// every COMMIT it sent before is applied here (FIFO, and COMMITs apply on arrival).
-    void learner_on_sync_answer(const sync_answer& m) {
+    void learner_on_sync_answer(const wire::sync_answer& m) {
         ctx_.clients.answer_sync(m.request_id, ctx_.last_applied);
     }
 
     /// PING from the leader: answer with its round (§6.2, §7).
-    void learner_on_ping(const ping& m) { ctx_.send(ctx_.learning->leader, ping{ctx_.last_logged, m.round}); }
+    void learner_on_ping(const wire::ping& m) { ctx_.send(ctx_.learning->leader, wire::ping{ctx_.last_logged, m.round}); }
 
     /// Every tick while learning: a leader silent for sync_limit is gone (§6.2).
     void learner_tick() {
-        auto& s = *ctx_.learning;
-        if (!s.info_sent) return;
-        if (ctx_.now_tick > s.last_heard_tick + ctx_.opts().sync_limit_ticks) {
+        auto& learner = *ctx_.learning;
+        if (!learner.info_sent) return;
+        if (ctx_.now_tick > learner.last_heard_tick + ctx_.opts().sync_limit_ticks) {
             ++ctx_.counters.leader_silences;
             ctx_.request_election("leader silent for sync_limit");
         }
@@ -279,40 +279,40 @@ public:
 
 protected:  // the building blocks of the phase, for policies derived from this one
     /// A definite refusal on the wire and back: the two directions of one mapping.
-    static reply_outcome refusal_reply(errc e) noexcept {
+    static wire::reply_outcome refusal_reply(errc e) noexcept {
         switch (e) {
-            case errc::backpressure: return reply_outcome::backpressure;
-            case errc::zxid_exhausted: return reply_outcome::zxid_exhausted;
-            case errc::too_large: return reply_outcome::too_large;
-            default: return reply_outcome::not_leader;
+            case errc::backpressure: return wire::reply_outcome::backpressure;
+            case errc::zxid_exhausted: return wire::reply_outcome::zxid_exhausted;
+            case errc::too_large: return wire::reply_outcome::too_large;
+            default: return wire::reply_outcome::not_leader;
         }
     }
-    static errc refusal_error(reply_outcome o) noexcept {
+    static errc refusal_error(wire::reply_outcome o) noexcept {
         switch (o) {
-            case reply_outcome::backpressure: return errc::backpressure;
-            case reply_outcome::zxid_exhausted: return errc::zxid_exhausted;
-            case reply_outcome::too_large: return errc::too_large;
+            case wire::reply_outcome::backpressure: return errc::backpressure;
+            case wire::reply_outcome::zxid_exhausted: return errc::zxid_exhausted;
+            case wire::reply_outcome::too_large: return errc::too_large;
             default: return errc::not_leader;
         }
     }
 
     /// One heartbeat round to every learner (but `skip`): PING with a new round number.
     void send_heartbeats(const std::vector<peer_id>& skip = {}) {
-        auto& l = *ctx_.leading;
-        ++l.ping_round;
-        for (const auto& link : l.links)
+        auto& leader = *ctx_.leading;
+        ++leader.ping_round;
+        for (const auto& link : leader.links)
             if (std::find(skip.begin(), skip.end(), link.id) == skip.end())
-                ctx_.send(link.id, ping{l.last_proposed, l.ping_round});
+                ctx_.send(link.id, wire::ping{leader.last_proposed, leader.ping_round});
     }
 
     /// §7: a sync is answered once the leader itself and learners answering its round (or a
     /// later one) form a quorum — the leader was still the leader after the sync arrived.
     void answer_syncs() {
-        auto& l = *ctx_.leading;
-        std::erase_if(l.syncs, [&](const pending_sync& s) {
+        auto& leader = *ctx_.leading;
+        std::erase_if(leader.syncs, [&](const pending_sync& s) {
             peer_set confirmed;
             confirmed.insert(ctx_.self());
-            for (const auto& link : l.links)
+            for (const auto& link : leader.links)
                 if (link.type == learner_type::participant && link.acked_round >= s.round)
                     confirmed.insert(link.id);
             if (!ctx_.quorums().contains_quorum(confirmed)) return false;
@@ -320,14 +320,14 @@ protected:  // the building blocks of the phase, for policies derived from this 
             if (s.origin == ctx_.self()) {
                 ctx_.clients.answer_sync(s.id, ctx_.last_applied);
             } else if (ctx_.connection_to(s.origin) == s.connection) {
-                ctx_.send(s.origin, sync_answer{s.id});
+                ctx_.send(s.origin, wire::sync_answer{s.id});
             }
             return true;
         });
     }
 
     bool append_in_order(const log_record& record) {
-        auto& s = *ctx_.learning;
+        auto& learner = *ctx_.learning;
         const zxid last = ctx_.last_zxid_visible;
         if (record.id <= last) return false;  // a duplicate of a synced proposal
         if (!last.continued_by(record.id)) {
@@ -335,7 +335,7 @@ protected:  // the building blocks of the phase, for policies derived from this 
             return false;
         }
         ctx_.append(record);
-        s.unapplied.push_back(record);
+        learner.unapplied.push_back(record);
         return true;
     }
 
@@ -361,19 +361,19 @@ protected:  // the building blocks of the phase, for policies derived from this 
     }
 
     void commit_proposal(outstanding_proposal p) {
-        auto& l = *ctx_.leading;
+        auto& leader = *ctx_.leading;
         const zxid id = p.record.id;
-        learner_link* origin = p.origin != 0 ? l.find_link(p.origin) : nullptr;
+        learner_link* origin = p.origin != 0 ? leader.find_link(p.origin) : nullptr;
         if (origin && origin->connection == p.origin_connection && origin->forwarded_outstanding > 0)
             --origin->forwarded_outstanding;
-        for (const auto& link : l.links) {
+        for (const auto& link : leader.links) {
             if (!link.forwarding) continue;
             if (link.type == learner_type::participant)
-                ctx_.send(link.id, commit{id});
+                ctx_.send(link.id, wire::commit{id});
             else
-                ctx_.send(link.id, inform{id, p.record.txn.view()});
+                ctx_.send(link.id, wire::inform{id, p.record.txn.view()});
         }
-        l.remember_committed(p.record);
+        leader.remember_committed(p.record);
         ctx_.apply(p.record);
         ++ctx_.counters.commits;
     }

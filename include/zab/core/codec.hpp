@@ -81,7 +81,7 @@ struct frame_context {
 /// A decoded, validated frame header: magic, version and flags have been checked, `type`
 /// names a known message and `payload_length` is within the limits.
 struct frame_header {
-    message_type type = message_type::notification;
+    wire::message_type type = wire::message_type::notification;
     std::uint64_t group_id = 0;
     std::uint64_t config_version = 0;
     std::uint32_t payload_length = 0;
@@ -97,7 +97,7 @@ struct frame_header {
 /// keep that buffer (e.g. its `shared_bytes`) alive as long as the message.
 struct decoded_frame {
     frame_header header;
-    message msg;
+    wire::message msg;
 };
 
 namespace detail {
@@ -250,12 +250,12 @@ struct wire_enum_traits<peer_state> {
     static constexpr auto max = static_cast<std::uint8_t>(peer_state::observing);
 };
 template <>
-struct wire_enum_traits<request_kind> {
-    static constexpr auto max = static_cast<std::uint8_t>(request_kind::sync);
+struct wire_enum_traits<wire::request_kind> {
+    static constexpr auto max = static_cast<std::uint8_t>(wire::request_kind::sync);
 };
 template <>
-struct wire_enum_traits<reply_outcome> {
-    static constexpr auto max = static_cast<std::uint8_t>(reply_outcome::too_large);
+struct wire_enum_traits<wire::reply_outcome> {
+    static constexpr auto max = static_cast<std::uint8_t>(wire::reply_outcome::too_large);
 };
 
 template <typename E>
@@ -356,30 +356,30 @@ struct read_archive {
 template <typename M, typename T>
 concept message_of = std::same_as<std::remove_const_t<M>, T>;
 
-void fields(auto& a, message_of<notification> auto& m) {
+void fields(auto& a, message_of<wire::notification> auto& m) {
     a(m.state, m.leader, m.leader_zxid, m.round, m.leader_epoch);
 }
-void fields(auto& a, message_of<follower_info> auto& m) { a(m.accepted_epoch, m.protocol); }
-void fields(auto& a, message_of<observer_info> auto& m) { a(m.accepted_epoch, m.protocol); }
-void fields(auto& a, message_of<leader_info> auto& m) { a(m.new_epoch, m.protocol); }
-void fields(auto& a, message_of<ack_epoch> auto& m) { a(m.last_logged, m.current_epoch); }
-void fields(auto& a, message_of<diff> auto& m) { a(m.last); }
-void fields(auto& a, message_of<trunc> auto& m) { a(m.truncate_to); }
-void fields(auto& a, message_of<snap> auto& m) {
+void fields(auto& a, message_of<wire::follower_info> auto& m) { a(m.accepted_epoch, m.protocol); }
+void fields(auto& a, message_of<wire::observer_info> auto& m) { a(m.accepted_epoch, m.protocol); }
+void fields(auto& a, message_of<wire::leader_info> auto& m) { a(m.new_epoch, m.protocol); }
+void fields(auto& a, message_of<wire::ack_epoch> auto& m) { a(m.last_logged, m.current_epoch); }
+void fields(auto& a, message_of<wire::diff> auto& m) { a(m.last); }
+void fields(auto& a, message_of<wire::trunc> auto& m) { a(m.truncate_to); }
+void fields(auto& a, message_of<wire::snap> auto& m) {
     a(m.last_included, m.total_size, m.offset, m.chunk);
 }
-void fields(auto& a, message_of<snap_ack> auto& m) { a(m.received); }
-void fields(auto& a, message_of<sync_ack> auto& m) { a(m.received); }
-void fields(auto& a, message_of<new_leader> auto& m) { a(m.epoch_zxid); }
-void fields(auto& a, message_of<ack> auto& m) { a(m.acked); }
-void fields(auto& a, message_of<up_to_date> auto&) { a(); }
-void fields(auto& a, message_of<proposal> auto& m) { a(m.id, m.txn); }
-void fields(auto& a, message_of<commit> auto& m) { a(m.id); }
-void fields(auto& a, message_of<inform> auto& m) { a(m.id, m.txn); }
-void fields(auto& a, message_of<forwarded_request> auto& m) { a(m.request_id, m.kind, m.txn); }
-void fields(auto& a, message_of<ping> auto& m) { a(m.last_proposed, m.round); }
-void fields(auto& a, message_of<sync_answer> auto& m) { a(m.request_id); }
-void fields(auto& a, message_of<forwarded_reply> auto& m) { a(m.request_id, m.outcome, m.id); }
+void fields(auto& a, message_of<wire::snap_ack> auto& m) { a(m.received); }
+void fields(auto& a, message_of<wire::sync_ack> auto& m) { a(m.received); }
+void fields(auto& a, message_of<wire::new_leader> auto& m) { a(m.epoch_zxid); }
+void fields(auto& a, message_of<wire::ack> auto& m) { a(m.acked); }
+void fields(auto& a, message_of<wire::up_to_date> auto&) { a(); }
+void fields(auto& a, message_of<wire::proposal> auto& m) { a(m.id, m.txn); }
+void fields(auto& a, message_of<wire::commit> auto& m) { a(m.id); }
+void fields(auto& a, message_of<wire::inform> auto& m) { a(m.id, m.txn); }
+void fields(auto& a, message_of<wire::forwarded_request> auto& m) { a(m.request_id, m.kind, m.txn); }
+void fields(auto& a, message_of<wire::ping> auto& m) { a(m.last_proposed, m.round); }
+void fields(auto& a, message_of<wire::sync_answer> auto& m) { a(m.request_id); }
+void fields(auto& a, message_of<wire::forwarded_reply> auto& m) { a(m.request_id, m.outcome, m.id); }
 
 template <typename M>
 std::size_t payload_size(const M& m) noexcept {
@@ -391,18 +391,18 @@ std::size_t payload_size(const M& m) noexcept {
 template <std::size_t... I>
 bool is_known_message_type(std::uint8_t type, std::index_sequence<I...>) noexcept {
     return ((type ==
-             static_cast<std::uint8_t>(message_type_v<std::variant_alternative_t<I, message>>)) ||
+             static_cast<std::uint8_t>(wire::message_type_v<std::variant_alternative_t<I, wire::message>>)) ||
             ...);
 }
 
 /// True if `type` is the wire type of some alternative of `message`.
 inline bool is_known_message_type(std::uint8_t type) noexcept {
-    return is_known_message_type(type, std::make_index_sequence<std::variant_size_v<message>>{});
+    return is_known_message_type(type, std::make_index_sequence<std::variant_size_v<wire::message>>{});
 }
 
 /// Decodes `payload` as a message of type `M` into `out`. False if it is malformed.
 template <typename M>
-bool decode_payload_as(byte_view payload, message& out) noexcept {
+bool decode_payload_as(byte_view payload, wire::message& out) noexcept {
     M& m = out.emplace<M>();
     wire_reader in{payload};
     read_archive archive{in};
@@ -411,27 +411,27 @@ bool decode_payload_as(byte_view payload, message& out) noexcept {
 }
 
 template <std::size_t... I>
-bool decode_payload(message_type type, byte_view payload, message& out,
+bool decode_payload(wire::message_type type, byte_view payload, wire::message& out,
                     std::index_sequence<I...>) noexcept {
     bool decoded = false;
     // Exactly one alternative has this wire type; `||` stops there.
-    (void)((type == message_type_v<std::variant_alternative_t<I, message>> &&
-            (decoded = decode_payload_as<std::variant_alternative_t<I, message>>(payload, out),
+    (void)((type == wire::message_type_v<std::variant_alternative_t<I, wire::message>> &&
+            (decoded = decode_payload_as<std::variant_alternative_t<I, wire::message>>(payload, out),
              true)) ||
            ...);
     return decoded;
 }
 
 /// Decodes `payload` as the message named by `type` into `out`. False if it is malformed.
-inline bool decode_payload(message_type type, byte_view payload, message& out) noexcept {
+inline bool decode_payload(wire::message_type type, byte_view payload, wire::message& out) noexcept {
     return decode_payload(type, payload, out,
-                          std::make_index_sequence<std::variant_size_v<message>>{});
+                          std::make_index_sequence<std::variant_size_v<wire::message>>{});
 }
 
 }  // namespace detail
 
 /// Size in bytes of the whole frame (header and payload) that encodes `msg`.
-inline std::size_t encoded_size(const message& msg) noexcept {
+inline std::size_t encoded_size(const wire::message& msg) noexcept {
     const std::size_t payload =
         std::visit([](const auto& m) { return detail::payload_size(m); }, msg);
     ZAB_ASSERT(payload <= UINT32_MAX, "encode: message larger than a frame can carry");
@@ -442,16 +442,16 @@ inline std::size_t encoded_size(const message& msg) noexcept {
 /// (asserted: the caller is zab). Lets a caller place frames in a buffer it manages, e.g. a
 /// batch of frames in one write.
 inline void encode_into(std::span<std::byte> out, const frame_context& context,
-                        const message& msg) noexcept {
+                        const wire::message& msg) noexcept {
     ZAB_ASSERT(out.size() == encoded_size(msg), "encode_into: buffer is not encoded_size(msg)");
     const std::span<std::byte> payload = out.subspan(frame_header_size);
-    const message_type type = std::visit(
+    const wire::message_type type = std::visit(
         [&](const auto& m) {
             detail::wire_writer writer{payload};
             detail::write_archive archive{writer};
             detail::fields(archive, m);
             ZAB_ASSERT(writer.remaining() == 0, "encode: payload_size and fields disagree");
-            return message_type_v<std::decay_t<decltype(m)>>;
+            return wire::message_type_v<std::decay_t<decltype(m)>>;
         },
         msg);
 
@@ -470,7 +470,7 @@ inline void encode_into(std::span<std::byte> out, const frame_context& context,
 /// bytes go to every follower and into the log (docs/design.md rule 10).
 ///
 /// The frame and its reference count are one allocation (shared_bytes::make).
-inline shared_bytes encode(const frame_context& context, const message& msg) {
+inline shared_bytes encode(const frame_context& context, const wire::message& msg) {
     return shared_bytes::make(encoded_size(msg), [&](std::span<std::byte> buffer) {
         encode_into(buffer, context, msg);
     });
@@ -505,7 +505,7 @@ inline result<frame_header> decode_header(byte_view bytes,
         return make_error_code(errc::malformed);
     }
     frame_header header;
-    header.type = static_cast<message_type>(type);
+    header.type = static_cast<wire::message_type>(type);
     header.group_id = detail::load_le<std::uint64_t>(p + 8);
     header.config_version = detail::load_le<std::uint64_t>(p + 16);
     header.payload_length = detail::load_le<std::uint32_t>(p + 24);
@@ -543,7 +543,7 @@ inline result<decoded_frame> decode(byte_view frame, const codec_limits& limits 
         return make_error_code(errc::bad_checksum);
     }
     // Decoded in place in the result that is returned: no copy of the message.
-    result<decoded_frame> decoded{decoded_frame{h, message{}}};
+    result<decoded_frame> decoded{decoded_frame{h, wire::message{}}};
     if (!detail::decode_payload(h.type, payload, decoded.assume_value().msg)) {
         return make_error_code(errc::malformed);
     }

@@ -83,9 +83,9 @@ struct epochs {
 ///
 /// Log operations (`append`, `truncate_after`) take effect in the order they are issued and
 /// are visible to `read` and `last_zxid` at once, but are durable only when the driver
-/// delivers `peer.on_log_durable(op)` for a `sync(op)` that covers them. That completion
+/// delivers `peer.on_log_durable(op)` for a `make_durable(op)` that covers them. That completion
 /// means every log operation numbered ≤ op is on stable storage. The peer issues at most one
-/// append batch and one sync per step (docs/design.md rule 2): that is the group commit.
+/// append batch and one `make_durable` per step (docs/design.md rule 2): that is the group commit.
 /// Epoch writes are independent of log operations: their completion
 /// `peer.on_epochs_durable(op)` may arrive before or after log completions issued earlier.
 /// A failed fsync or truncation is reported as `peer.on_storage_failed(error)`; it is
@@ -106,7 +106,7 @@ struct epochs {
 ///                               (§11.1, §11.5, ZOOKEEPER-2832/2872). A snapshot that lands
 ///                               without the history after it would leave the replica's
 ///                               durable current epoch standing for a history it lost.
-///   log.sync(op)                Request durability of every log operation ≤ op.
+///   log.make_durable(op)        Request durability of every log operation ≤ op.
 ///   log.write_epochs(op, e)     Replace the stored epochs atomically (temp file + fsync +
 ///                               rename + directory fsync, or equivalent).
 ///   log.last_zxid()             zxid of the last record appended and not truncated
@@ -124,7 +124,7 @@ concept log_store = requires(L& log, const L& const_log, storage_op op,
     { log.append(op, records) } -> std::same_as<void>;
     { log.truncate_after(op, z) } -> std::same_as<void>;
     { log.install_snapshot(op, z, state, records) } -> std::same_as<void>;
-    { log.sync(op) } -> std::same_as<void>;
+    { log.make_durable(op) } -> std::same_as<void>;
     { log.write_epochs(op, e) } -> std::same_as<void>;
     { const_log.last_zxid() } -> std::same_as<zxid>;
     { const_log.stored_epochs() } -> std::same_as<epochs>;
@@ -205,7 +205,7 @@ struct log_store {
     void append(storage_op, std::span<const log_record>) {}
     void truncate_after(storage_op, zxid) {}
     void install_snapshot(storage_op, zxid, const shared_bytes&, std::span<const log_record>) {}
-    void sync(storage_op) {}
+    void make_durable(storage_op) {}
     void write_epochs(storage_op, epochs) {}
     zxid last_zxid() const { return {}; }
     epochs stored_epochs() const { return {}; }

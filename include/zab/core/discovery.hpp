@@ -25,14 +25,14 @@ public:
 
     /// The peer just became LEADING: propose an epoch above the one it accepted (§4.3).
     void leader_start(const election_decision& decision) {
-        auto& l = *ctx_.leading;
-        l.epoch = ctx_.written_epochs.accepted + 1;
-        l.epoch_voters.insert(ctx_.self());
-        l.epoch_acks.insert(ctx_.self());
-        l.election_round = decision.decided.round;
-        l.loyal_voters.insert(ctx_.self());
+        auto& leader = *ctx_.leading;
+        leader.epoch = ctx_.written_epochs.accepted + 1;
+        leader.epoch_voters.insert(ctx_.self());
+        leader.epoch_acks.insert(ctx_.self());
+        leader.election_round = decision.decided.round;
+        leader.loyal_voters.insert(ctx_.self());
         for (const auto& [id, v] : decision.counted)
-            if (v.leader == ctx_.self()) l.loyal_voters.insert(id);
+            if (v.leader == ctx_.self()) leader.loyal_voters.insert(id);
     }
 
     /// A notification from voter `from` while leading and not yet established
@@ -42,17 +42,17 @@ public:
     /// can establish it, and waiting out init_limit would leave the group leaderless that
     /// long. It gives up at once. A vote of an older round is a voter that has not caught up
     /// (it restarted): this peer's answer will bring it, so it does not count against it.
-    void leader_on_vote(peer_id from, const notification& n) {
-        auto& l = *ctx_.leading;
-        if (l.established() || !ctx_.quorums().is_voter(from)) return;
+    void leader_on_vote(peer_id from, const wire::notification& n) {
+        auto& leader = *ctx_.leading;
+        if (leader.established() || !ctx_.quorums().is_voter(from)) return;
         if (n.leader == ctx_.self()) {
-            l.loyal_voters.insert(from);
+            leader.loyal_voters.insert(from);
             return;
         }
-        if (n.state == peer_state::looking && n.round < l.election_round) return;
-        if (!l.loyal_voters.erase(from)) return;
-        peer_set possible = l.loyal_voters;
-        for (const auto& link : l.links)
+        if (n.state == peer_state::looking && n.round < leader.election_round) return;
+        if (!leader.loyal_voters.erase(from)) return;
+        peer_set possible = leader.loyal_voters;
+        for (const auto& link : leader.links)
             if (link.type == learner_type::participant) possible.insert(link.id);
         if (ctx_.quorums().contains_quorum(possible)) return;
         zab::log(log_level::info,
@@ -65,7 +65,7 @@ public:
 
     /// FOLLOWERINFO or OBSERVERINFO from `from` on a new connection.
     void leader_on_info(peer_id from, learner_type claimed, epoch_t accepted) {
-        auto& l = *ctx_.leading;
+        auto& leader = *ctx_.leading;
         const auto configured = ctx_.config().type_of(from);
         // A voter may join as an observer: it does not vote until synced (ZOOKEEPER-261,
         // options::non_voter_until_synced). An observer claiming a vote is not our
@@ -85,26 +85,26 @@ public:
         link.last_heard_tick = ctx_.now_tick;
         // §4.3: while the epoch is open, it rises above every voter's accepted epoch (>=,
         // ZOOKEEPER-1343). Observers' accepted epochs do not count (ZOOKEEPER-2959).
-        if (l.at == leader_state::stage::gathering_epoch && claimed == learner_type::participant) {
-            l.epoch = std::max(l.epoch, accepted + 1);
-            l.epoch_voters.insert(from);
-        } else if (claimed == learner_type::participant && accepted > l.epoch) {
+        if (leader.at == leader_state::stage::gathering_epoch && claimed == learner_type::participant) {
+            leader.epoch = std::max(leader.epoch, accepted + 1);
+            leader.epoch_voters.insert(from);
+        } else if (claimed == learner_type::participant && accepted > leader.epoch) {
             // The epoch is closed and this voter promised a later one: it refuses mine for
             // good (§4.5) and would stay out of the ensemble for as long as I lead. Step
             // down, so that the next election proposes an epoch it can accept.
             zab::log(log_level::info,
                      "peer {}: voter {} accepted epoch {} above mine ({}); stepping down", ctx_.self(),
-                     from, accepted, l.epoch);
+                     from, accepted, leader.epoch);
             ++ctx_.counters.leader_step_downs;
             ctx_.request_election("a voter promised a later epoch");
         }
-        l.links.push_back(link);
+        leader.links.push_back(link);
     }
 
     /// ACKEPOCH from `from` (§4.6).
-    void leader_on_ack_epoch(peer_id from, const ack_epoch& m) {
-        auto& l = *ctx_.leading;
-        learner_link* link = l.find_link(from);
+    void leader_on_ack_epoch(peer_id from, const wire::ack_epoch& m) {
+        auto& leader = *ctx_.leading;
+        learner_link* link = leader.find_link(from);
         if (link == nullptr || link->at != learner_link::stage::awaiting_ack_epoch) {
             ctx_.ignore(from, link == nullptr ? ignore_reason::unknown_learner
                                               : ignore_reason::out_of_stage);
@@ -122,48 +122,48 @@ public:
             ctx_.drop_learner(from, "its history is ahead of the leader's");
             // Established, I would keep it out for as long as I lead: a new election lets
             // the most recent history lead instead.
-            if (l.established() && voter)
+            if (leader.established() && voter)
                 ctx_.request_election("a voter is ahead of the established leader");
             return;
         }
         link->last_logged = m.last_logged;
         link->move_to(learner_link::stage::awaiting_sync);
-        if (m.current_epoch && link->type == learner_type::participant) l.epoch_acks.insert(from);
+        if (m.current_epoch && link->type == learner_type::participant) leader.epoch_acks.insert(from);
     }
 
     /// Runs after every event while LEADING: moves the epoch forward when it can.
     void leader_advance() {
-        auto& l = *ctx_.leading;
+        auto& leader = *ctx_.leading;
         using stage = leader_state::stage;
-        if (l.at == stage::gathering_epoch && ctx_.quorums().contains_quorum(l.epoch_voters)) {
-            l.accepted_write = ctx_.write_epochs({l.epoch, ctx_.written_epochs.current});
-            l.move_to(stage::writing_epoch);
-            zab::log(log_level::info, "peer {}: proposing epoch {}", ctx_.self(), l.epoch);
+        if (leader.at == stage::gathering_epoch && ctx_.quorums().contains_quorum(leader.epoch_voters)) {
+            leader.accepted_write = ctx_.write_epochs({leader.epoch, ctx_.written_epochs.current});
+            leader.move_to(stage::writing_epoch);
+            zab::log(log_level::info, "peer {}: proposing epoch {}", ctx_.self(), leader.epoch);
         }
-        if (l.reached(stage::writing_epoch)) {
-            if (l.at == stage::writing_epoch && ctx_.epochs_durable(l.accepted_write))
-                l.move_to(stage::collecting_ack_epochs);
-            for (auto& link : l.links) {
+        if (leader.reached(stage::writing_epoch)) {
+            if (leader.at == stage::writing_epoch && ctx_.epochs_durable(leader.accepted_write))
+                leader.move_to(stage::collecting_ack_epochs);
+            for (auto& link : leader.links) {
                 if (link.at != learner_link::stage::awaiting_epoch) continue;
-                if (link.accepted_epoch > l.epoch) {
+                if (link.accepted_epoch > leader.epoch) {
                     // It already promised a later epoch; it will not follow this one.
                     ++ctx_.counters.learners_refused;
                     ctx_.drop_learner(link.id, "it promised a later epoch");
                     return leader_advance();
                 }
                 // Held until acceptedEpoch is durable on the leader (ZOOKEEPER-1291).
-                ctx_.send_after(link.id, leader_info{l.epoch, protocol_version}, 0,
-                                l.accepted_write);
+                ctx_.send_after(link.id, wire::leader_info{leader.epoch, protocol_version}, 0,
+                                leader.accepted_write);
                 link.move_to(learner_link::stage::awaiting_ack_epoch);
             }
         }
-        if (l.at == stage::collecting_ack_epochs && ctx_.quorums().contains_quorum(l.epoch_acks)) {
+        if (leader.at == stage::collecting_ack_epochs && ctx_.quorums().contains_quorum(leader.epoch_acks)) {
             // §4.6: a quorum promised: the leader's currentEpoch becomes the new epoch.
-            l.current_write = ctx_.write_epochs({l.epoch, l.epoch});
-            l.move_to(stage::writing_current_epoch);
+            leader.current_write = ctx_.write_epochs({leader.epoch, leader.epoch});
+            leader.move_to(stage::writing_current_epoch);
         }
-        if (l.at == stage::writing_current_epoch && ctx_.epochs_durable(l.current_write))
-            l.move_to(stage::collecting_newleader_acks);
+        if (leader.at == stage::writing_current_epoch && ctx_.epochs_durable(leader.current_write))
+            leader.move_to(stage::collecting_newleader_acks);
     }
 
     // --- learner side ---------------------------------------------------------------------
@@ -176,10 +176,10 @@ public:
     }
 
     /// LEADERINFO(e) (§4.5).
-    void learner_on_leader_info(const leader_info& m) {
-        auto& s = *ctx_.learning;
-        if (s.at != learner_state::stage::awaiting_leader_info) {
-            ctx_.ignore(s.leader, ignore_reason::out_of_stage);
+    void learner_on_leader_info(const wire::leader_info& m) {
+        auto& learner = *ctx_.learning;
+        if (learner.at != learner_state::stage::awaiting_leader_info) {
+            ctx_.ignore(learner.leader, ignore_reason::out_of_stage);
             return;
         }
         const epoch_t accepted = ctx_.written_epochs.accepted;
@@ -188,17 +188,17 @@ public:
             ctx_.request_election("leader proposed an epoch below my accepted epoch");
             return;
         }
-        s.epoch = m.new_epoch;
-        s.move_to(learner_state::stage::awaiting_sync);
+        learner.epoch = m.new_epoch;
+        learner.move_to(learner_state::stage::awaiting_sync);
         if (m.new_epoch > accepted) {
             // Promise durably before saying so (§2, §4.5).
             const storage_op op = ctx_.write_epochs({m.new_epoch, ctx_.written_epochs.current});
-            ctx_.send_after(s.leader, ack_epoch{ctx_.last_logged, ctx_.durable_epochs.current}, 0,
+            ctx_.send_after(learner.leader, wire::ack_epoch{ctx_.last_logged, ctx_.durable_epochs.current}, 0,
                             op);
         } else {
             // Already promised this epoch (a reconnect): not counted, but synced (§4.5). The
             // promise may still be on its way to the disk: the answer waits for it.
-            ctx_.send_after(s.leader, ack_epoch{ctx_.last_logged, std::nullopt}, 0,
+            ctx_.send_after(learner.leader, wire::ack_epoch{ctx_.last_logged, std::nullopt}, 0,
                             ctx_.last_epoch_op());
         }
     }
@@ -206,17 +206,17 @@ public:
 protected:  // the building blocks of the phase, for policies derived from this one
 
     void learner_send_info() {
-        auto& s = *ctx_.learning;
-        if (s.info_sent || !ctx_.connected(s.leader)) return;
+        auto& learner = *ctx_.learning;
+        if (learner.info_sent || !ctx_.connected(learner.leader)) return;
         // Only a durable promise is advertised (§2): an epoch write still in flight may be
         // lost in a crash.
         const epoch_t accepted = ctx_.durable_epochs.accepted;
         if (ctx_.self_type() == learner_type::participant)
-            ctx_.send(s.leader, follower_info{accepted, protocol_version});
+            ctx_.send(learner.leader, wire::follower_info{accepted, protocol_version});
         else
-            ctx_.send(s.leader, observer_info{accepted, protocol_version});
-        s.info_sent = true;
-        s.last_heard_tick = ctx_.now_tick;
+            ctx_.send(learner.leader, wire::observer_info{accepted, protocol_version});
+        learner.info_sent = true;
+        learner.last_heard_tick = ctx_.now_tick;
     }
 
     peer_context& ctx_;

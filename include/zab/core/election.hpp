@@ -35,7 +35,7 @@ namespace zab {
 /// What the peer requires of an election policy (see the comment at the top of this file).
 template <typename E>
 concept election_policy = std::constructible_from<E, peer_context&> &&
-    requires(E& e, const E& const_e, peer_id from, const notification& n) {
+    requires(E& e, const E& const_e, peer_id from, const wire::notification& n) {
         { e.start() } -> std::same_as<void>;
         { e.on_notification(from, n) } -> std::same_as<void>;
         { e.on_connected(from) } -> std::same_as<void>;
@@ -68,7 +68,7 @@ public:
         drain_loopback();
     }
 
-    void on_notification(peer_id from, const notification& n) {
+    void on_notification(peer_id from, const wire::notification& n) {
         ++ctx_.counters.notifications_received;
         // §3.4 step 7, the receiver thread: non-voters are answered at once and go no further.
         if (!ctx_.quorums().is_voter(from)) {
@@ -158,7 +158,7 @@ private:
         return v;
     }
 
-    notification proposal_notification() const {
+    wire::notification proposal_notification() const {
         return looking_target().to_notification(peer_state::looking);
     }
 
@@ -374,7 +374,7 @@ public:
                                   : peer_state::observing;
         ctx_.decide(std::move(d));
     }
-    void on_notification(peer_id from, const notification& n) {
+    void on_notification(peer_id from, const wire::notification& n) {
         ++ctx_.counters.notifications_received;
         // Answer LOOKING peers (perhaps running FLE during a migration) with the fixed result.
         if (n.state == peer_state::looking && ctx_.state != peer_state::looking &&

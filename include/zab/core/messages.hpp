@@ -21,6 +21,13 @@ namespace zab {
 /// The protocol version carried in FOLLOWERINFO / LEADERINFO (ZooKeeper's 0x10000).
 inline constexpr std::uint32_t protocol_version = 0x10000;
 
+}  // namespace zab
+
+/// The messages peers exchange, one struct per wire type (encoded by codec.hpp). Their own
+/// namespace keeps protocol names (`commit`, `ack`, `diff`, `trunc`, `ping`) from colliding
+/// with everything else a program calls by those names.
+namespace zab::wire {
+
 // --- Election (§3) -------------------------------------------------------------------------
 
 /// A Fast Leader Election vote as sent on the wire (§3.1). The sender is the connection's peer.
@@ -301,4 +308,4 @@ constexpr std::string_view to_string(message_type t) noexcept {
     return "?";
 }
 
-}  // namespace zab
+}  // namespace zab::wire

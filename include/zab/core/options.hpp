@@ -78,8 +78,8 @@ struct options {
     /// The committed history a sync sends (after DIFF, TRUNC or the last SNAP chunk) is
     /// streamed: at most this many records and bytes of it unanswered by the learner's
     /// SYNCACK, so a learner far behind adds a bounded amount to the leader's queues (and
-    /// is never dropped for the size of its sync). At least `sync_ack_every_records` /
-    /// `sync_ack_every_bytes` (messages.hpp), which is when a learner answers.
+    /// is never dropped for the size of its sync). At least `wire::sync_ack_every_records` /
+    /// `wire::sync_ack_every_bytes` (messages.hpp), which is when a learner answers.
     std::uint32_t sync_window_records = 1024;
     std::uint32_t sync_window_bytes = 4u << 20;
     /// A syncing learner holds the history in memory until NEWLEADER makes it durable
@@ -138,9 +138,9 @@ struct options {
             return "snapshot_chunk_bytes must leave room for framing in a 64 MiB frame";
         if (snapshot_chunks_in_flight == 0)
             return "snapshot_chunks_in_flight must be at least 1";
-        if (sync_window_records < sync_ack_every_records)
+        if (sync_window_records < wire::sync_ack_every_records)
             return "sync_window_records must be at least sync_ack_every_records (64)";
-        if (sync_window_bytes < sync_ack_every_bytes)
+        if (sync_window_bytes < wire::sync_ack_every_bytes)
             return "sync_window_bytes must be at least sync_ack_every_bytes (256 KiB)";
         if (max_txn_bytes == 0) return "max_txn_bytes must be at least 1";
         if (max_txn_bytes > (64u << 20) - 64)

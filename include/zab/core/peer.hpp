@@ -438,7 +438,7 @@ private:
                               std::span<const log_record> following) override {
             log.install_snapshot(op, z, state, following);
         }
-        void sync(storage_op op) override { log.sync(op); }
+        void make_durable(storage_op op) override { log.make_durable(op); }
         void write_epochs(storage_op op, epochs e) override { log.write_epochs(op, e); }
         result<std::vector<log_record>> read(zxid after, std::size_t max) const override {
             return log.read(after, max);
@@ -620,14 +620,14 @@ private:
         if (*at == stage::syncing) return learner_route::sync;
         if (*at == stage::awaiting_uptodate || *at == stage::broadcasting)
             return learner_route::broadcast;
-        ctx_.leader_misbehaved(ctx_.handling == message_type::proposal ? "PROPOSAL before the sync began"
-                               : ctx_.handling == message_type::commit ? "COMMIT before the sync began"
+        ctx_.leader_misbehaved(ctx_.handling == wire::message_type::proposal ? "PROPOSAL before the sync began"
+                               : ctx_.handling == wire::message_type::commit ? "COMMIT before the sync began"
                                                                         : "INFORM before the sync began");
         return learner_route::none;
     }
 
     // Election notifications go to the election policy in every state (§3.4 step 7).
-    void dispatch(peer_id from, const notification& n, const shared_bytes&) {
+    void dispatch(peer_id from, const wire::notification& n, const shared_bytes&) {
         if (!election_started_ && ctx_.state == peer_state::looking) {
             // Leaving a role (waiting for the log): keep only each sender's newest vote.
             std::erase_if(held_notifications_, [&](const auto& h) { return h.first == from; });
@@ -638,10 +638,10 @@ private:
         election_.on_notification(from, n);
     }
 
-    void dispatch(peer_id from, const follower_info& m, const shared_bytes&) {
+    void dispatch(peer_id from, const wire::follower_info& m, const shared_bytes&) {
         on_learner_info(from, learner_type::participant, m.accepted_epoch);
     }
-    void dispatch(peer_id from, const observer_info& m, const shared_bytes&) {
+    void dispatch(peer_id from, const wire::observer_info& m, const shared_bytes&) {
         on_learner_info(from, learner_type::observer, m.accepted_epoch);
     }
     void on_learner_info(peer_id from, learner_type type, epoch_t accepted) {
@@ -662,36 +662,36 @@ private:
         discovery_.leader_on_info(from, type, accepted);
     }
 
-    void dispatch(peer_id from, const leader_info& m, const shared_bytes&) {
+    void dispatch(peer_id from, const wire::leader_info& m, const shared_bytes&) {
         if (!from_my_leader(from)) return ignore(from, ignore_reason::not_from_my_leader);
         discovery_.learner_on_leader_info(m);
     }
 
-    void dispatch(peer_id from, const ack_epoch& m, const shared_bytes&) {
+    void dispatch(peer_id from, const wire::ack_epoch& m, const shared_bytes&) {
         if (!ctx_.leading) return ignore(from, ignore_reason::not_leading);
         discovery_.leader_on_ack_epoch(from, m);
     }
 
-    void dispatch(peer_id from, const diff& m, const shared_bytes&) {
+    void dispatch(peer_id from, const wire::diff& m, const shared_bytes&) {
         if (!from_my_leader(from)) return ignore(from, ignore_reason::not_from_my_leader);
         synchronization_.learner_on_diff(m);
     }
-    void dispatch(peer_id from, const trunc& m, const shared_bytes&) {
+    void dispatch(peer_id from, const wire::trunc& m, const shared_bytes&) {
         if (!from_my_leader(from)) return ignore(from, ignore_reason::not_from_my_leader);
         synchronization_.learner_on_trunc(m);
     }
-    void dispatch(peer_id from, const snap& m, const shared_bytes& frame) {
+    void dispatch(peer_id from, const wire::snap& m, const shared_bytes& frame) {
         if (!from_my_leader(from)) return ignore(from, ignore_reason::not_from_my_leader);
         synchronization_.learner_on_snap(m, frame);
         sync_progress();
     }
-    void dispatch(peer_id from, const snap_ack& m, const shared_bytes&) {
+    void dispatch(peer_id from, const wire::snap_ack& m, const shared_bytes&) {
         learner_link* link = find_link(from);
         if (link == nullptr) return ignore(from, ignore_reason::unknown_learner);
         synchronization_.leader_on_snap_ack(*link, m);
         sync_progress();
     }
-    void dispatch(peer_id from, const sync_ack& m, const shared_bytes&) {
+    void dispatch(peer_id from, const wire::sync_ack& m, const shared_bytes&) {
         learner_link* link = find_link(from);
         if (link == nullptr) return ignore(from, ignore_reason::unknown_learner);
         synchronization_.leader_on_sync_ack(*link, m);
@@ -717,16 +717,16 @@ private:
         if (ctx_.learning && !serving_learner()) return ctx_.learning->establish_deadline;
         return std::nullopt;
     }
-    void dispatch(peer_id from, const new_leader& m, const shared_bytes&) {
+    void dispatch(peer_id from, const wire::new_leader& m, const shared_bytes&) {
         if (!from_my_leader(from)) return ignore(from, ignore_reason::not_from_my_leader);
         synchronization_.learner_on_new_leader(m);
     }
-    void dispatch(peer_id from, const up_to_date&, const shared_bytes&) {
+    void dispatch(peer_id from, const wire::up_to_date&, const shared_bytes&) {
         if (!from_my_leader(from)) return ignore(from, ignore_reason::not_from_my_leader);
         synchronization_.learner_on_up_to_date();
     }
 
-    void dispatch(peer_id from, const ack& m, const shared_bytes&) {
+    void dispatch(peer_id from, const wire::ack& m, const shared_bytes&) {
         learner_link* link = find_link(from);
         if (link == nullptr) return ignore(from, ignore_reason::unknown_learner);
         using stage = learner_link::stage;
@@ -740,7 +740,7 @@ private:
         }
     }
 
-    void dispatch(peer_id from, const proposal& m, const shared_bytes& frame) {
+    void dispatch(peer_id from, const wire::proposal& m, const shared_bytes& frame) {
         const log_record record{m.id, frame.slice(m.txn)};
         switch (route_from_leader(from)) {
             case learner_route::sync:
@@ -752,7 +752,7 @@ private:
         }
     }
 
-    void dispatch(peer_id from, const commit& m, const shared_bytes&) {
+    void dispatch(peer_id from, const wire::commit& m, const shared_bytes&) {
         switch (route_from_leader(from)) {
             case learner_route::sync: synchronization_.learner_on_sync_commit(m); break;
             case learner_route::broadcast: broadcast_.learner_on_commit(m); break;
@@ -760,19 +760,19 @@ private:
         }
     }
 
-    void dispatch(peer_id from, const inform& m, const shared_bytes& frame) {
+    void dispatch(peer_id from, const wire::inform& m, const shared_bytes& frame) {
         const log_record record{m.id, frame.slice(m.txn)};
         switch (route_from_leader(from)) {
             case learner_route::sync:
                 synchronization_.learner_on_sync_proposal(record);
-                synchronization_.learner_on_sync_commit(commit{m.id});
+                synchronization_.learner_on_sync_commit(wire::commit{m.id});
                 break;
             case learner_route::broadcast: broadcast_.learner_on_inform(record); break;
             case learner_route::none: break;
         }
     }
 
-    void dispatch(peer_id from, const ping& m, const shared_bytes&) {
+    void dispatch(peer_id from, const wire::ping& m, const shared_bytes&) {
         if (ctx_.leading) {
             if (auto* link = find_link(from)) broadcast_.leader_on_ping(*link, m);
             return;
@@ -782,16 +782,16 @@ private:
     }
 
     // Client requests forwarded by learners, and the leader's answers (§6.1, §7).
-    void dispatch(peer_id from, const forwarded_request& m, const shared_bytes&) {
+    void dispatch(peer_id from, const wire::forwarded_request& m, const shared_bytes&) {
         if (!ctx_.leading) return ignore(from, ignore_reason::not_leading);  // it will learn
         if (auto* link = find_link(from)) broadcast_.leader_on_request(*link, m);
     }
-    void dispatch(peer_id from, const forwarded_reply& m, const shared_bytes&) {
+    void dispatch(peer_id from, const wire::forwarded_reply& m, const shared_bytes&) {
         if (from_my_leader(from) != learner_state::stage::broadcasting)
             return ignore(from, ignore_reason::not_serving);
         broadcast_.learner_on_reply(m);
     }
-    void dispatch(peer_id from, const zab::sync_answer& m, const shared_bytes&) {
+    void dispatch(peer_id from, const zab::wire::sync_answer& m, const shared_bytes&) {
         if (from_my_leader(from) != learner_state::stage::broadcasting)
             return ignore(from, ignore_reason::not_serving);
         broadcast_.learner_on_sync_answer(m);
@@ -932,7 +932,7 @@ private:
     broadcast_type broadcast_;
     bool started_ = false;
     bool election_started_ = false;
-    std::vector<std::pair<peer_id, notification>> held_notifications_;
+    std::vector<std::pair<peer_id, wire::notification>> held_notifications_;
     /// FOLLOWERINFO/OBSERVERINFO that arrived while LOOKING, for if this peer comes to lead.
     struct held_learner_info {
         peer_id id;

@@ -129,7 +129,7 @@ public:
     virtual void truncate_after(storage_op op, zxid z) = 0;
     virtual void install_snapshot(storage_op op, zxid z, const shared_bytes& state,
                                   std::span<const log_record> following) = 0;
-    virtual void sync(storage_op op) = 0;
+    virtual void make_durable(storage_op op) = 0;
     virtual void write_epochs(storage_op op, epochs e) = 0;
     virtual result<std::vector<log_record>> read(zxid after, std::size_t max) const = 0;
     virtual std::optional<log_snapshot> snapshot() const = 0;
@@ -220,16 +220,16 @@ public:
     /// Encodes `m` and queues it for `to`; it leaves at the end of the step, on the connection
     /// to `to` that is current now (if that connection is gone by then, it is dropped, as on a
     /// broken TCP link).
-    void send(peer_id to, const message& m) { send_after(to, m, 0, 0); }
+    void send(peer_id to, const wire::message& m) { send_after(to, m, 0, 0); }
 
     /// Like `send`, but held until log operation `log_op` and epoch write `epoch_op` are
     /// durable (0: no condition). Messages to one peer leave in the order queued, so a held
     /// message also holds back everything queued after it for that peer (docs/design.md rule 2:
     /// a message that promises durability waits for the completion that covers it).
-    void send_after(peer_id to, const message& m, storage_op log_op, storage_op epoch_op) {
+    void send_after(peer_id to, const wire::message& m, storage_op log_op, storage_op epoch_op) {
         send_frame_after(to, encode(frame_context{options_.group_id, config_.version()}, m),
                          log_op, epoch_op);
-        if (std::holds_alternative<notification>(m)) ++counters.notifications_sent;
+        if (std::holds_alternative<wire::notification>(m)) ++counters.notifications_sent;
     }
 
     /// Queues an already encoded frame (a PROPOSAL is encoded once for every follower).
@@ -335,7 +335,7 @@ public:
     }
 
     /// The message being handled (set by the peer before it dispatches one), for log lines.
-    message_type handling = message_type::notification;
+    wire::message_type handling = wire::message_type::notification;
 
     /// A valid message this replica does not act on in its state (its role or link ended,
     /// or the sender is behind): counted and logged with the reason. What follows (a drop, a
@@ -604,7 +604,7 @@ private:
     void flush_storage() {
         flush_batch();
         if (sync_needed_) {
-            storage_->sync(log_ops_.back().first);
+            storage_->make_durable(log_ops_.back().first);
             sync_needed_ = false;
         }
     }

@@ -29,10 +29,10 @@ public:
     /// The peer just became LEADING: its history (all of its log) is what it will sync from.
     /// Returns false if the log cannot be read (a storage failure: the peer stops).
     bool leader_start() {
-        auto& l = *ctx_.leading;
+        auto& leader = *ctx_.leading;
         zxid after;
         if (auto snapshot = ctx_.log_snapshot_in_effect()) after = snapshot->last_included;
-        l.committed_base = after;
+        leader.committed_base = after;
         for (;;) {
             auto chunk = ctx_.read_log(after, 1024);
             if (!chunk) {
@@ -40,56 +40,56 @@ public:
                 return false;
             }
             if (chunk.value().empty()) break;
-            for (auto& record : chunk.value()) l.remember_committed(std::move(record));
-            after = l.committed.back().id;
+            for (auto& record : chunk.value()) leader.remember_committed(std::move(record));
+            after = leader.committed.back().id;
         }
         return true;
     }
 
     /// Runs after every event while LEADING.
     void leader_advance() {
-        auto& l = *ctx_.leading;
-        if (l.reached(leader_state::stage::writing_current_epoch)) {
+        auto& leader = *ctx_.leading;
+        if (leader.reached(leader_state::stage::writing_current_epoch)) {
             // The epoch quorum is in (§4.6): every learner waiting for its sync gets it now.
             // (By id: a sync that fails drops its learner from `links`.)
             std::vector<peer_id> waiting;
-            for (const auto& link : l.links)
+            for (const auto& link : leader.links)
                 if (link.at == learner_link::stage::awaiting_sync) waiting.push_back(link.id);
             for (const peer_id id : waiting)
-                if (learner_link* link = l.find_link(id)) sync_learner(*link);
+                if (learner_link* link = leader.find_link(id)) sync_learner(*link);
         }
-        if (l.at == leader_state::stage::collecting_newleader_acks) {
-            peer_set acks = l.newleader_acks;
+        if (leader.at == leader_state::stage::collecting_newleader_acks) {
+            peer_set acks = leader.newleader_acks;
             acks.insert(ctx_.self());
             if (ctx_.quorums().contains_quorum(acks)) establish();
         }
-        if (l.established()) {
-            for (auto& link : l.links) {
+        if (leader.established()) {
+            for (auto& link : leader.links) {
                 if (link.at != learner_link::stage::awaiting_uptodate) continue;
-                ctx_.send(link.id, up_to_date{});
+                ctx_.send(link.id, wire::up_to_date{});
                 link.move_to(learner_link::stage::broadcasting);
-                std::erase_if(l.sync_trouble, [&](const auto& t) { return t.first == link.id; });
+                std::erase_if(leader.sync_trouble, [&](const auto& t) { return t.first == link.id; });
             }
         }
     }
 
     /// ACK of NEWLEADER: the first message after NEWLEADER must be it (§5.2 step 8).
-    void leader_on_newleader_ack(learner_link& link, const ack& m) {
-        auto& l = *ctx_.leading;
-        if (m.acked != zxid{l.epoch, 0}) {
+    void leader_on_newleader_ack(learner_link& link, const wire::ack& m) {
+        auto& leader = *ctx_.leading;
+        if (m.acked != zxid{leader.epoch, 0}) {
             ctx_.ignore(link.id, ignore_reason::out_of_stage);
             ctx_.drop_learner(link.id, "its first message after NEWLEADER is not its ACK");
             return;
         }
         link.move_to(learner_link::stage::awaiting_uptodate);
-        if (link.type == learner_type::participant) l.newleader_acks.insert(link.id);
+        if (link.type == learner_type::participant) leader.newleader_acks.insert(link.id);
     }
 
     /// SNAPACK: the learner has the snapshot's first `received` bytes; more chunks may go.
     /// Answers to chunks queued before the last one may still arrive after it (the sync has
     /// moved on): they are checked and ignored. A learner that confirms bytes it was never
     /// sent, or goes back, is dropped.
-    void leader_on_snap_ack(learner_link& link, const snap_ack& m) {
+    void leader_on_snap_ack(learner_link& link, const wire::snap_ack& m) {
         if (m.received <= link.snapshot_acknowledged || m.received > link.snapshot_queued) {
             ctx_.ignore(link.id, ignore_reason::bad_acknowledgement);
             ctx_.drop_learner(link.id, "a SNAPACK of bytes never sent");
@@ -103,11 +103,11 @@ public:
     /// history streams it must name a record queued and not yet confirmed; once the sync has
     /// moved on (NEWLEADER queued) late answers are ignored — they may then also name
     /// proposals of the broadcast that followed, up to the leader's last one.
-    void leader_on_sync_ack(learner_link& link, const sync_ack& m) {
-        const auto& l = *ctx_.leading;
+    void leader_on_sync_ack(learner_link& link, const wire::sync_ack& m) {
+        const auto& leader = *ctx_.leading;
         const bool streaming = link.at == learner_link::stage::streaming_history;
         const zxid bound =
-            streaming ? link.history_queued : std::max(l.last_proposed, l.max_committed());
+            streaming ? link.history_queued : std::max(leader.last_proposed, leader.max_committed());
         const bool known = m.received <= bound;
         if (!known || (streaming && (link.history_unacked.empty() ||
                                      m.received < link.history_unacked.front().first))) {
@@ -124,12 +124,12 @@ public:
 
     // --- learner side ---------------------------------------------------------------------
 
-    void learner_on_diff(const diff& m) {
+    void learner_on_diff(const wire::diff& m) {
         if (!begin_sync()) return;
         ctx_.learning->known_committed = std::max(ctx_.learning->known_committed, m.last);
     }
 
-    void learner_on_trunc(const trunc& m) {
+    void learner_on_trunc(const wire::trunc& m) {
         if (!begin_sync()) return;
         if (m.truncate_to < ctx_.last_applied) {
             // It would take back transactions this replica applied as committed: not a
@@ -138,16 +138,16 @@ public:
             return;
         }
         ctx_.truncate_after(m.truncate_to);
-        auto& s = *ctx_.learning;
-        std::erase_if(s.unapplied, [&](const log_record& r) { return r.id > m.truncate_to; });
-        s.known_committed = std::max(s.known_committed, m.truncate_to);
+        auto& learner = *ctx_.learning;
+        std::erase_if(learner.unapplied, [&](const log_record& r) { return r.id > m.truncate_to; });
+        learner.known_committed = std::max(learner.known_committed, m.truncate_to);
     }
 
     /// One SNAP chunk (§5.2 step 5). The first begins the sync; each must continue the one
     /// before (same snapshot, next offset, within its size) or the leader misbehaved.
-    void learner_on_snap(const snap& m, const shared_bytes& frame) {
-        auto& s = *ctx_.learning;
-        if (m.offset == 0 && !s.receiving) {
+    void learner_on_snap(const wire::snap& m, const shared_bytes& frame) {
+        auto& learner = *ctx_.learning;
+        if (m.offset == 0 && !learner.receiving) {
             if (!begin_sync()) return;
             if (m.total_size > ctx_.opts().max_snapshot_bytes) {
                 // Held in memory until NEWLEADER: an announced size is refused up front,
@@ -155,7 +155,7 @@ public:
                 zab::log(log_level::warn,
                          "peer {}: leader {} announces a {}-byte snapshot, above "
                          "max_snapshot_bytes ({}); giving up this sync",
-                         ctx_.self(), s.leader, m.total_size, ctx_.opts().max_snapshot_bytes);
+                         ctx_.self(), learner.leader, m.total_size, ctx_.opts().max_snapshot_bytes);
                 ++ctx_.counters.sync_buffer_overflows;
                 ctx_.request_election("a snapshot above max_snapshot_bytes");
                 return;
@@ -168,35 +168,35 @@ public:
                 complete_snapshot(m.last_included, frame.slice(m.chunk));
                 return;
             }
-            s.receiving = learner_state::incoming_snapshot{m.last_included, m.total_size, {}};
+            learner.receiving = learner_state::incoming_snapshot{m.last_included, m.total_size, {}};
             // Grown as bytes arrive, never reserved from the announced size: a bad size
             // costs nothing until the bytes are really sent.
-        } else if (!s.receiving || s.at != learner_state::stage::syncing ||
-                   m.last_included != s.receiving->last_included ||
-                   m.total_size != s.receiving->total_size ||
-                   m.offset != s.receiving->bytes.size()) {
+        } else if (!learner.receiving || learner.at != learner_state::stage::syncing ||
+                   m.last_included != learner.receiving->last_included ||
+                   m.total_size != learner.receiving->total_size ||
+                   m.offset != learner.receiving->bytes.size()) {
             ctx_.leader_misbehaved("a SNAP chunk out of sequence");
             return;
         } else if (m.chunk.size() > m.total_size - m.offset) {
             ctx_.leader_misbehaved("a SNAP chunk beyond the snapshot's size");
             return;
         }
-        auto& bytes = s.receiving->bytes;
+        auto& bytes = learner.receiving->bytes;
         bytes.insert(bytes.end(), m.chunk.begin(), m.chunk.end());
-        if (bytes.size() < s.receiving->total_size) {
-            ctx_.send(s.leader, snap_ack{bytes.size()});
+        if (bytes.size() < learner.receiving->total_size) {
+            ctx_.send(learner.leader, wire::snap_ack{bytes.size()});
             return;
         }
-        const zxid last_included = s.receiving->last_included;
+        const zxid last_included = learner.receiving->last_included;
         shared_bytes state{std::move(bytes)};
-        s.receiving.reset();
+        learner.receiving.reset();
         complete_snapshot(last_included, std::move(state));
     }
 
     /// A PROPOSAL during synchronization: buffered until NEWLEADER (§5.3).
     void learner_on_sync_proposal(const log_record& record) {
-        auto& s = *ctx_.learning;
-        if (s.receiving) {
+        auto& learner = *ctx_.learning;
+        if (learner.receiving) {
             ctx_.leader_misbehaved("a PROPOSAL inside a SNAP");
             return;
         }
@@ -206,24 +206,24 @@ public:
             ctx_.leader_misbehaved("a hole in the synced history");
             return;
         }
-        s.buffered_bytes += record.txn.size();
-        if (s.buffered_bytes > ctx_.opts().max_sync_buffer_bytes) {
+        learner.buffered_bytes += record.txn.size();
+        if (learner.buffered_bytes > ctx_.opts().max_sync_buffer_bytes) {
             zab::log(log_level::warn,
                      "peer {}: the history leader {} syncs passes max_sync_buffer_bytes ({}) at "
                      "{}; giving up this sync",
-                     ctx_.self(), s.leader, ctx_.opts().max_sync_buffer_bytes, record.id);
+                     ctx_.self(), learner.leader, ctx_.opts().max_sync_buffer_bytes, record.id);
             ++ctx_.counters.sync_buffer_overflows;
             ctx_.request_election("synced history above max_sync_buffer_bytes");
             return;
         }
-        s.buffered.push_back(record);
-        s.unacked_bytes += record.txn.size();
+        learner.buffered.push_back(record);
+        learner.unacked_bytes += record.txn.size();
     }
 
     /// A COMMIT during synchronization or before UPTODATE: remembered (§5.3, ZOOKEEPER-4394).
-    bool learner_on_sync_commit(const commit& m) {
-        auto& s = *ctx_.learning;
-        if (s.receiving) {
+    bool learner_on_sync_commit(const wire::commit& m) {
+        auto& learner = *ctx_.learning;
+        if (learner.receiving) {
             ctx_.leader_misbehaved("a COMMIT inside a SNAP");
             return false;
         }
@@ -232,82 +232,82 @@ public:
             ctx_.leader_misbehaved("COMMIT of a transaction never proposed");
             return false;
         }
-        s.known_committed = std::max(s.known_committed, m.id);
+        learner.known_committed = std::max(learner.known_committed, m.id);
         // Flow control: the leader streams at most its window unanswered (messages.hpp).
-        if (s.at == learner_state::stage::syncing &&
-            (++s.unacked_records >= sync_ack_every_records ||
-             s.unacked_bytes >= sync_ack_every_bytes)) {
-            ctx_.send(s.leader, sync_ack{m.id});
-            s.unacked_records = 0;
-            s.unacked_bytes = 0;
+        if (learner.at == learner_state::stage::syncing &&
+            (++learner.unacked_records >= wire::sync_ack_every_records ||
+             learner.unacked_bytes >= wire::sync_ack_every_bytes)) {
+            ctx_.send(learner.leader, wire::sync_ack{m.id});
+            learner.unacked_records = 0;
+            learner.unacked_bytes = 0;
         }
         return true;
     }
 
     /// NEWLEADER (§5.3): history durable → currentEpoch durable → ACK, in that order.
-    void learner_on_new_leader(const new_leader& m) {
-        auto& s = *ctx_.learning;
-        if (s.at != learner_state::stage::syncing || m.epoch_zxid != zxid{s.epoch, 0} ||
-            s.receiving) {
+    void learner_on_new_leader(const wire::new_leader& m) {
+        auto& learner = *ctx_.learning;
+        if (learner.at != learner_state::stage::syncing || m.epoch_zxid != zxid{learner.epoch, 0} ||
+            learner.receiving) {
             ctx_.leader_misbehaved("NEWLEADER out of place");
             return;
         }
         storage_op op = 0;
-        if (s.snapshot) {
-            op = ctx_.install_snapshot(s.snapshot->last_included, s.snapshot->state, s.buffered);
-            s.unapplied.assign(s.buffered.begin(), s.buffered.end());
+        if (learner.snapshot) {
+            op = ctx_.install_snapshot(learner.snapshot->last_included, learner.snapshot->state, learner.buffered);
+            learner.unapplied.assign(learner.buffered.begin(), learner.buffered.end());
         } else {
-            for (auto& record : s.buffered) {
+            for (auto& record : learner.buffered) {
                 op = ctx_.append(record);
-                s.unapplied.push_back(std::move(record));
+                learner.unapplied.push_back(std::move(record));
             }
         }
-        s.buffered.clear();
-        s.buffered_bytes = 0;
+        learner.buffered.clear();
+        learner.buffered_bytes = 0;
         // The history's last log operation (append, TRUNC or SNAP): everything before it too.
-        s.newleader_log_op = std::max(op, ctx_.last_log_op());
-        s.newleader_pending = true;
-        s.move_to(learner_state::stage::awaiting_uptodate);
+        learner.newleader_log_op = std::max(op, ctx_.last_log_op());
+        learner.newleader_pending = true;
+        learner.move_to(learner_state::stage::awaiting_uptodate);
     }
 
     /// Runs after every event while learning: NEWLEADER's durable steps, in order.
     void learner_advance() {
-        auto& s = *ctx_.learning;
-        if (!s.newleader_pending || !ctx_.log_durable(s.newleader_log_op)) return;
+        auto& learner = *ctx_.learning;
+        if (!learner.newleader_pending || !ctx_.log_durable(learner.newleader_log_op)) return;
         // The history is durable: now currentEpoch (ZOOKEEPER-4643), and the ACK only once
         // that is durable too (ZOOKEEPER-3911). Proposal ACKs queue behind it (ZOOKEEPER-4685).
-        s.newleader_pending = false;
-        s.newleader_epoch_op = ctx_.write_epochs({s.epoch, s.epoch});
-        ctx_.send_after(s.leader, ack{zxid{s.epoch, 0}}, 0, s.newleader_epoch_op);
-        if (ctx_.self_type() == learner_type::participant && !s.unapplied.empty() &&
-            s.unapplied.back().id.epoch() == s.epoch)
-            ctx_.send_after(s.leader, ack{s.unapplied.back().id}, ctx_.last_log_op(),
-                            s.newleader_epoch_op);
+        learner.newleader_pending = false;
+        learner.newleader_epoch_op = ctx_.write_epochs({learner.epoch, learner.epoch});
+        ctx_.send_after(learner.leader, wire::ack{zxid{learner.epoch, 0}}, 0, learner.newleader_epoch_op);
+        if (ctx_.self_type() == learner_type::participant && !learner.unapplied.empty() &&
+            learner.unapplied.back().id.epoch() == learner.epoch)
+            ctx_.send_after(learner.leader, wire::ack{learner.unapplied.back().id}, ctx_.last_log_op(),
+                            learner.newleader_epoch_op);
     }
 
     /// UPTODATE: the leader is established; everything synced is committed (§5.5).
     void learner_on_up_to_date() {
-        auto& s = *ctx_.learning;
-        if (s.at != learner_state::stage::awaiting_uptodate || s.newleader_pending) {
+        auto& learner = *ctx_.learning;
+        if (learner.at != learner_state::stage::awaiting_uptodate || learner.newleader_pending) {
             ctx_.leader_misbehaved("UPTODATE before NEWLEADER was handled");
             return;
         }
-        s.move_to(learner_state::stage::broadcasting);
-        ctx_.current_vote.leader_epoch = s.epoch;  // ZOOKEEPER-1732
-        if (s.snapshot) {
-            auto restored = ctx_.restore_machine(s.snapshot->last_included,
-                                                 s.snapshot->state.view());
+        learner.move_to(learner_state::stage::broadcasting);
+        ctx_.current_vote.leader_epoch = learner.epoch;  // ZOOKEEPER-1732
+        if (learner.snapshot) {
+            auto restored = ctx_.restore_machine(learner.snapshot->last_included,
+                                                 learner.snapshot->state.view());
             if (!restored) {
                 ctx_.leader_misbehaved("snapshot does not restore");
                 return;
             }
-            s.snapshot.reset();
+            learner.snapshot.reset();
         }
         // Every record of an older epoch in my log is in the leader's history: committed.
-        for (const auto& record : s.unapplied)
-            if (record.id.epoch() < s.epoch) s.known_committed = std::max(s.known_committed, record.id);
-        const auto last_old = last_record_before_epoch(s.epoch);
-        if (last_old) s.known_committed = std::max(s.known_committed, *last_old);
+        for (const auto& record : learner.unapplied)
+            if (record.id.epoch() < learner.epoch) learner.known_committed = std::max(learner.known_committed, record.id);
+        const auto last_old = last_record_before_epoch(learner.epoch);
+        if (last_old) learner.known_committed = std::max(learner.known_committed, *last_old);
         ctx_.apply_known_committed();
     }
 
@@ -344,27 +344,27 @@ protected:  // the building blocks of the phase, for policies derived from this 
     /// restored only at UPTODATE: a sync interrupted before then leaves the state machine as
     /// it was (§11.4).
     void complete_snapshot(zxid last_included, shared_bytes state) {
-        auto& s = *ctx_.learning;
-        s.snapshot = log_snapshot{last_included, std::move(state)};
-        s.unapplied.clear();
-        s.known_committed = std::max(s.known_committed, last_included);
+        auto& learner = *ctx_.learning;
+        learner.snapshot = log_snapshot{last_included, std::move(state)};
+        learner.unapplied.clear();
+        learner.known_committed = std::max(learner.known_committed, last_included);
     }
 
     /// The last zxid of the history being synced: the buffered proposals, after the SNAP's
     /// snapshot or the (possibly truncated) log.
     zxid synced_last() const {
-        const auto& s = *ctx_.learning;
-        if (!s.buffered.empty()) return s.buffered.back().id;
-        return s.snapshot ? s.snapshot->last_included : ctx_.last_zxid_visible;
+        const auto& learner = *ctx_.learning;
+        if (!learner.buffered.empty()) return learner.buffered.back().id;
+        return learner.snapshot ? learner.snapshot->last_included : ctx_.last_zxid_visible;
     }
 
     bool begin_sync() {
-        auto& s = *ctx_.learning;
-        if (s.at != learner_state::stage::awaiting_sync) {
+        auto& learner = *ctx_.learning;
+        if (learner.at != learner_state::stage::awaiting_sync) {
             ctx_.leader_misbehaved("a second DIFF/TRUNC/SNAP");
             return false;
         }
-        s.move_to(learner_state::stage::syncing);
+        learner.move_to(learner_state::stage::syncing);
         return true;
     }
 
@@ -374,25 +374,25 @@ protected:  // the building blocks of the phase, for policies derived from this 
 
     /// §5.2: DIFF, TRUNC or SNAP for `link`, then the proposals in flight, then NEWLEADER.
     void sync_learner(learner_link& link) {
-        auto& l = *ctx_.leading;
+        auto& leader = *ctx_.leading;
         const zxid peer_last = link.last_logged;
-        const zxid max = l.max_committed();
+        const zxid max = leader.max_committed();
         zxid queued;  // the last zxid the learner will have after this history
         if (peer_last == max) {
             ++ctx_.counters.syncs_diff;
-            ctx_.send(link.id, diff{max});
+            ctx_.send(link.id, wire::diff{max});
             queued = max;
         } else if (peer_last > max && !peer_last.is_epoch_marker()) {
             ++ctx_.counters.syncs_trunc;
-            ctx_.send(link.id, trunc{max});
+            ctx_.send(link.id, wire::trunc{max});
             queued = max;
         } else if (auto plan = walk(peer_last)) {
             if (plan->truncate_to) {
                 ++ctx_.counters.syncs_trunc;
-                ctx_.send(link.id, trunc{*plan->truncate_to});
+                ctx_.send(link.id, wire::trunc{*plan->truncate_to});
             } else {
                 ++ctx_.counters.syncs_diff;
-                ctx_.send(link.id, diff{max});
+                ctx_.send(link.id, wire::diff{max});
             }
             start_history(link, plan->send_after);
             return;
@@ -408,15 +408,15 @@ protected:  // the building blocks of the phase, for policies derived from this 
     /// §5.2 steps 6–7, once the learner's history (DIFF, TRUNC or SNAP, up to `queued`) is
     /// queued: the proposals still in flight, then NEWLEADER.
     void finish_sync(learner_link& link, zxid queued) {
-        auto& l = *ctx_.leading;
+        auto& leader = *ctx_.leading;
         // §5.2 step 6, startForwarding: proposals still in flight, PROPOSAL only; observers
         // get none (they hear of them as INFORM once committed).
         if (link.type == learner_type::participant)
-            for (const auto& p : l.outstanding)
+            for (const auto& p : leader.outstanding)
                 if (p.record.id > queued) ctx_.send_frame_after(link.id, p.frame);
         link.forwarding = true;
         // §5.2 step 7: NEWLEADER last, once the leader's currentEpoch is durable.
-        ctx_.send_after(link.id, new_leader{zxid{l.epoch, 0}}, 0, l.current_write);
+        ctx_.send_after(link.id, wire::new_leader{zxid{leader.epoch, 0}}, 0, leader.current_write);
         link.move_to(learner_link::stage::awaiting_newleader_ack);
     }
 
@@ -462,7 +462,7 @@ protected:  // the building blocks of the phase, for policies derived from this 
                          link.snapshot_queued - link.snapshot_acknowledged < window)) {
             first = false;
             const std::uint64_t n = std::min(chunk_max, total - link.snapshot_queued);
-            ctx_.send(link.id, snap{link.snapshot_base, total, link.snapshot_queued,
+            ctx_.send(link.id, wire::snap{link.snapshot_base, total, link.snapshot_queued,
                                     state.subspan(link.snapshot_queued, n)});
             link.snapshot_queued += n;
             ++ctx_.counters.snapshot_chunks_sent;
@@ -495,11 +495,11 @@ protected:  // the building blocks of the phase, for policies derived from this 
     /// nothing: if the history cannot be read (compacted away meanwhile) the learner is
     /// dropped and syncs again, by SNAP.
     void stream_history(learner_link& link) {
-        auto& l = *ctx_.leading;
+        auto& leader = *ctx_.leading;
         const auto& o = ctx_.opts();
         while (link.history_unacked.size() < o.sync_window_records &&
                link.history_unacked_bytes < o.sync_window_bytes) {
-            const zxid max = l.max_committed();
+            const zxid max = leader.max_committed();
             if (link.history_queued >= max) {
                 finish_sync(link, link.history_queued);
                 return;
@@ -515,8 +515,8 @@ protected:  // the building blocks of the phase, for policies derived from this 
                 return;
             }
             for (const auto& record : *history) {
-                ctx_.send(link.id, proposal{record.id, record.txn.view()});
-                ctx_.send(link.id, commit{record.id});
+                ctx_.send(link.id, wire::proposal{record.id, record.txn.view()});
+                ctx_.send(link.id, wire::commit{record.id});
                 link.history_queued = record.id;
                 link.history_unacked.emplace_back(record.id, record.txn.size());
                 link.history_unacked_bytes += record.txn.size();
@@ -530,10 +530,10 @@ protected:  // the building blocks of the phase, for policies derived from this 
     /// neither can (the log was compacted past `after`, or a read failed: a storage failure).
     std::optional<std::vector<log_record>> committed_after(zxid after, zxid upto,
                                                            std::size_t max_records) {
-        const auto& l = *ctx_.leading;
+        const auto& leader = *ctx_.leading;
         std::vector<log_record> history;
-        if (l.committed_base <= after) {
-            for (const auto& record : l.committed) {
+        if (leader.committed_base <= after) {
+            for (const auto& record : leader.committed) {
                 if (history.size() >= max_records || record.id > upto) break;
                 if (record.id > after) history.push_back(record);
             }
@@ -563,12 +563,12 @@ protected:  // the building blocks of the phase, for policies derived from this 
 
     /// §5.2 step 3: where the learner's last zxid sits in the committed window.
     std::optional<diff_plan> walk(zxid peer_last) const {
-        const auto& l = *ctx_.leading;
-        if (peer_last < l.committed_base) return std::nullopt;
-        if (peer_last == l.committed_base) return diff_plan{peer_last, std::nullopt};
+        const auto& leader = *ctx_.leading;
+        if (peer_last < leader.committed_base) return std::nullopt;
+        if (peer_last == leader.committed_base) return diff_plan{peer_last, std::nullopt};
         if (peer_last.is_epoch_marker()) return diff_plan{peer_last, std::nullopt};
-        zxid previous = l.committed_base;
-        for (const auto& record : l.committed) {
+        zxid previous = leader.committed_base;
+        for (const auto& record : leader.committed) {
             if (record.id == peer_last) return diff_plan{peer_last, std::nullopt};
             if (record.id > peer_last) {
                 // Not in my history. Only within one epoch can the divergence point be
@@ -584,16 +584,16 @@ protected:  // the building blocks of the phase, for policies derived from this 
     /// §5.5: a quorum acknowledged NEWLEADER. Everything in the leader's history is now
     /// committed; it applies it, and its epoch's proposals start at counter 1.
     void establish() {
-        auto& l = *ctx_.leading;
-        l.move_to(leader_state::stage::established);
+        auto& leader = *ctx_.leading;
+        leader.move_to(leader_state::stage::established);
         // The epoch is final only now: FOLLOWERINFOs may have raised it after this peer began
         // to lead, and every zxid it proposes must carry it (§1, §10.9).
-        l.last_proposed = zxid{l.epoch, ctx_.opts().test_only.initial_counter};
-        ctx_.current_vote.leader_epoch = l.epoch;  // ZOOKEEPER-1732
+        leader.last_proposed = zxid{leader.epoch, ctx_.opts().test_only.initial_counter};
+        ctx_.current_vote.leader_epoch = leader.epoch;  // ZOOKEEPER-1732
         zab::log(log_level::info, "peer {}: established as leader of epoch {}", ctx_.self(),
-                 l.epoch);
-        ctx_.apply_from_log(l.max_committed());
-        ctx_.last_committed = std::max(ctx_.last_committed, zxid{l.epoch, 0});
+                 leader.epoch);
+        ctx_.apply_from_log(leader.max_committed());
+        ctx_.last_committed = std::max(ctx_.last_committed, zxid{leader.epoch, 0});
     }
 
     peer_context& ctx_;

@@ -24,10 +24,10 @@ struct vote {
 
     friend bool operator==(const vote&, const vote&) = default;
 
-    static vote from(const notification& n) {
+    static vote from(const wire::notification& n) {
         return {n.leader, n.leader_zxid, n.leader_epoch, n.round, n.state};
     }
-    notification to_notification(peer_state sender_state) const {
+    wire::notification to_notification(peer_state sender_state) const {
         return {sender_state, leader, leader_zxid, round, leader_epoch};
     }
 };

@@ -225,7 +225,7 @@ public:
     }
 
     /// The next flush reports `log_durable` ≥ op (every log operation issued so far).
-    void sync(storage_op op) { requested_sync_ = std::max(requested_sync_.value_or(op), op); }
+    void make_durable(storage_op op) { requested_sync_ = std::max(requested_sync_.value_or(op), op); }
 
     /// Visible at once in `stored_epochs()`; the next flush writes the epoch file atomically
     /// and reports `epochs_durable(op)`. Several writes before a flush: the last one wins.

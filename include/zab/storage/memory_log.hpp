@@ -61,7 +61,7 @@ public:
         return image_.compact(last_included, state);
     }
     /// The next flush reports every log operation ≤ op durable.
-    void sync(storage_op op) { requested_sync_ = op; }
+    void make_durable(storage_op op) { requested_sync_ = op; }
     /// Visible at once; the next flush reports `op` durable.
     void write_epochs(storage_op op, epochs e) {
         epochs_ = e;

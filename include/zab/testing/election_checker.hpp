@@ -41,10 +41,10 @@ public:
         sim.network().add_observer([this](const network_event& e) {
             if (e.what != network_event::kind::send) return;
             const auto header = decode_header(e.frame.view());
-            if (!header || header.value().type != message_type::notification) return;
+            if (!header || header.value().type != wire::message_type::notification) return;
             const auto decoded = decode(e.frame.view());
             if (!decoded) return;
-            const auto* n = std::get_if<notification>(&decoded.value().msg);
+            const auto* n = std::get_if<wire::notification>(&decoded.value().msg);
             if (n == nullptr) return;
             const vote v = vote::from(*n);
             if (v.state == peer_state::looking && v.leader == e.from)

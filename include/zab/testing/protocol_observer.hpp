@@ -39,7 +39,7 @@ public:
         network_observer_ =
             sim.network().add_observer([this](const network_event& e) { on_network(e); });
         message_observer_ =
-            sim.add_message_observer([this](peer_id receiver, peer_id sender, const message& m) {
+            sim.add_message_observer([this](peer_id receiver, peer_id sender, const wire::message& m) {
                 on_delivery(receiver, sender, m);
             });
         sim.add_checker([this](Simulator&) { poll(); });
@@ -236,29 +236,29 @@ private:
         std::visit(
             [&](const auto& m) {
                 using T = std::decay_t<decltype(m)>;
-                if constexpr (std::is_same_v<T, notification>) {
+                if constexpr (std::is_same_v<T, wire::notification>) {
                     if (m.state == peer_state::looking && m.leader == e.from)
                         checker_.advertised(e.from, m.leader_zxid, m.leader_epoch,
                                             ids(log.durable_records()), log.durable_epochs(), base);
-                } else if constexpr (std::is_same_v<T, follower_info> ||
-                                     std::is_same_v<T, observer_info>) {
+                } else if constexpr (std::is_same_v<T, wire::follower_info> ||
+                                     std::is_same_v<T, wire::observer_info>) {
                     checker_.accepted_epoch_sent(e.from, m.accepted_epoch, log.durable_epochs());
-                } else if constexpr (std::is_same_v<T, leader_info>) {
+                } else if constexpr (std::is_same_v<T, wire::leader_info>) {
                     checker_.accepted_epoch_sent(e.from, m.new_epoch, log.durable_epochs());
-                } else if constexpr (std::is_same_v<T, ack_epoch>) {
+                } else if constexpr (std::is_same_v<T, wire::ack_epoch>) {
                     if (ctx.learning)
                         checker_.accepted_epoch_sent(e.from, ctx.learning->epoch,
                                                      log.durable_epochs());
                     if (m.current_epoch)
                         checker_.advertised(e.from, m.last_logged, *m.current_epoch,
                                             ids(log.durable_records()), log.durable_epochs(), base);
-                } else if constexpr (std::is_same_v<T, ack>) {
+                } else if constexpr (std::is_same_v<T, wire::ack>) {
                     if (m.acked.is_epoch_marker())
                         checker_.newleader_acked(e.from, m.acked.epoch(), ids(log.durable_records()),
                                                  log.durable_epochs(), base);
                     else
                         checker_.acked(e.from, m.acked, ids(log.durable_records()), base);
-                } else if constexpr (std::is_same_v<T, commit>) {
+                } else if constexpr (std::is_same_v<T, wire::commit>) {
                     if (!ctx.leading || !ctx.leading->established()) return;  // sync history
                     std::vector<zxid> below;
                     for (const auto& p : ctx.leading->outstanding)
@@ -270,8 +270,8 @@ private:
     }
 
     /// A COMMIT arriving at a follower: it must name its oldest uncommitted proposal.
-    void on_delivery(peer_id receiver, peer_id sender, const message& m) {
-        const auto* c = std::get_if<commit>(&m);
+    void on_delivery(peer_id receiver, peer_id sender, const wire::message& m) {
+        const auto* c = std::get_if<wire::commit>(&m);
         if (c == nullptr) return;
         const auto* p = sim_.peer_of(receiver);
         // A replica whose disk failed handles nothing more (docs/design.md: terminal).

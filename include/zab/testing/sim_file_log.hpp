@@ -144,9 +144,9 @@ public:
     }
 
     /// Completes (`log_durable`, op) with the flush that carries it.
-    void sync(storage_op op) {
+    void make_durable(storage_op op) {
         issue(storage_op_kind::sync, op);
-        log_->sync(op);
+        log_->make_durable(op);
         requested_.push_back({request_kind::sync, op, {}});
         start_flush_if_idle();
     }
@@ -327,7 +327,7 @@ private:
                 observe({kind, storage_event::phase::failed, r.op, durable_epochs_, r.value});
                 deliver({storage_completion::kind::failed, r.op, result.error});
             } else if (r.kind == request_kind::sync) {
-                const std::uint8_t covered = make_durable(r.op);
+                const std::uint8_t covered = persist_through(r.op);
                 observe({kind, storage_event::phase::completed, r.op, {}, {}, covered});
                 deliver({storage_completion::kind::log_durable, r.op, {}});
             } else {
@@ -341,7 +341,7 @@ private:
 
     /// The operations ≤ `op` that the finished job wrote (not those issued while it ran);
     /// returns the storage_event::covered bits of their kinds.
-    std::uint8_t make_durable(storage_op op) {
+    std::uint8_t persist_through(storage_op op) {
         std::uint8_t covered = 0;
         auto note = [&covered](storage_op_kind k) {
             covered = static_cast<std::uint8_t>(covered | (1u << static_cast<int>(k)));

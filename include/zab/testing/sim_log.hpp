@@ -373,7 +373,7 @@ public:
 
     /// Completes (`log_durable`, op) after a disk latency, never before an earlier sync.
     /// Covers the log operations issued before this call whose number is <= op.
-    void sync(storage_op op) {
+    void make_durable(storage_op op) {
         ++stats_.syncs;
         const std::size_t covered = static_cast<std::size_t>(
             std::partition_point(unsynced_.begin(), unsynced_.end(),

@@ -119,7 +119,7 @@ struct frame_fault {
 
 /// A frame_fault matcher: the frames whose header names message kind `type` (undecodable
 /// frames match nothing).
-inline std::function<bool(byte_view)> frames_of(message_type type) {
+inline std::function<bool(byte_view)> frames_of(wire::message_type type) {
     return [type](byte_view frame) {
         const auto header = decode_header(frame);
         return header.has_value() && header.value().type == type;

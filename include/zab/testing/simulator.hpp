@@ -336,7 +336,7 @@ private:
         bool any = false;
     };
 
-    static constexpr std::uint64_t type_bit(message_type t) noexcept {
+    static constexpr std::uint64_t type_bit(wire::message_type t) noexcept {
         return std::uint64_t{1} << static_cast<unsigned>(t);
     }
     static constexpr std::uint8_t kind_bit(storage_op_kind k) noexcept {
@@ -383,7 +383,7 @@ private:
             case crash_point::accepted_epoch_issued: return h.accepted_raised_issued;
             case crash_point::accepted_epoch_durable: return h.accepted_raised_durable;
             case crash_point::ackepoch_received:
-                return (h.handled & type_bit(message_type::ack_epoch)) != 0;
+                return (h.handled & type_bit(wire::message_type::ack_epoch)) != 0;
             case crash_point::current_epoch_durable: return h.current_raised_durable;
             case crash_point::truncate_issued:
                 return (h.issued & kind_bit(storage_op_kind::truncate)) != 0;
@@ -395,12 +395,12 @@ private:
             case crash_point::snapshot_installed:
                 return (h.durable & kind_bit(storage_op_kind::install_snapshot)) != 0;
             case crash_point::proposal_appended:
-                return learning && (h.received & type_bit(message_type::proposal)) != 0 &&
+                return learning && (h.received & type_bit(wire::message_type::proposal)) != 0 &&
                        (h.issued & kind_bit(storage_op_kind::append)) != 0;
             case crash_point::proposal_ack_received:
-                return (h.handled & type_bit(message_type::ack)) != 0;
+                return (h.handled & type_bit(wire::message_type::ack)) != 0;
             case crash_point::commit_sent:
-                return p && zab::testing::internals(*p).leading && (h.sent & type_bit(message_type::commit)) != 0;
+                return p && zab::testing::internals(*p).leading && (h.sent & type_bit(wire::message_type::commit)) != 0;
             default: return false;
         }
     }
@@ -564,7 +564,7 @@ public:
     }
 
     using message_observer =
-        std::function<void(peer_id receiver, peer_id sender, const message&)>;
+        std::function<void(peer_id receiver, peer_id sender, const wire::message&)>;
 
     /// Called with every frame delivered to a live replica, decoded: (receiver, sender, m),
     /// as the receiver is about to handle it. Replaces the observer an earlier call set
@@ -594,7 +594,7 @@ public:
     /// direction (0 for `from` or `to`: any): each such frame is lost with everything after
     /// it on its connection, the frames before it arrive (frame_action::break_connection).
     /// E.g. `break_link_at(2, 3, message_type::ack)`. Returns the fault's id in network().
-    std::uint64_t break_link_at(peer_id from, peer_id to, message_type type,
+    std::uint64_t break_link_at(peer_id from, peer_id to, wire::message_type type,
                                 std::uint64_t count = 1) {
         return network_.add_frame_fault(
             {from, to, frames_of(type), frame_action::break_connection, 0, count});
@@ -603,7 +603,7 @@ public:
     /// Delays the next `count` frames of kind `type` from `from` to `to` (0: any) by `delay`
     /// each; the frames behind them wait (FIFO). E.g. "the next 5 PROPOSALs to 3 by 40 ms":
     /// `delay_frames(0, 3, message_type::proposal, 5, 40'000)`. Returns the fault's id.
-    std::uint64_t delay_frames(peer_id from, peer_id to, message_type type, std::uint64_t count,
+    std::uint64_t delay_frames(peer_id from, peer_id to, wire::message_type type, std::uint64_t count,
                                sim_time delay) {
         return network_.add_frame_fault(
             {from, to, frames_of(type), frame_action::delay, delay, count});
@@ -841,8 +841,8 @@ private:
             trace_line(receiver, "RECV", fmt::format("from {} c{} undecodable", sender, c));
             return;
         }
-        const message& m = decoded.value().msg;
-        if (const auto* n = std::get_if<notification>(&m)) {
+        const wire::message& m = decoded.value().msg;
+        if (const auto* n = std::get_if<wire::notification>(&m)) {
             if (notification_observer_) notification_observer_({receiver, sender, vote::from(*n)});
             trace_line(receiver, "RECV", fmt::format("from {} c{} NOTIFICATION {}", sender, c,
                                                      vote::from(*n)));
