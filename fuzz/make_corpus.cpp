@@ -70,6 +70,7 @@ std::vector<std::pair<std::string, bytes>> seeds() {
         wire::ping{zxid{2, 1}, 4},
         zab::wire::sync_answer{7},
         wire::forwarded_reply{9, wire::reply_outcome::backpressure, zxid{}},
+        wire::handover{2, zxid{2, 1}, 2, 3},
     };
     for (const auto& m : valid) {
         std::string name{to_string(type_of(m))};

@@ -90,6 +90,8 @@ TEST_CASE("golden: the payload of every message type", "[codec][golden]") {
         {zab::wire::sync_answer{6}, wire::message_type::sync_answer, "0600000000000000"},
         {wire::forwarded_reply{7, wire::reply_outcome::accepted, zxid{2, 4}}, wire::message_type::forwarded_reply,
          "0700000000000000 00 0400000002000000"},
+        {wire::handover{3, zxid{2, 5}, 2, 9}, wire::message_type::handover,
+         "0300000000000000 0500000002000000 02000000 0900000000000000"},
     };
 
     // Every type has a golden payload (a new message must add one here).
@@ -124,4 +126,5 @@ TEST_CASE("golden: wire type numbers are stable", "[codec][golden]") {
     CHECK(test::type_byte(wire::message_type::commit) == 31);
     CHECK(test::type_byte(wire::message_type::sync_answer) == 35);
     CHECK(test::type_byte(wire::message_type::forwarded_reply) == 36);
+    CHECK(test::type_byte(wire::message_type::handover) == 37);
 }

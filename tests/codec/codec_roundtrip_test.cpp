@@ -113,6 +113,9 @@ TEST_CASE("codec: edge values of every field survive", "[codec]") {
         zab::wire::sync_answer{~0ull},
         wire::forwarded_reply{~0ull, wire::reply_outcome::zxid_exhausted, zxid{}},
         wire::forwarded_reply{0, wire::reply_outcome::accepted, zxid{~0u, ~0u}},
+        wire::forwarded_reply{1, wire::reply_outcome::transferring, zxid{}},
+        wire::handover{~0ull, zxid{~0u, ~0u}, ~0u, ~0ull},
+        wire::handover{0, zxid{}, 0, 0},
     };
     for (const auto& m : messages) {
         INFO(to_string(type_of(m)));

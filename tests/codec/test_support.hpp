@@ -116,9 +116,11 @@ public:
             return {any_zxid(), rng_.u64()};
         } else if constexpr (std::is_same_v<M, wire::sync_answer>) {
             return {rng_.u64()};
+        } else if constexpr (std::is_same_v<M, wire::forwarded_reply>) {
+            return {rng_.u64(), static_cast<wire::reply_outcome>(rng_.below(6)), any_zxid()};
         } else {
-            static_assert(std::is_same_v<M, wire::forwarded_reply>, "message_factory: add the new message type");
-            return {rng_.u64(), static_cast<wire::reply_outcome>(rng_.below(5)), any_zxid()};
+            static_assert(std::is_same_v<M, wire::handover>, "message_factory: add the new message type");
+            return {rng_.u64(), any_zxid(), rng_.u32(), rng_.u64()};
         }
     }
 

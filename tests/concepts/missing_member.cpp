@@ -39,7 +39,7 @@ struct candidate_log_store {
 #ifndef ZAB_MISSING_LOG_STORE_INSTALL_SNAPSHOT
     void install_snapshot(storage_op, zxid, const shared_bytes&, std::span<const log_record>) {}
 #endif
-#ifndef ZAB_MISSING_LOG_STORE_SYNC
+#ifndef ZAB_MISSING_LOG_STORE_MAKE_DURABLE
     void make_durable(storage_op) {}
 #endif
 #ifndef ZAB_MISSING_LOG_STORE_WRITE_EPOCHS

@@ -44,6 +44,7 @@ int main(int argc, char** argv) {
     variant.snapshot_every = args->snapshot_every;
     variant.snapshot_chunk_bytes = args->snapshot_chunk;
     variant.extended_faults = !args->classic_faults;
+    variant.leadership_transfers = !args->no_transfers;
     const std::uint64_t combined = zab::test::run_sweep(
         *args, argv[0], t,
         [&variant](std::uint64_t seed, zab::test::protocol_totals& totals, bool trace) {
@@ -70,7 +71,8 @@ int main(int argc, char** argv) {
         "{} frame delays armed ({} frames delayed), storage: {} transient ({} fired), {} "
         "terminal ({} fired, {} failed replicas restarted), {} slow ({} completions slowed); "
         "crash points: {}; "
-        "clients: {} writes ({} done, {} refused, {} unknown), {} syncs ({} done); {} "
+        "clients: {} writes ({} done, {} refused, {} unknown), {} syncs ({} done); "
+        "leadership transfers: {} asked, {} handed over, {} timed out, {} handovers followed; {} "
         "invariant checks; recovery: worst {} us, bound {} us; {} determinism re-runs; trace "
         "hash {:016x}; {} failures\n",
         first, first + seeds - 1, t.runs, t.events, f.breaks, f.partitions, f.one_way, f.heals,
@@ -81,7 +83,8 @@ int main(int argc, char** argv) {
         t.frames_delayed, f.storage_transient, t.storage_transient_fired, f.storage_terminal,
         t.storage_terminal_fired, f.failed_restarts, f.storage_slow, t.storage_slowed, points,
         t.client_writes, t.writes_ok, t.writes_refused, t.writes_unknown,
-        t.client_syncs, t.syncs_ok, t.invariant_checks, t.worst_recovery, t.bound, t.determinism_checks, combined,
+        t.client_syncs, t.syncs_ok, t.transfers, t.handed_over, t.transfers_timed_out,
+        t.handovers_followed, t.invariant_checks, t.worst_recovery, t.bound, t.determinism_checks, combined,
         t.failures);
     bool trivial = f.breaks == 0 || f.partitions == 0 || f.one_way == 0 || f.heals == 0 ||
                    f.crashes == 0 || f.restarts == 0 || f.pauses == 0 || t.elections == 0 ||
@@ -109,6 +112,9 @@ int main(int argc, char** argv) {
             trivial = trivial || (t.point_crashes[p] == 0 && (!rare || seeds >= 1000));
         }
     }
+    if (variant.leadership_transfers)
+        trivial = trivial || t.handed_over == 0 || t.transfers_timed_out == 0 ||
+                  t.handovers_followed == 0;
     // A handful of seeds may legitimately miss a rare event; a real sweep may not.
     trivial = trivial && seeds >= 50;
     if (trivial) fmt::print(stderr, "sweep exercised too little: some count above is zero\n");

@@ -47,6 +47,9 @@ struct protocol_totals {
     // The client path: writes submitted on any replica and their outcomes, syncs.
     std::uint64_t client_writes = 0, writes_ok = 0, writes_refused = 0, writes_unknown = 0,
                   client_syncs = 0, syncs_ok = 0;
+    // Leadership transfers asked for, handed over, given up (the target did not catch up),
+    // and HANDOVERs learners followed.
+    std::uint64_t transfers = 0, handed_over = 0, transfers_timed_out = 0, handovers_followed = 0;
     std::array<std::uint64_t, testing::newleader_point_count> newleader_crashes{};
     /// Crashes fired at each crash_point (the first four are newleader_crashes' again).
     std::array<std::uint64_t, testing::crash_point_count> point_crashes{};
@@ -83,6 +86,11 @@ struct sweep_variant {
     /// storage failures and slowness) and crashes at every crash_point, not only NEWLEADER's.
     /// Off by default: the negative tests' seeds replay as they were written.
     bool extended_faults = false;
+    /// Leadership transfers (docs/protocol.md §6.4) among the faults: now and then the
+    /// established leader is asked to hand over, to a random voter or to the best one. Drawn
+    /// from a stream of their own, so the other draws of a seed stay as they were. Off by
+    /// default, like extended_faults.
+    bool leadership_transfers = false;
 };
 
 /// One seed's outcome: the sweep's verdict plus which §10 properties fired.
@@ -188,6 +196,9 @@ protocol_seed_result run_protocol_seed(std::uint64_t seed, protocol_totals& t, b
             t.compactions += c.compactions - last_counters[n.id].compactions;
             t.snapshot_chunks += c.snapshot_chunks_sent - last_counters[n.id].snapshot_chunks_sent;
             t.commits += c.commits - last_counters[n.id].commits;
+            t.handed_over += c.transfers_handed_over - last_counters[n.id].transfers_handed_over;
+            t.transfers_timed_out += c.transfers_timed_out - last_counters[n.id].transfers_timed_out;
+            t.handovers_followed += c.handovers_followed - last_counters[n.id].handovers_followed;
             last_counters[n.id] = c;
         }
     };
@@ -201,9 +212,22 @@ protocol_seed_result run_protocol_seed(std::uint64_t seed, protocol_totals& t, b
             (void)observer.propose(leader,
                                    as_bytes(fmt::format("s{}-p{}", seed, ++proposal_number)));
     };
+    prng transfer_draw{seed ^ 0x7a4b5f3e91c2d806ull};
+    auto maybe_transfer = [&] {
+        if (!variant.leadership_transfers || !transfer_draw.chance(0.04)) return;
+        const peer_id leader = established_leader(sim);
+        if (leader == 0) return;
+        // Half the time the best candidate; else any member, which may be a lagging,
+        // partitioned or crashed voter, an observer or the leader itself (refused).
+        const peer_id target = transfer_draw.chance(0.5)
+                                   ? 0
+                                   : static_cast<peer_id>(1 + transfer_draw.below(sim.nodes().size()));
+        if (sim.transfer_leadership(leader, target)) ++t.transfers;
+    };
     while (sim.now() < end_of_faults) {
         sim.run_for(draw.between(2'000, 60'000));
         harvest();
+        maybe_transfer();
         const std::uint64_t burst = draw.between(0, 3);
         for (std::uint64_t i = 0; i < burst; ++i) propose_somewhere();
         if (draw.chance(0.3)) client_request();

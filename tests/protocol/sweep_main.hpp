@@ -28,6 +28,9 @@ struct sweep_args {
     std::uint32_t snapshot_chunk = 0;
     /// Only the faults the sweep drew before the extended ones; the protocol sweep only.
     bool classic_faults = false;
+    /// No leadership transfers among the faults (the sweep as it was before them: a seed
+    /// found then replays as it failed); the protocol sweep only.
+    bool no_transfers = false;
 };
 
 /// Parses the command line; prints the usage and returns nothing on a bad argument.
@@ -42,6 +45,7 @@ inline std::optional<sweep_args> parse_sweep_args(int argc, char** argv,
         else if (arg == "--trace") a.trace = true;
         else if (arg == "--verbose") a.verbose = true;
         else if (arg == "--classic-faults") a.classic_faults = true;
+        else if (arg == "--no-transfers") a.no_transfers = true;
         else if (arg == "--snapshot-every" && i + 1 < argc)
             a.snapshot_every = std::strtoull(argv[++i], nullptr, 10);
         else if (arg == "--snapshot-chunk" && i + 1 < argc)
@@ -49,7 +53,7 @@ inline std::optional<sweep_args> parse_sweep_args(int argc, char** argv,
         else {
             fmt::print(stderr,
                        "usage: {} [--seeds N] [--first S] [--trace] [--verbose] "
-                       "[--snapshot-every N] [--snapshot-chunk N] [--classic-faults]\n",
+                       "[--snapshot-every N] [--snapshot-chunk N] [--classic-faults] [--no-transfers]\n",
                        argv[0]);
             return std::nullopt;
         }
@@ -88,14 +92,15 @@ std::uint64_t run_sweep(const sweep_args& a, const char* program, Totals& totals
         combined.add(r.hash);
         if (!r.ok) {
             ++totals.failures;
-            fmt::print(stderr, "replay: {} --first {} --seeds 1 --trace{}{}{}\n", program, seed,
+            fmt::print(stderr, "replay: {} --first {} --seeds 1 --trace{}{}{}{}\n", program, seed,
                        a.snapshot_every == 0
                            ? std::string{}
                            : fmt::format(" --snapshot-every {}", a.snapshot_every),
                        a.snapshot_chunk == 0
                            ? std::string{}
                            : fmt::format(" --snapshot-chunk {}", a.snapshot_chunk),
-                       a.classic_faults ? " --classic-faults" : "");
+                       a.classic_faults ? " --classic-faults" : "",
+                       a.no_transfers ? " --no-transfers" : "");
         }
     }
     return combined.value();

@@ -28,8 +28,9 @@ public:
 
     /// Proposes `txn` (leader only, once established) on behalf of `origin` (a learner that
     /// forwarded it, or 0). Returns its zxid. Errors, all definite (nothing was proposed):
-    /// `too_large` (options::max_txn_bytes), `not_leader`, `backpressure`
-    /// (max_outstanding_proposals), `zxid_exhausted` (§1).
+    /// `too_large` (options::max_txn_bytes), `not_leader`, `transferring` (a leadership
+    /// transfer is in progress, §6.4), `backpressure` (max_outstanding_proposals),
+    /// `zxid_exhausted` (§1).
     result<zxid> propose(byte_view txn, peer_id origin = 0) {
         // Every replica logs what the leader proposes: one oversized write must be refused
         // here, never become a record some replica's log cannot take (issue 15 defect 5).
@@ -37,6 +38,7 @@ public:
         if (!ctx_.leading || !ctx_.leading->established())
             return make_error_code(errc::not_leader);
         auto& leader = *ctx_.leading;
+        if (leader.transfer) return make_error_code(errc::transferring);
         if (leader.outstanding.size() >= ctx_.opts().max_outstanding_proposals)
             return make_error_code(errc::backpressure);
         if (leader.last_proposed.counter_exhausted()) {
@@ -284,6 +286,7 @@ protected:  // the building blocks of the phase, for policies derived from this 
             case errc::backpressure: return wire::reply_outcome::backpressure;
             case errc::zxid_exhausted: return wire::reply_outcome::zxid_exhausted;
             case errc::too_large: return wire::reply_outcome::too_large;
+            case errc::transferring: return wire::reply_outcome::transferring;
             default: return wire::reply_outcome::not_leader;
         }
     }
@@ -292,6 +295,7 @@ protected:  // the building blocks of the phase, for policies derived from this 
             case wire::reply_outcome::backpressure: return errc::backpressure;
             case wire::reply_outcome::zxid_exhausted: return errc::zxid_exhausted;
             case wire::reply_outcome::too_large: return errc::too_large;
+            case wire::reply_outcome::transferring: return errc::transferring;
             default: return errc::not_leader;
         }
     }

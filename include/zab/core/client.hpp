@@ -25,11 +25,12 @@ namespace zab {
 /// Names one client request on one peer (unique for the peer object's lifetime).
 using request_id = std::uint64_t;
 
-enum class client_op : std::uint8_t { write, sync };
+enum class client_op : std::uint8_t { write, sync, transfer };
 
 /// The one outcome of a request. For a write: its zxid, once applied on this peer. For a
 /// sync: the last zxid applied here when it completed (every write committed before the
-/// sync reached the leader is applied by then, §7).
+/// sync reached the leader is applied by then, §7). For a leadership transfer: the last
+/// zxid committed before the hand-off (§6.4).
 struct client_completion {
     request_id id = 0;
     client_op op = client_op::write;
@@ -103,9 +104,22 @@ public:
         completions_.push_back({id, client_op::sync, applied, 0});
     }
 
+    /// A leadership transfer in progress at this leader (one at a time).
+    void add_transfer(request_id id) { transfer_ = id; }
+    std::optional<request_id> transfer() const noexcept { return transfer_; }
+
+    /// The transfer in progress ended: handed over (the last committed zxid) or failed.
+    void finish_transfer(result<zxid> outcome, peer_id hint = 0) {
+        if (!transfer_) return;
+        completions_.push_back({*std::exchange(transfer_, std::nullopt), client_op::transfer,
+                                std::move(outcome), hint});
+    }
+
     /// The role ends (or the peer stops): writes handed to a leader may still commit, so
-    /// their outcome is unknown; syncs had no effect and fail definitely with `sync_error`.
+    /// their outcome is unknown; syncs and a transfer had no effect and fail definitely with
+    /// `sync_error`.
     void abandon(errc sync_error, peer_id hint) {
+        if (transfer_) finish_transfer(make_error_code(sync_error), hint);
         for (const auto& [id, assigned] : writes_)
             completions_.push_back({id, client_op::write, make_error_code(errc::outcome_unknown),
                                     hint});
@@ -129,6 +143,7 @@ private:
     std::map<request_id, std::optional<zxid>> writes_;
     std::map<zxid, request_id> by_zxid_;
     std::set<request_id> syncs_;
+    std::optional<request_id> transfer_;
     std::vector<client_completion> completions_;
 };
 

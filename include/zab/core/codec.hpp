@@ -255,7 +255,7 @@ struct wire_enum_traits<wire::request_kind> {
 };
 template <>
 struct wire_enum_traits<wire::reply_outcome> {
-    static constexpr auto max = static_cast<std::uint8_t>(wire::reply_outcome::too_large);
+    static constexpr auto max = static_cast<std::uint8_t>(wire::reply_outcome::transferring);
 };
 
 template <typename E>
@@ -380,6 +380,9 @@ void fields(auto& a, message_of<wire::forwarded_request> auto& m) { a(m.request_
 void fields(auto& a, message_of<wire::ping> auto& m) { a(m.last_proposed, m.round); }
 void fields(auto& a, message_of<wire::sync_answer> auto& m) { a(m.request_id); }
 void fields(auto& a, message_of<wire::forwarded_reply> auto& m) { a(m.request_id, m.outcome, m.id); }
+void fields(auto& a, message_of<wire::handover> auto& m) {
+    a(m.leader, m.leader_zxid, m.leader_epoch, m.round);
+}
 
 template <typename M>
 std::size_t payload_size(const M& m) noexcept {

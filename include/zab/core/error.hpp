@@ -28,6 +28,8 @@ enum class errc {
     outcome_unknown,        ///< the operation may or may not commit
     zxid_exhausted,         ///< the epoch's counter is used up (§1); a new election follows
     too_large,              ///< a transaction above options::max_txn_bytes: never proposed
+    transferring,           ///< the leader is handing over its leadership: never proposed; retry at the new leader
+    timed_out,              ///< not done within its deadline; nothing changed
     // Storage.
     storage_failed = 300,   ///< fsync/truncate failed: the replica is in its terminal failed state
     corrupt,                ///< persistent data fails its checks
@@ -55,6 +57,8 @@ public:
             case errc::outcome_unknown: return "outcome unknown";
             case errc::zxid_exhausted: return "zxid counter exhausted in this epoch";
             case errc::too_large: return "transaction larger than the configured maximum";
+            case errc::transferring: return "the leader is handing over leadership";
+            case errc::timed_out: return "not done within its deadline";
             case errc::storage_failed: return "storage failed; replica stopped";
             case errc::corrupt: return "persistent data is corrupt";
             case errc::compacted: return "log range compacted into a snapshot";

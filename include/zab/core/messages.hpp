@@ -204,6 +204,7 @@ enum class reply_outcome : std::uint8_t {
     backpressure = 2,    ///< a bound of the leader's was reached: never proposed
     zxid_exhausted = 3,  ///< the epoch's counter is used up (§1): never proposed
     too_large = 4,       ///< above the leader's options::max_txn_bytes: never proposed
+    transferring = 5,    ///< the leader is handing over its leadership: never proposed
 };
 
 /// Leader → learner: the answer to the write REQUEST `request_id` (§6.1). A refusal is
@@ -215,11 +216,23 @@ struct forwarded_reply {
     friend bool operator==(const forwarded_reply&, const forwarded_reply&) = default;
 };
 
+/// Leader → learner, on every synced link, after the last COMMIT (or INFORM) of the leader's
+/// epoch: the leader hands its leadership to `leader` (§6.4). The learner adopts the vote it
+/// carries as if an election had decided it: `leader` leads, everyone else follows it. The
+/// leader itself follows it too.
+struct handover {
+    peer_id leader = 0;       ///< the successor: a voter holding every committed transaction
+    zxid leader_zxid;         ///< the last zxid committed before the hand-off (the vote's zxid)
+    epoch_t leader_epoch = 0; ///< the epoch of the handing leader (the vote's epoch)
+    std::uint64_t round = 0;  ///< the handing leader's election round (the vote's round)
+    friend bool operator==(const handover&, const handover&) = default;
+};
+
 /// Any message. The variant index is not the wire type: see `message_type`.
 using message = std::variant<notification, follower_info, observer_info, leader_info, ack_epoch,
                              diff, trunc, snap, snap_ack, sync_ack, new_leader, ack, up_to_date,
                              proposal, commit, inform, forwarded_request, ping, sync_answer,
-                             forwarded_reply>;
+                             forwarded_reply, handover>;
 
 /// Wire type byte of each message. Stable: never renumber, only add.
 enum class message_type : std::uint8_t {
@@ -243,6 +256,7 @@ enum class message_type : std::uint8_t {
     ping = 34,
     sync_answer = 35,
     forwarded_reply = 36,
+    handover = 37,
 };
 
 namespace detail {
@@ -269,6 +283,7 @@ ZAB_MESSAGE_TYPE(forwarded_request)
 ZAB_MESSAGE_TYPE(ping)
 ZAB_MESSAGE_TYPE(sync_answer)
 ZAB_MESSAGE_TYPE(forwarded_reply)
+ZAB_MESSAGE_TYPE(handover)
 #undef ZAB_MESSAGE_TYPE
 }  // namespace detail
 
@@ -304,6 +319,7 @@ constexpr std::string_view to_string(message_type t) noexcept {
         case message_type::ping: return "PING";
         case message_type::sync_answer: return "SYNC";
         case message_type::forwarded_reply: return "REPLY";
+        case message_type::handover: return "HANDOVER";
     }
     return "?";
 }

@@ -30,6 +30,10 @@ struct options {
     /// Bound on silence during broadcast (ZooKeeper's syncLimit, in ticks; §6.2).
     std::uint32_t sync_limit_ticks = 50;
 
+    /// Bound on a leadership transfer's catch-up (§6.4): a target that does not hold every
+    /// proposal this long after `peer::transfer_leadership` is given up, and writes resume.
+    std::uint32_t transfer_timeout_ticks = 50;
+
     /// The leader `fixed_leader_election` elects; 0 means the voter with the highest id.
     /// Ignored by Fast Leader Election.
     std::uint64_t fixed_leader = 0;
@@ -126,6 +130,7 @@ struct options {
             return "finalize_wait_ticks must be <= notification_timeout_max_ticks";
         if (sync_limit_ticks < 2)
             return "sync_limit_ticks must be at least 2 (a heartbeat goes out every tick)";
+        if (transfer_timeout_ticks == 0) return "transfer_timeout_ticks must be at least 1";
         if (init_limit_ticks < sync_limit_ticks)
             return "init_limit_ticks must be >= sync_limit_ticks (sync takes longer than a "
                    "heartbeat round)";

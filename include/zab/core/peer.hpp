@@ -116,6 +116,7 @@ public:
         if (election_started_) election_.on_tick();
         if (ctx_.leading) broadcast_.leader_tick();
         if (ctx_.learning) broadcast_.learner_tick();
+        give_up_late_transfer();
         if (const auto deadline = establish_deadline(); deadline && ctx_.now_tick >= *deadline) {
             // §4: discovery and synchronization must finish within initLimit, on the leader
             // (a quorum of followers) and on each learner (its leader answering); otherwise
@@ -150,8 +151,16 @@ public:
         if (ctx_.connection_to(from) != connection) return;  // an older connection
         erase_connection(from);
         ctx_.forget_learner(from, "its connection was lost");
-        // §0: a learner that loses its leader goes back to election.
-        if (ctx_.learning && from == ctx_.learning->leader) ctx_.request_election("lost the leader");
+        // §0: a learner that loses its leader goes back to election — except a learner handed
+        // to a leader that has not answered yet (§6.4): its FOLLOWERINFO may have arrived
+        // before the HANDOVER that makes that peer lead, so it asks again once reconnected.
+        if (ctx_.learning && from == ctx_.learning->leader) {
+            if (ctx_.learning->handed_over &&
+                ctx_.learning->at == learner_state::stage::awaiting_leader_info)
+                ctx_.learning->info_sent = false;
+            else
+                ctx_.request_election("lost the leader");
+        }
         end_step();
     }
 
@@ -251,7 +260,9 @@ public:
                 ctx_.clients.add_write(id, proposed.value());
             else
                 ctx_.clients.fail_now(id, client_op::write,
-                                      static_cast<errc>(proposed.error().value()), ctx_.self());
+                                      static_cast<errc>(proposed.error().value()),
+                                      ctx_.leading->transfer ? ctx_.leading->transfer->target
+                                                             : ctx_.self());
         } else if (serving_learner()) {
             broadcast_.learner_forward_write(id, txn);
         } else {
@@ -283,6 +294,47 @@ public:
         return id;
     }
 
+    /// Hands this established leader's leadership to voter `target` without an election
+    /// (docs/protocol.md §6.4); 0 picks the synced voter that acknowledged the most. From
+    /// now on new writes are refused with `transferring` (the hint names the target); syncs
+    /// are still answered. Once the target holds every proposal and all are committed, every
+    /// synced learner gets a HANDOVER after its last COMMIT and follows the target, and so
+    /// does this replica; the target leads the next epoch through discovery and
+    /// synchronization, as after an election. One `client_completion` (op `transfer`)
+    /// follows: the last committed zxid once handed over; `timed_out` if the target does not
+    /// catch up within options::transfer_timeout_ticks (writes resume); `not_leader` (not an
+    /// established leader, or the role ended first); `invalid_argument` (the target is this
+    /// replica or not a voter, or no synced voter to pick); `backpressure` (a transfer is in
+    /// progress); `shutting_down`; `storage_failed`. A target that fails to establish itself
+    /// within init_limit leaves the group to an ordinary election.
+    request_id transfer_leadership(peer_id target = 0) {
+        const request_id id = ctx_.clients.next_id();
+        const auto fail = [&](errc e, peer_id hint) {
+            ctx_.clients.fail_now(id, client_op::transfer, e, hint);
+        };
+        if (failed()) {
+            fail(errc::storage_failed, 0);
+        } else if (shutting_down_) {
+            fail(errc::shutting_down, 0);
+        } else if (!ctx_.leading || !ctx_.leading->established()) {
+            fail(errc::not_leader, leader_hint());
+        } else if (ctx_.leading->transfer) {
+            fail(errc::backpressure, ctx_.leading->transfer->target);
+        } else {
+            if (target == 0) target = best_transfer_target();
+            if (target == 0 || target == ctx_.self() || !ctx_.quorums().is_voter(target)) {
+                fail(errc::invalid_argument, 0);
+            } else {
+                ctx_.leading->transfer = leader_state::leadership_transfer{
+                    target, ctx_.now_tick + ctx_.opts().transfer_timeout_ticks};
+                ctx_.clients.add_transfer(id);
+                zab::log(log_level::info, "peer {}: transferring leadership to {}; writes paused",
+                         ctx_.self(), target);
+            }
+        }
+        if (!failed()) end_step();
+        return id;
+    }
 
     /// Stops serving clients: every request in flight completes now (`outcome_unknown` for
     /// writes already handed to a leader, `shutting_down` for syncs), and later `submit` and
@@ -540,18 +592,98 @@ private:
         return 0;
     }
 
-    void leave_role() {
+    /// How a role ends: for an election (its connections go: their traffic is stale), or for
+    /// a hand-off (§6.4: the connections carry the HANDOVER and then the new role's traffic).
+    enum class leaving : std::uint8_t { for_election, for_handover };
+
+    void leave_role(leaving why = leaving::for_election, peer_id hint = 0) {
         // Requests in flight can no longer be followed: writes handed to a leader may still
         // commit (outcome unknown); syncs had no effect (not_leader).
-        ctx_.clients.abandon(errc::not_leader, 0);
+        ctx_.clients.abandon(errc::not_leader, hint);
+        const bool close = why == leaving::for_election;
         if (ctx_.leading) {
-            for (const auto& link : ctx_.leading->links) ctx_.close(link.id);
+            if (close)
+                for (const auto& link : ctx_.leading->links) ctx_.close(link.id);
             ctx_.leading.reset();
         }
         if (ctx_.learning) {
-            ctx_.close(ctx_.learning->leader);
+            if (close) ctx_.close(ctx_.learning->leader);
             ctx_.learning.reset();
         }
+    }
+
+    // --- leadership transfer (docs/protocol.md §6.4) ---------------------------------------
+
+    /// The synced voter that acknowledged the most (the lowest id among equals); 0 if none.
+    peer_id best_transfer_target() const {
+        const learner_link* best = nullptr;
+        for (const auto& link : ctx_.leading->links)
+            if (link.type == learner_type::participant &&
+                link.at == learner_link::stage::broadcasting &&
+                (best == nullptr || link.last_acked > best->last_acked ||
+                 (link.last_acked == best->last_acked && link.id < best->id)))
+                best = &link;
+        return best != nullptr ? best->id : 0;
+    }
+
+    /// The transfer's target holds every proposal, every proposal is committed and this
+    /// replica's own log writes are durable: each
+    /// synced learner gets the HANDOVER after its last COMMIT, the others are let go (they
+    /// find the new leader by election), and this replica follows the target.
+    void hand_over_if_ready() {
+        auto& leader = *ctx_.leading;
+        // Its own log durable too: as a follower it advertises what a crash would recover (§2).
+        if (!leader.transfer || !leader.established() || !leader.outstanding.empty() ||
+            !ctx_.log_ops_.empty())
+            return;
+        const learner_link* target = leader.find_link(leader.transfer->target);
+        if (target == nullptr || target->type != learner_type::participant ||
+            target->at != learner_link::stage::broadcasting)
+            return;
+        const bool proposed = leader.last_proposed.counter() != ctx_.opts().test_only.initial_counter;
+        if (proposed && target->last_acked != leader.last_proposed) return;
+        const wire::handover handover{target->id, leader.max_committed(), leader.epoch,
+                                      ctx_.current_vote.round};
+        for (const auto& link : leader.links) {
+            if (link.at == learner_link::stage::broadcasting)
+                ctx_.send(link.id, handover);
+            else
+                ctx_.close(link.id);
+        }
+        ++ctx_.counters.transfers_handed_over;
+        zab::log(log_level::info, "peer {}: leadership handed over to {} at {}", ctx_.self(),
+                 handover.leader, handover.leader_zxid);
+        ctx_.clients.finish_transfer(handover.leader_zxid);
+        adopt_handover(handover);
+    }
+
+    /// options::transfer_timeout_ticks passed and the target has not caught up: writes resume.
+    void give_up_late_transfer() {
+        if (!ctx_.leading || !ctx_.leading->transfer ||
+            ctx_.now_tick < ctx_.leading->transfer->deadline)
+            return;
+        zab::log(log_level::warn,
+                 "peer {}: leadership transfer to {} given up: it did not catch up within "
+                 "transfer_timeout_ticks ({}); taking writes again",
+                 ctx_.self(), ctx_.leading->transfer->target, ctx_.opts().transfer_timeout_ticks);
+        ++ctx_.counters.transfers_timed_out;
+        ctx_.clients.finish_transfer(make_error_code(errc::timed_out));
+        ctx_.leading->transfer.reset();
+    }
+
+    /// Leaves the current role for the one a HANDOVER names, as an election decision that
+    /// every replica handed over reaches alike (the same vote): lead if named, else follow.
+    void adopt_handover(wire::handover handover) {  // a copy: leaving the role frees the original
+        election_decision decision;
+        decision.how = election_decision::basis::handed_over;
+        const peer_state role = handover.leader == ctx_.self() ? peer_state::leading
+                                : ctx_.self_type() == learner_type::participant
+                                    ? peer_state::following
+                                    : peer_state::observing;
+        decision.decided = vote{handover.leader, handover.leader_zxid, handover.leader_epoch,
+                                handover.round, role};
+        leave_role(leaving::for_handover, handover.leader);
+        ctx_.decide(std::move(decision));
     }
 
     void enter_role(const election_decision& decision) {
@@ -577,6 +709,7 @@ private:
             ctx_.learning->leader = decision.decided.leader;
             ctx_.learning->last_heard_tick = ctx_.now_tick;
             ctx_.learning->establish_deadline = deadline;
+            ctx_.learning->handed_over = decision.how == election_decision::basis::handed_over;
             discovery_.learner_start();
         }
     }
@@ -797,6 +930,22 @@ private:
         broadcast_.learner_on_sync_answer(m);
     }
 
+    // HANDOVER: my leader hands its leadership to `m.leader` (§6.4). It comes after UPTODATE
+    // and the last COMMIT on this connection, so this learner holds every committed
+    // transaction of the epoch when it follows (or becomes) the new leader.
+    void dispatch(peer_id from, const wire::handover& m, const shared_bytes&) {
+        const auto at = from_my_leader(from);
+        if (!at) return ignore(from, ignore_reason::not_from_my_leader);
+        if (*at != learner_state::stage::broadcasting) return ignore(from, ignore_reason::out_of_stage);
+        if (m.leader == from || !ctx_.quorums().is_voter(m.leader)) {
+            ctx_.leader_misbehaved("a HANDOVER to itself or to a peer that is not a voter");
+            return;
+        }
+        ++ctx_.counters.handovers_followed;
+        zab::log(log_level::info, "peer {}: leader {} hands over to {}", ctx_.self(), from, m.leader);
+        ctx_.learning->handover = m;  // adopted at the end of the step, once the log is durable
+    }
+
     void reject(peer_id from, const std::string& why) {
         ++ctx_.counters.bad_frames;
         zab::log(log_level::warn, "peer {}: bad frame from {}: {}; closing the connection",
@@ -832,11 +981,17 @@ private:
                 discovery_.leader_advance();
                 synchronization_.leader_advance();
                 broadcast_.leader_advance();
+                hand_over_if_ready();
             }
             if (ctx_.learning) synchronization_.learner_advance();
+            if (ctx_.learning && ctx_.learning->handover && ctx_.log_ops_.empty())
+                adopt_handover(*ctx_.learning->handover);
             rejoin_as_voter_once_synced();
             if (ctx_.storage_error_) break;
-            if (!std::exchange(ctx_.election_requested_, false)) break;
+            if (!std::exchange(ctx_.election_requested_, false)) {
+                if (ctx_.pending_decision_) continue;  // a hand-off: the new role, now
+                break;
+            }
             zab::log(log_level::info, "peer {}: back to LOOKING: {}", ctx_.self(),
                      ctx_.election_reason_);
             leave_role();

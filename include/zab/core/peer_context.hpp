@@ -39,6 +39,7 @@ struct election_decision {
         settled_this_round,  ///< FOLLOWING/LEADING votes of my round, with checkLeader (§3.4.6)
         settled_any_round,   ///< `outofelection`: joining an established ensemble (§3.4.6)
         fixed,               ///< the leader was given by configuration
+        handed_over,         ///< the established leader handed its leadership over (§6.4)
     };
     std::uint64_t sequence = 0;  ///< 1 for this peer object's first decision, then 2, …
     vote decided;                ///< the vote returned (state = what this peer became)
@@ -118,6 +119,9 @@ struct peer_counters {
     std::uint64_t compactions = 0;          ///< log compactions (options::snapshot_every)
     std::uint64_t snapshots_handed_off = 0; ///< snapshots serialized by the driver
     std::uint64_t unissued_completions = 0; ///< durability reports for ops never issued (ignored)
+    std::uint64_t transfers_handed_over = 0;///< leader: leadership handed to a caught-up voter (§6.4)
+    std::uint64_t transfers_timed_out = 0;  ///< leader: the target did not catch up in time
+    std::uint64_t handovers_followed = 0;   ///< a HANDOVER from this replica's leader adopted
 };
 
 /// The log, as the policies see it: the peer adapts the user's `log_store` to this, so the

@@ -18,6 +18,7 @@
 #include "zab/core/bytes.hpp"
 #include "zab/core/client.hpp"
 #include "zab/core/concepts.hpp"
+#include "zab/core/messages.hpp"
 #include "zab/core/quorum.hpp"
 #include "zab/core/types.hpp"
 #include "zab/core/zxid.hpp"
@@ -208,6 +209,15 @@ struct leader_state {
         }
     }
 
+    /// A leadership transfer in progress (§6.4): new writes are refused (`transferring`) until
+    /// `target` holds every proposal, then the leader hands over; at `deadline` it gives up
+    /// and takes writes again.
+    struct leadership_transfer {
+        peer_id target = 0;
+        std::uint64_t deadline = 0;
+    };
+    std::optional<leadership_transfer> transfer;
+
     /// The link to learner `id`, while it is connected (at most one: check_invariants).
     learner_link* find_link(peer_id id) noexcept {
         for (auto& link : links)
@@ -249,6 +259,13 @@ struct learner_state {
     }
     peer_id leader = 0;
     stage at = stage::awaiting_leader_info;  ///< changed only by move_to
+    /// This role began with a HANDOVER (§6.4), not an election: until the new leader answers,
+    /// a lost connection to it is retried (it may not have taken over yet) instead of
+    /// starting an election; initLimit still bounds the wait.
+    bool handed_over = false;
+    /// A HANDOVER received while log writes were still in flight: adopted once they are
+    /// durable, so that the new role advertises exactly what a crash would recover (§2).
+    std::optional<wire::handover> handover;
     bool info_sent = false;
     epoch_t epoch = 0;                 ///< the leader's new epoch (LEADERINFO)
     /// Everything up to here is committed by the leader's word: the sync target (DIFF/TRUNC

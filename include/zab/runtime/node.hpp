@@ -10,7 +10,7 @@
 //   strand. Every handler of the node, the transport, and every call into the log's
 //   `log_store` members and into the state machine (`apply`, `snapshot`, `restore`) runs
 //   on it. Nothing else of the node is thread-safe.
-// - `async_propose` and `async_sync` may be called from any thread: they copy what they need
+// - `async_propose`, `async_sync` and `async_transfer_leadership` may be called from any thread: they copy what they need
 //   and post to the executor. Every other member must be called on the executor.
 // - Local reads (`machine()`) must run on the executor too, e.g. inside
 //   `boost::asio::dispatch(node.get_executor(), …)`: that is where `apply` writes.
@@ -245,6 +245,24 @@ public:
                 });
             },
             token);
+    }
+
+    /// Hands this replica's leadership to voter `target` (0: the synced voter that
+    /// acknowledged the most) without an election (docs/protocol.md §6.4): writes are refused
+    /// with `transferring` meanwhile, the target leads the next epoch. Completes with the last
+    /// zxid committed before the hand-off; errors as `peer::transfer_leadership` (`not_leader`,
+    /// `invalid_argument`, `backpressure`, `timed_out` when the target did not catch up).
+    template <typename CompletionToken>
+    auto async_transfer_leadership(peer_id target, CompletionToken&& token) {
+        return boost::asio::async_initiate<CompletionToken, completion_signature>(
+            [executor = executor_, alive = alive_, this](auto handler, peer_id to) {
+                boost::asio::post(executor, [executor, alive, this, to,
+                                             h = std::move(handler)]() mutable {
+                    if (!*alive) return complete(std::move(h), executor, errc::shutting_down, {});
+                    start_request(std::move(h), [&] { return peer_->transfer_leadership(to); });
+                });
+            },
+            token, target);
     }
 
     /// The executor the node runs on.

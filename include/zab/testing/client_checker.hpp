@@ -54,6 +54,11 @@ public:
     template <typename Applied>
     void completed(peer_id at, std::uint64_t incarnation, const client_completion& c,
                    const Applied& applied, zxid last_applied) {
+        if (c.op == client_op::transfer) {
+            // A leadership transfer promises no client-visible state: only counted.
+            ++(c.outcome ? transfers_handed_over_ : transfers_failed_);
+            return;
+        }
         const key k{at, incarnation, c.id};
         const auto it = requests_.find(k);
         if (it == requests_.end()) {
@@ -129,6 +134,8 @@ public:
     std::uint64_t definite_failures() const noexcept { return definite_failures_; }
     std::uint64_t sync_failures() const noexcept { return sync_failures_; }
     std::uint64_t unknown() const noexcept { return unknown_; }
+    std::uint64_t transfers_handed_over() const noexcept { return transfers_handed_over_; }
+    std::uint64_t transfers_failed() const noexcept { return transfers_failed_; }
 
 private:
     using key = std::tuple<peer_id, std::uint64_t, request_id>;
@@ -153,7 +160,8 @@ private:
     zxid best_success_;
     std::vector<std::string> failures_;
     std::uint64_t writes_ = 0, syncs_ = 0, write_successes_ = 0, sync_successes_ = 0,
-                  definite_failures_ = 0, sync_failures_ = 0, unknown_ = 0;
+                  definite_failures_ = 0, sync_failures_ = 0, unknown_ = 0,
+                  transfers_handed_over_ = 0, transfers_failed_ = 0;
 };
 
 }  // namespace zab::testing

@@ -59,6 +59,7 @@ public:
     std::uint64_t decisions_checked() const noexcept { return decisions_; }
     std::uint64_t decided_by_looking_quorum() const noexcept { return by_looking_; }
     std::uint64_t decided_by_joining() const noexcept { return by_joining_; }
+    std::uint64_t decided_by_handover() const noexcept { return by_handover_; }
 
     /// True when every live voter has decided, all for the same leader, that leader leads,
     /// and every live observer observes it.
@@ -120,6 +121,17 @@ private:
     void check_decision(peer_id at, const election_decision& d) {
         using basis = election_decision::basis;
         if (d.how == basis::fixed) return;
+        if (d.how == basis::handed_over) {
+            // An established leader named its successor (§6.4): a voter other than itself,
+            // with the leader's epoch. Safety does not rest on this decision (discovery's
+            // epoch quorum does), so the check is only that it names someone who may lead.
+            ++by_handover_;
+            if (!sim_.config().is_voter(d.decided.leader))
+                fail(at, fmt::format("handed over to {}, which is not a voter", d.decided));
+            if (d.decided.state == peer_state::leading && d.decided.leader != at)
+                fail(at, fmt::format("leads after a hand-off to {}", d.decided));
+            return;
+        }
         if (!is_quorum(d.counted))
             fail(at, fmt::format("decided {} without a quorum ({} votes)", d.decided,
                                  d.counted.size()));
@@ -183,6 +195,7 @@ private:
     std::uint64_t decisions_ = 0;
     std::uint64_t by_looking_ = 0;
     std::uint64_t by_joining_ = 0;
+    std::uint64_t by_handover_ = 0;
 };
 
 }  // namespace zab::testing

@@ -634,6 +634,12 @@ public:
         return client_call(id, [&](peer_type& p) { return p.sync(); });
     }
 
+    /// Asks replica `id` to hand its leadership to `target` (0: the best voter; §6.4); the
+    /// one completion (op `transfer`) reaches the completion observer.
+    std::optional<request_id> transfer_leadership(peer_id id, peer_id target) {
+        return client_call(id, [&](peer_type& p) { return p.transfer_leadership(target); });
+    }
+
     /// Replica `id` stops serving clients (`peer::shutdown`): what was in flight completes.
     void stop_clients(peer_id id) {
         node& n = at(id);
