@@ -1,9 +1,12 @@
 // Writes the seed corpus of the decode fuzzer: one valid frame of every message type, and one
 // frame for each decoding error. libFuzzer mutates from these, so every payload decoder and
-// every error branch is reachable from the first run.
+// every error branch is reachable from the first run. With RESP_DIR, also the seeds of the
+// RESP fuzzer (resp_fuzzer.cpp): an 8-byte schedule, then what a client sends — pipelines,
+// MULTI/EXEC/WATCH blocks, RESP3, inline commands, and malformed frames.
 //
-//   zab_fuzz_make_corpus write DIR   write the seeds into DIR (fuzz/corpus/decode/)
-//   zab_fuzz_make_corpus check DIR   fail unless DIR holds every seed, byte for byte
+//   zab_fuzz_make_corpus write DIR [RESP_DIR]   write the seeds (fuzz/corpus/decode/, resp/)
+//   zab_fuzz_make_corpus check DIR [RESP_DIR]   fail unless the dirs hold every seed, byte
+//                                               for byte
 //
 // `check` runs under ctest: after a format change the seeds would stop being valid frames
 // and the fuzzer would start far from the decoders; regenerate them with `write`.
@@ -120,6 +123,66 @@ std::vector<std::pair<std::string, bytes>> seeds() {
     return out;
 }
 
+/// The RESP fuzzer's seeds.
+std::vector<std::pair<std::string, bytes>> resp_seeds() {
+    const auto cmd = [](std::initializer_list<std::string_view> args) {
+        std::string out = "*" + std::to_string(args.size()) + "\r\n";
+        for (const auto a : args) out += "$" + std::to_string(a.size()) + "\r\n" + std::string{a} + "\r\n";
+        return out;
+    };
+    const auto seed = [](std::uint64_t schedule, const std::string& stream) {
+        bytes out(8);
+        std::memcpy(out.data(), &schedule, 8);
+        for (const char c : stream) out.push_back(static_cast<std::byte>(c));
+        return out;
+    };
+    std::vector<std::pair<std::string, bytes>> out;
+    out.emplace_back("pipeline", seed(1, cmd({"SET", "a", "1"}) + cmd({"GET", "a"}) +
+                                             cmd({"INCR", "c"}) + cmd({"MGET", "a", "c", "z"}) +
+                                             cmd({"DEL", "a"}) + cmd({"PING"}) +
+                                             cmd({"EXISTS", "a", "c"})));
+    out.emplace_back("multi", seed(2, cmd({"MULTI"}) + cmd({"SET", "a", "1"}) + cmd({"INCR", "c"}) +
+                                          cmd({"GET", "a"}) + cmd({"APPEND", "a", "x"}) +
+                                          cmd({"EXEC"}) + cmd({"GET", "a"})));
+    out.emplace_back("watch", seed(3, cmd({"WATCH", "a", "b"}) + cmd({"GET", "a"}) +
+                                          cmd({"MULTI"}) + cmd({"SET", "a", "2"}) +
+                                          cmd({"SET", "b", "2"}) + cmd({"EXEC"}) +
+                                          cmd({"WATCH", "a"}) + cmd({"SET", "a", "3"}) +
+                                          cmd({"MULTI"}) + cmd({"INCR", "a"}) + cmd({"EXEC"}) +
+                                          cmd({"UNWATCH"})));
+    out.emplace_back("multi-aborted", seed(4, cmd({"MULTI"}) + cmd({"SET", "a"}) +
+                                                  cmd({"NOSUCHCMD"}) + cmd({"EXEC"}) +
+                                                  cmd({"MULTI"}) + cmd({"MULTI"}) +
+                                                  cmd({"WATCH", "a"}) + cmd({"DISCARD"}) +
+                                                  cmd({"EXEC"}) + cmd({"DISCARD"})));
+    out.emplace_back("expiry", seed(5, cmd({"SET", "e", "v", "PX", "10"}) + cmd({"PTTL", "e"}) +
+                                           cmd({"EXPIRE", "e", "100"}) + cmd({"TTL", "e"}) +
+                                           cmd({"SET", "f", "v", "EX", "1", "NX", "GET"}) +
+                                           cmd({"PERSIST", "e"}) + cmd({"GET", "e"})));
+    out.emplace_back("readmode", seed(6, cmd({"READMODE", "linearizable"}) + cmd({"GET", "a"}) +
+                                             cmd({"SET", "a", "1"}) + cmd({"MGET", "a", "b"}) +
+                                             cmd({"SYNC"}) + cmd({"INFO"}) +
+                                             cmd({"READMODE", "local"}) + cmd({"GET", "a"})));
+    out.emplace_back("resp3", seed(7, cmd({"HELLO", "3"}) + cmd({"GET", "missing"}) +
+                                          cmd({"WATCH", "k"}) + cmd({"SET", "k", "1"}) +
+                                          cmd({"MULTI"}) + cmd({"GET", "k"}) + cmd({"EXEC"}) +
+                                          cmd({"RESET"}) + cmd({"GET", "missing"})));
+    out.emplace_back("tagged", seed(8, cmd({"TAGGED", "1", "1", "SET", "k", "v"}) +
+                                           cmd({"TAGGED", "1", "1", "SET", "k", "v"}) +
+                                           cmd({"TAGGED", "1", "2", "CAS", "k", "v", "w"}) +
+                                           cmd({"TAGGED", "x", "1", "GET", "k"})));
+    out.emplace_back("inline", seed(9, "PING\r\nSET k \"a b\"\r\n\r\nGET k\nMULTI\r\n"
+                                           "INCR n\r\nEXEC\r\n"));
+    out.emplace_back("quit", seed(10, cmd({"SET", "a", "1"}) + cmd({"QUIT"}) + cmd({"GET", "a"})));
+    out.emplace_back("bad-bulk-length", seed(11, cmd({"PING"}) + "*2\r\n$3\r\nGET\r\n$99999\r\n"));
+    out.emplace_back("bad-array-length", seed(12, cmd({"MULTI"}) + "*x\r\n"));
+    out.emplace_back("bad-crlf", seed(13, "*1\r\n$4\r\nPINGxx" + cmd({"PING"})));
+    out.emplace_back("bad-quotes", seed(14, "SET k \"unbalanced\r\n"));
+    out.emplace_back("unfinished", seed(15, cmd({"MULTI"}) + cmd({"SET", "a", "1"}) +
+                                                "*3\r\n$3\r\nSET\r\n$1\r\nb"));
+    return out;
+}
+
 bytes read_file(const std::filesystem::path& path) {
     std::ifstream in{path, std::ios::binary};
     const std::vector<char> chars{std::istreambuf_iterator<char>{in},
@@ -132,21 +195,29 @@ bytes read_file(const std::filesystem::path& path) {
 }  // namespace
 
 int main(int argc, char** argv) {
-    if (argc != 3 || (std::strcmp(argv[1], "write") != 0 && std::strcmp(argv[1], "check") != 0)) {
-        std::fprintf(stderr, "usage: %s write|check DIR\n", argv[0]);
+    if ((argc != 3 && argc != 4) ||
+        (std::strcmp(argv[1], "write") != 0 && std::strcmp(argv[1], "check") != 0)) {
+        std::fprintf(stderr, "usage: %s write|check DIR [RESP_DIR]\n", argv[0]);
         return 2;
     }
     const bool write = std::strcmp(argv[1], "write") == 0;
-    const std::filesystem::path dir{argv[2]};
     int problems = 0;
-    for (const auto& [name, frame] : seeds()) {
+    std::vector<std::pair<std::filesystem::path, bytes>> files;
+    for (auto& [name, frame] : seeds()) {
         // The seeds are what they claim: valid ones decode, invalid ones do not.
         const bool decodes = static_cast<bool>(decode(frame));
         if (decodes != name.starts_with("valid-")) {
             std::fprintf(stderr, "seed %s: decodes=%d\n", name.c_str(), decodes ? 1 : 0);
             ++problems;
         }
-        const auto path = dir / name;
+        files.emplace_back(std::filesystem::path{argv[2]} / name, std::move(frame));
+    }
+    if (argc == 4)
+        for (auto& [name, stream] : resp_seeds())
+            files.emplace_back(std::filesystem::path{argv[3]} / name, std::move(stream));
+    for (const auto& [path, frame] : files) {
+        const std::filesystem::path dir = path.parent_path();
+        const std::string name = path.filename().string();
         if (write) {
             std::ofstream out{path, std::ios::binary | std::ios::trunc};
             out.write(reinterpret_cast<const char*>(frame.data()),
@@ -161,7 +232,7 @@ int main(int argc, char** argv) {
             ++problems;
         }
     }
-    std::printf("%zu seeds %s, %d problems\n", seeds().size(), write ? "written" : "checked",
+    std::printf("%zu seeds %s, %d problems\n", files.size(), write ? "written" : "checked",
                 problems);
     return problems == 0 ? 0 : 1;
 }

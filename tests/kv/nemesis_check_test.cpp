@@ -1,6 +1,7 @@
 // The nemesis test's log-based checks (nemesis/history_check.hpp) on small, hand-built logs
 // and histories: each kind of violation is reported, and the histories the real system may
 // produce are accepted.
+#include <algorithm>
 #include <optional>
 #include <string>
 #include <vector>
@@ -8,7 +9,9 @@
 #include <catch2/catch.hpp>
 
 #include "kv/kv_command.hpp"
+#include "nemesis/group_model.hpp"
 #include "nemesis/history_check.hpp"
+#include "zab/testing/linearizability.hpp"
 
 using namespace zab;
 using namespace zab::kv;
@@ -48,11 +51,12 @@ write_record written(std::uint64_t client, std::uint64_t seq, std::string key,
     return w;
 }
 
-session_event read(std::uint64_t session, std::string key, std::optional<std::string> value) {
-    return {session, true, std::move(key), std::move(value), {}};
+session_event read(std::uint64_t session, std::string key, std::optional<std::string> value,
+                   std::uint64_t wall_ms = 0) {
+    return {session, true, std::move(key), std::move(value), {}, wall_ms};
 }
 session_event acked(std::uint64_t session, std::uint64_t client, std::uint64_t seq) {
-    return {session, false, {}, {}, request_tag{client, seq}};
+    return {session, false, {}, {}, request_tag{client, seq}, 0};
 }
 
 // The log used below: a = a1 (pos 1), b = b1 (2), a = a2 (3), a duplicate retry of a2 (4),
@@ -174,4 +178,190 @@ TEST_CASE("nemesis sessions: read-your-writes and no going back in time, per con
         REQUIRE(problems.size() == 1);
         CHECK_THAT(problems[0], Catch::Contains("no committed write stored it"));
     }
+}
+
+// --- the group model: MULTI/EXEC blocks and expiring keys --------------------------------------
+
+namespace {
+
+using model = nemesis::group_model;
+using op_t = testing::operation<model>;
+
+op_t done(std::uint64_t client, testing::history_time call, testing::history_time ret,
+          model::input in, model::output out) {
+    return {client, call, ret, std::move(in), std::move(out)};
+}
+op_t open(std::uint64_t client, testing::history_time call, model::input in) {
+    return {client, call, std::nullopt, std::move(in), std::nullopt};
+}
+
+testing::linearizability_verdict verdict(const std::vector<op_t>& history) {
+    auto report = testing::check_linearizability(history);
+    REQUIRE(report);
+    return report.value().verdict;
+}
+
+constexpr auto linearizable = testing::linearizability_verdict::linearizable;
+constexpr auto violation = testing::linearizability_verdict::not_linearizable;
+
+using values = std::vector<std::optional<std::string>>;
+const std::vector<std::string> tkeys = {"t0", "t1", "tc"};
+
+model::input block(const std::string& v) {
+    return model::multi("t", {{"t0", v}, {"t1", v}, {"tc", std::nullopt}});
+}
+model::input mget() { return model::mget("t", tkeys); }
+model::input put(const std::string& key, const std::string& v) { return model::put(key, key, v); }
+model::input get(const std::string& key) { return model::get(key, key); }
+
+}  // namespace
+
+TEST_CASE("nemesis group model: a block is one operation on all its keys", "[kv][nemesis]") {
+    std::vector<op_t> h = {
+        done(1, 0, 10, model::put("t", "t0", "i"), model::write_returned()),
+        done(1, 11, 20, model::put("t", "t1", "i"), model::write_returned()),
+        done(2, 30, 100, block("a"), model::exec_returned({"OK", "OK", "1"})),
+        done(3, 40, 50, mget(), model::read_returned({"i", "i", std::nullopt})),  // before
+        done(4, 60, 70, mget(), model::read_returned({"a", "a", "1"})),  // after, concurrently
+        done(3, 110, 200, block("b"), model::exec_returned({"OK", "OK", "2"})),
+        done(4, 120, 130, mget(), model::read_returned({"a", "a", "1"})),
+        done(4, 210, 220, mget(), model::read_returned({"b", "b", "2"})),
+    };
+    CHECK(verdict(h) == linearizable);
+
+    SECTION("torn: one key's write visible and the other's not, at one point") {
+        h.push_back(done(5, 40, 90, mget(), model::read_returned({"a", "i", "1"})));
+        CHECK(verdict(h) == violation);
+    }
+    SECTION("torn across two reads: t1 still old after t0 was seen new") {
+        h.push_back(done(5, 35, 40, model::get("t", "t0"), model::read_returned({"a"})));
+        h.push_back(done(5, 41, 45, model::get("t", "t1"), model::read_returned({"i"})));
+        CHECK(verdict(h) == violation);
+    }
+    SECTION("an INCR counted twice (the block applied twice)") {
+        h.push_back(done(5, 230, 240, mget(), model::read_returned({"b", "b", "3"})));
+        CHECK(verdict(h) == violation);
+    }
+    SECTION("a block answered other replies than its writes give") {
+        h[5].output = model::exec_returned({"OK", "OK", "1"});
+        CHECK(verdict(h) == violation);
+    }
+    SECTION("a block of unknown outcome may have applied, or not") {
+        h.push_back(open(5, 300, block("c")));
+        h.push_back(done(4, 400, 410, mget(), model::read_returned({"c", "c", "3"})));
+        CHECK(verdict(h) == linearizable);
+        h.push_back(done(4, 420, 430, mget(), model::read_returned({"b", "b", "2"})));
+        CHECK(verdict(h) == violation);  // back in time: c, then b again
+    }
+}
+
+TEST_CASE("nemesis group model: a WATCHed CAS applies on what it saw, or has no effect",
+          "[kv][nemesis]") {
+    const auto wcas = [](std::optional<std::string> seen, const std::string& v) {
+        return model::watch_cas("t", "t0", std::move(seen), {{"t0", v}, {"t1", v}});
+    };
+    std::vector<op_t> h = {
+        done(1, 0, 10, model::put("t", "t0", "i"), model::write_returned()),
+        done(2, 20, 30, wcas("i", "a"), model::exec_returned({"OK", "OK"})),
+        done(3, 40, 50, wcas("i", "b"), model::exec_aborted()),  // t0 changed since it saw i
+        done(4, 60, 70, model::mget("t", {"t0", "t1"}), model::read_returned({"a", "a"})),
+    };
+    CHECK(verdict(h) == linearizable);
+
+    SECTION("applied although the key no longer held what the GET saw") {
+        h.push_back(done(5, 80, 90, wcas("i", "c"), model::exec_returned({"OK", "OK"})));
+        CHECK(verdict(h) == violation);
+    }
+    SECTION("aborted, yet its write is seen") {
+        h.push_back(done(4, 80, 90, model::get("t", "t1"), model::read_returned({"b"})));
+        CHECK(verdict(h) == violation);
+    }
+    SECTION("of unknown outcome on a stale value: never applies") {
+        h.push_back(open(5, 80, wcas("i", "d")));
+        h.push_back(done(4, 100, 110, model::get("t", "t0"), model::read_returned({"d"})));
+        CHECK(verdict(h) == violation);
+    }
+}
+
+TEST_CASE("nemesis group model: expiring keys", "[kv][nemesis]") {
+    // SET e v PX 100 called at 0 (returned at 10): its expiry is open from 100 on.
+    std::vector<op_t> h = {
+        done(1, 0, 10, put("e", "v"), model::write_returned()),
+        open(1, 100, model::expire("e", "e", "v")),
+        done(2, 50, 60, get("e"), model::read_returned({"v"})),
+    };
+    CHECK(verdict(h) == linearizable);
+
+    SECTION("after the deadline the value may still be read (the TICK not yet committed)") {
+        h.push_back(done(2, 150, 160, get("e"), model::read_returned({"v"})));
+        h.push_back(done(3, 170, 180, get("e"), model::read_returned({std::nullopt})));
+        h.push_back(done(2, 190, 200, get("e"), model::read_returned({std::nullopt})));
+        CHECK(verdict(h) == linearizable);
+    }
+    SECTION("a key absent before its earliest deadline") {
+        h.push_back(done(2, 70, 80, get("e"), model::read_returned({std::nullopt})));
+        CHECK(verdict(h) == violation);
+    }
+    SECTION("resurrection: the expired value read again after a read saw it gone") {
+        h.push_back(done(3, 170, 180, get("e"), model::read_returned({std::nullopt})));
+        h.push_back(done(2, 190, 200, get("e"), model::read_returned({"v"})));
+        CHECK(verdict(h) == violation);
+    }
+    SECTION("resurrection: an overwritten expiring value read again") {
+        h.push_back(done(3, 120, 130, put("e", "w"), model::write_returned()));
+        h.push_back(done(2, 140, 150, get("e"), model::read_returned({"w"})));
+        h.push_back(done(2, 160, 170, get("e"), model::read_returned({"v"})));
+        CHECK(verdict(h) == violation);
+    }
+    SECTION("the expiry does not remove a later value") {
+        h.push_back(done(3, 61, 70, put("e", "w"), model::write_returned()));
+        h.push_back(done(2, 300, 310, get("e"), model::read_returned({"w"})));
+        CHECK(verdict(h) == linearizable);
+        h.push_back(done(2, 320, 330, get("e"), model::read_returned({std::nullopt})));
+        CHECK(verdict(h) == violation);
+    }
+}
+
+TEST_CASE("nemesis replay and sessions: blocks write several keys, expiry removes keys",
+          "[kv][nemesis]") {
+    // SET e v PX 100 stamped 1000 (deadline 1100); a block on t0, t1; a TICK at 1200.
+    const command px{calls_op{{{"SET", "e", "v", "PX", "100"}}, {}, false}, request_tag{1, 1}, 1000};
+    const command blk{calls_op{{{"SET", "t0", "a"}, {"SET", "t1", "a"}}, {}, true}, {}, 1010};
+    const command tick{tick_op{}, {}, 1200};
+    const auto r = nemesis::replay_log(make_log({px, blk, tick}));
+    CHECK(r.problems.empty());
+    REQUIRE(r.values.at("t1").size() == 2);
+    CHECK(r.values.at("t1")[1] == std::pair<std::uint64_t, std::optional<std::string>>{2, "a"});
+    REQUIRE(r.values.at("e").size() == 3);  // absent, v (deadline 1100), absent at 3
+    CHECK(r.expiries.at("e")[1] == 1100);
+    CHECK(r.values.at("e")[2] == std::pair<std::uint64_t, std::optional<std::string>>{3, std::nullopt});
+
+    // Sessions: e = v (deadline 1100) is overwritten by w at position 3, before expiring.
+    const command over{set_op{"e", "w"}, request_tag{1, 2}, 1050};
+    const auto o = nemesis::replay_log(make_log({px, blk, over}));
+    std::vector<std::string> problems;
+    // Past the deadline by the reader's clock, a replica answers nil before any TICK.
+    nemesis::check_sessions({{read(1, "t0", "a"), read(1, "e", std::nullopt, 1100)}}, o, problems);
+    CHECK(problems.empty());
+    // Before the deadline it may not: v was current, and absent only before position 1.
+    nemesis::check_sessions({{read(1, "t0", "a"), read(1, "e", std::nullopt, 1099)}}, o, problems);
+    REQUIRE(problems.size() == 1);
+    CHECK_THAT(problems[0], Catch::Contains("replaced at position 1"));
+}
+
+TEST_CASE("nemesis group model: expiries of values overwritten in time are dropped",
+          "[kv][nemesis]") {
+    std::vector<op_t> h = {
+        done(1, 0, 10, put("e", "v"), model::write_returned()),
+        open(1, 100, model::expire("e", "e", "v")),
+        done(2, 20, 30, put("e", "w"), model::write_returned()),  // after v, before 100
+        open(2, 120, model::expire("e", "e", "w")),                // nothing overwrites w
+        done(3, 5, 90, put("e", "x"), model::write_returned()),   // concurrent with v
+        open(3, 190, model::expire("e", "e", "x")),               // x may be last: kept
+    };
+    CHECK(nemesis::drop_moot_expiries(h) == 1);
+    REQUIRE(h.size() == 5);
+    CHECK(std::count_if(h.begin(), h.end(), [](const op_t& op) {
+              return op.input.what == model::kind::expire && op.input.value == "v";
+          }) == 0);
 }

@@ -16,6 +16,11 @@
 //
 // Values are unique per write (the client id and sequence number are in them), so a value
 // read names the one write that stored it.
+//
+// Expiry: a replica answers a read of a key whose deadline passed by its own clock as
+// absent, before the TICK that removes the key is in the log. So a nil read is also
+// explained by a stretch of the log where the key held a value whose deadline (the log's
+// own, replayed) is at or before the read's wall-clock time (`session_event::wall_ms`).
 #pragma once
 
 #include <cstdint>
@@ -54,6 +59,9 @@ struct session_event {
     std::string key;                   ///< read
     std::optional<std::string> value;  ///< read: what it returned (nullopt: nil)
     request_tag tag;                   ///< an acknowledged write
+    /// read: the client's wall clock (ms since the epoch) when the answer came; 0: unknown
+    /// (a nil read is then explained only by the key's absence).
+    std::uint64_t wall_ms = 0;
 };
 
 /// The committed log replayed through the key-value state machine.
@@ -66,6 +74,9 @@ struct replay {
     /// entry is (0, nullopt): absent before any write.
     std::map<std::string, std::vector<std::pair<std::uint64_t, std::optional<std::string>>>>
         values;
+    /// For each key, parallel to `values`: the deadline of that value (ms since the epoch by
+    /// the map's clock), 0 for none.
+    std::map<std::string, std::vector<std::uint64_t>> expiries;
     /// For each key, where each value stands in `values` (the last time it was stored).
     std::map<std::string, std::unordered_map<std::string, std::size_t>> value_positions;
     std::uint64_t transactions = 0;
@@ -92,6 +103,11 @@ inline replay replay_log(const std::vector<log_record>& records,
                                              snapshot->last_included,
                                              restored.error().message()));
         }
+        for (const auto& [key, entry] : machine.contents()) {  // current at position 0
+            r.values[key].emplace_back(0, entry.value);
+            r.expiries[key].push_back(entry.expires_ms);
+            r.value_positions[key][entry.value] = 0;
+        }
     }
     outcome last_outcome;
     machine.on_applied([&](zxid, const outcome& o) { last_outcome = o; });
@@ -105,7 +121,6 @@ inline replay replay_log(const std::vector<log_record>& records,
                                              record.id, command.error().message()));
             continue;
         }
-        const std::string key = key_of(command.value());
         if (command.value().tag) {
             if (last_outcome.duplicate) {
                 ++r.duplicates;
@@ -117,11 +132,24 @@ inline replay replay_log(const std::vector<log_record>& records,
                                                  command.value().tag->sequence, record.id));
             }
         }
-        auto& history = r.values[key];
-        if (history.empty()) history.emplace_back(0, std::nullopt);
-        auto now = machine.get(key);
-        if (history.back().second != now) {
+        // Every key that changed: a block writes several, and any stamped transaction (a
+        // TICK above all) may remove keys that expired.
+        std::vector<std::string> changed;
+        for (const auto& [key, entry] : machine.contents())
+            if (!r.values.contains(key) || r.values.at(key).back().second != entry.value)
+                changed.push_back(key);
+        for (const auto& [key, history] : r.values)
+            if (history.back().second && !machine.exists(key)) changed.push_back(key);
+        for (const std::string& key : changed) {
+            auto& history = r.values[key];
+            auto& deadlines = r.expiries[key];
+            if (history.empty()) {
+                history.emplace_back(0, std::nullopt);
+                deadlines.push_back(0);
+            }
+            auto now = machine.get(key);
             if (now) r.value_positions[key][*now] = history.size();
+            deadlines.push_back(machine.expiry_of(key).value_or(0));
             history.emplace_back(position, std::move(now));
         }
     }
@@ -148,7 +176,10 @@ inline void check_writes(const std::vector<write_record>& writes, const replay& 
                     !w.expected ? outcome_kind::ok
                                 : (w.cas_matched ? outcome_kind::cas_matched
                                                  : outcome_kind::cas_mismatched);
-                if (o.kind != expected_kind)
+                // SET with options (PX) is applied as a call: its outcome is the reply +OK.
+                const bool set_ok = expected_kind == outcome_kind::ok &&
+                                    o.kind == outcome_kind::reply && o.reply == "+OK\r\n";
+                if (o.kind != expected_kind && !set_ok)
                     out.push_back(fmt::format("{}: the client was answered {} but the log "
                                               "applies it as outcome {}",
                                               name, static_cast<int>(expected_kind),
@@ -199,8 +230,10 @@ inline void check_sessions(const std::vector<std::vector<session_event>>& client
                 if (!e.value) {
                     // Absent (maybe more than once, after a DEL): the earliest such stretch
                     // still open at the floor, or the last one (then reported below).
+                    const auto& deadlines = r.expiries.at(e.key);
                     for (std::size_t j = 0; j < h.size(); ++j) {
-                        if (h[j].second) continue;
+                        if (h[j].second && (deadlines[j] == 0 || deadlines[j] > e.wall_ms))
+                            continue;
                         i = j;
                         if (j + 1 == h.size() || h[j + 1].first > floor) break;
                     }

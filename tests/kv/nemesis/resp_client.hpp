@@ -25,12 +25,13 @@
 
 namespace zab::kv::nemesis {
 
-/// One RESP2 reply (arrays are not needed by the nemesis test and count as a failure).
+/// One RESP2 reply. A null array (EXEC aborted by WATCH) is `nil`, as a null bulk string.
 struct reply {
-    enum class type { simple, error, integer, bulk, nil };
+    enum class type { simple, error, integer, bulk, nil, array };
     type kind = type::nil;
     std::string text;  ///< simple, error (without the '-'), bulk
     std::int64_t integer = 0;
+    std::vector<reply> elements;  ///< array
 
     bool is_error() const noexcept { return kind == type::error; }
     /// An error reply starting with `prefix` (e.g. "UNKNOWN", "NOQUORUM").
@@ -149,16 +150,29 @@ private:
 
     /// One complete reply from the front of the buffer, if there is one.
     std::optional<reply> parse(bool& malformed) {
-        const std::size_t eol = buffer_.find("\r\n");
-        if (eol == std::string::npos) return std::nullopt;
-        if (eol == 0) {
-            malformed = true;
-            return std::nullopt;
-        }
-        const char type = buffer_[0];
-        const std::string_view line = std::string_view{buffer_}.substr(1, eol - 1);
         reply r;
-        std::size_t consumed = eol + 2;
+        const std::size_t consumed = parse_at(0, r, malformed, 0);
+        if (consumed == 0) return std::nullopt;
+        buffer_.erase(0, consumed);
+        return r;
+    }
+
+    /// Parses the reply at `at` into `r`: the bytes it takes, 0 if incomplete or malformed.
+    std::size_t parse_at(std::size_t at, reply& r, bool& malformed, int depth) const {
+        const std::size_t eol = buffer_.find("\r\n", at);
+        if (eol == std::string::npos) return 0;
+        if (eol == at || depth > 4) {
+            malformed = true;
+            return 0;
+        }
+        const char type = buffer_[at];
+        const std::string_view line = std::string_view{buffer_}.substr(at + 1, eol - at - 1);
+        std::size_t next = eol + 2;
+        const auto length = [&]() -> std::optional<std::int64_t> {
+            const auto n = parse_int64(line);
+            if (!n || *n < -1 || *n > (std::int64_t{512} << 20)) malformed = true;
+            return malformed ? std::nullopt : n;
+        };
         switch (type) {
             case '+': r.kind = reply::type::simple; r.text = line; break;
             case '-': r.kind = reply::type::error; r.text = line; break;
@@ -167,36 +181,49 @@ private:
                 const auto value = parse_int64(line);
                 if (!value) {
                     malformed = true;
-                    return std::nullopt;
+                    return 0;
                 }
                 r.integer = *value;
                 break;
             }
             case '$': {
-                if (line == "-1") {
+                const auto n = length();
+                if (!n) return 0;
+                if (*n < 0) {
                     r.kind = reply::type::nil;
                     break;
                 }
-                const auto length = parse_int64(line);
-                if (!length || *length < 0 || *length > (std::int64_t{512} << 20)) {
+                const auto size = static_cast<std::size_t>(*n);
+                if (buffer_.size() < next + size + 2) return 0;
+                if (buffer_.compare(next + size, 2, "\r\n") != 0) {
                     malformed = true;
-                    return std::nullopt;
-                }
-                const auto size = static_cast<std::size_t>(*length);
-                if (buffer_.size() < consumed + size + 2) return std::nullopt;
-                if (buffer_.compare(consumed + size, 2, "\r\n") != 0) {
-                    malformed = true;
-                    return std::nullopt;
+                    return 0;
                 }
                 r.kind = reply::type::bulk;
-                r.text = buffer_.substr(consumed, size);
-                consumed += size + 2;
+                r.text = buffer_.substr(next, size);
+                next += size + 2;
                 break;
             }
-            default: malformed = true; return std::nullopt;
+            case '*': {
+                const auto n = length();
+                if (!n) return 0;
+                if (*n < 0) {
+                    r.kind = reply::type::nil;
+                    break;
+                }
+                r.kind = reply::type::array;
+                for (std::int64_t i = 0; i < *n; ++i) {
+                    reply element;
+                    const std::size_t used = parse_at(next, element, malformed, depth + 1);
+                    if (used == 0) return 0;
+                    next += used;
+                    r.elements.push_back(std::move(element));
+                }
+                break;
+            }
+            default: malformed = true; return 0;
         }
-        buffer_.erase(0, consumed);
-        return r;
+        return next - at;
     }
 
     int fd_ = -1;
