@@ -83,6 +83,7 @@ struct backend {
         writes.emplace_back(ticket, std::move(txn));
     }
     void sync(std::uint64_t ticket) { syncs.push_back(ticket); }
+    void transfer(std::uint64_t ticket, std::uint64_t) { syncs.push_back(ticket); }
     std::string read(const zab::kv::resp::command& args) {
         if (zab::kv::detail::upper(args[0]) == "INFO") {
             std::string out;

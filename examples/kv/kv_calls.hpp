@@ -37,7 +37,7 @@ struct command_info {
 };
 
 // clang-format off
-inline constexpr std::array<command_info, 56> command_table{{
+inline constexpr std::array<command_info, 57> command_table{{
     {"set", -3, call_kind::write, 1, 1, 1},        {"setnx", 3, call_kind::write, 1, 1, 1},
     {"setex", 4, call_kind::write, 1, 1, 1},       {"psetex", 4, call_kind::write, 1, 1, 1},
     {"getset", 3, call_kind::write, 1, 1, 1},      {"getdel", 2, call_kind::write, 1, 1, 1},
@@ -65,6 +65,7 @@ inline constexpr std::array<command_info, 56> command_table{{
     {"discard", 1, call_kind::connection, 0, 0, 0},{"watch", -2, call_kind::connection, 1, -1, 1},
     {"unwatch", 1, call_kind::connection, 0, 0, 0},{"info", -1, call_kind::connection, 0, 0, 0},
     {"sync", 1, call_kind::connection, 0, 0, 0},   {"zsync", 1, call_kind::connection, 0, 0, 0},
+    {"ztransfer", 2, call_kind::connection, 0, 0, 0},
     {"readmode", 2, call_kind::connection, 0, 0, 0},{"tagged", -4, call_kind::connection, 0, 0, 0},
     {"config", -2, call_kind::connection, 0, 0, 0},
 }};

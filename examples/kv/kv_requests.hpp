@@ -10,7 +10,7 @@
 //   CAS.ABSENT k new        the same, where "expected" is "k is absent" (create-if-absent)
 //   TAGGED client-id seq <write command>    exactly-once retry of any write (kv_command.hpp)
 //   INFO [section]  (INFO DIGEST: the state's digest and zxid, to compare replicas)
-//   SYNC  ZSYNC  READMODE local|linearizable  COMMAND [COUNT|DOCS|INFO ...]  CONFIG GET p
+//   SYNC  ZSYNC  ZTRANSFER id|ANY  READMODE local|linearizable  COMMAND [COUNT|DOCS|INFO ...]  CONFIG GET p
 //   HELLO [2|3 [AUTH u p] [SETNAME n]]  SELECT 0  QUIT
 // and, kept per connection by resp_session.hpp: MULTI EXEC DISCARD WATCH UNWATCH RESET
 // CLIENT ID|SETNAME|GETNAME|SETINFO|INFO|REDIRECT.
@@ -64,8 +64,11 @@ struct read {
     resp::command args;
     bool syncable = true;
 };
-/// SYNC: +OK once the node's async_sync completed.
-struct sync {};
+/// SYNC: +OK once the node's async_sync completed. ZTRANSFER: +OK once this replica (the
+/// leader) handed its leadership to `transfer_to` (0: the best voter; async_transfer_leadership).
+struct sync {
+    std::optional<std::uint64_t> transfer_to;
+};
 /// READMODE: changes the connection's mode for the commands after it; replies +OK.
 struct set_read_mode {
     read_mode mode = read_mode::local;
@@ -318,6 +321,13 @@ inline request_variant classify(const resp::command& args, std::size_t max_txn_b
         if (n != 1) return wrong_arity(args[0]);
         return request::sync{};
     }
+    if (name == "ZTRANSFER") {
+        if (n != 2) return wrong_arity(args[0]);
+        if (upper(args[1]) == "ANY") return request::sync{0};
+        const auto id = parse_uint64(args[1]);
+        if (!id || *id == 0) return error("ERR ZTRANSFER takes a replica id or ANY");
+        return request::sync{*id};
+    }
     if (name == "READMODE") {
         if (n != 2) return wrong_arity(args[0]);
         const std::string mode = upper(args[1]);
@@ -399,6 +409,12 @@ inline std::string error_reply(std::error_code error, std::uint64_t leader,
                 break;
             case errc::zxid_exhausted:
                 text = "TRYAGAIN the epoch's zxid counter is used up; a new election follows";
+                break;
+            case errc::transferring:
+                text = "TRYAGAIN the leader is handing its leadership over; retry shortly";
+                break;
+            case errc::timed_out:
+                text = "TIMEOUT the target did not catch up in time; the leader takes writes again";
                 break;
             default: text = "ERR " + error.message(); break;
         }

@@ -420,6 +420,17 @@ public:
         });
     }
 
+    void transfer(std::uint64_t ticket, std::uint64_t target) {
+        owner_.node().async_transfer_leadership(
+            target, [self = this->shared_from_this(), ticket](boost::system::error_code error,
+                                                              zab::asio::reply r) {
+                std::optional<std::string> refused;
+                if (error) refused = zab::kv::error_reply(error, r.leader, address_of(r.leader_address));
+                self->session_.sync_done(ticket, std::move(refused));
+                self->pump();
+            });
+    }
+
     std::string read(const zab::kv::resp::command& args) {
         ++owner_.counters().reads;
         if (zab::kv::detail::upper(args[0]) == "INFO") {

@@ -42,6 +42,7 @@
 //
 //     void propose(std::uint64_t ticket, std::vector<std::byte> txn);  // then write_done
 //     void sync(std::uint64_t ticket);                                  // then sync_done
+//     void transfer(std::uint64_t ticket, std::uint64_t target);        // then sync_done
 //     std::string read(const resp::command& args);   // the reply of GET/MGET/EXISTS/INFO now
 //     std::uint64_t now_ms();                         // the wall clock, stamped into writes
 //     std::uint64_t version_of(std::string_view key); // WATCH: kv_state_machine::version_of
@@ -194,6 +195,7 @@ private:
         bool redirect = false;       ///< CLIENT REDIRECT was on when it was read
         bool resp3 = false;          ///< HELLO 3 was in force when it was read
         local_op local = local_op::watch;
+        std::optional<std::uint64_t> transfer_to;  ///< ZTRANSFER: its target (0: any)
     };
 
     slot* find(std::uint64_t ticket) {
@@ -251,7 +253,8 @@ private:
             const command_info* info = find_command(name);
             const bool data = info == nullptr || info->kind != call_kind::connection ||
                               name == "MULTI" || name == "EXEC" || name == "WATCH" ||
-                              name == "TAGGED" || name == "SYNC" || name == "ZSYNC";
+                              name == "TAGGED" || name == "SYNC" || name == "ZSYNC" ||
+                              name == "ZTRANSFER";
             if (data && name != "PING" && name != "ECHO")
                 return push(error_of("ERR this connection selected database " +
                                      selected_.substr(0, 32) +
@@ -456,7 +459,10 @@ private:
         slot& pushed = slots_.back();
         if (pushed.sync_pending) {
             ++syncs_in_flight_;
-            backend_.sync(ticket_of(slots_.size() - 1));
+            if (pushed.transfer_to)
+                backend_.transfer(ticket_of(slots_.size() - 1), *pushed.transfer_to);
+            else
+                backend_.sync(ticket_of(slots_.size() - 1));
         }
     }
 
@@ -474,9 +480,10 @@ private:
         // The mode in force when the command was read applies (READMODE is ordered too).
         s.sync_pending = r.syncable && mode_ == read_mode::linearizable;
     }
-    void fill(slot& s, request::sync&) {
+    void fill(slot& s, request::sync& r) {
         s.what = kind::sync;
         s.sync_pending = true;
+        s.transfer_to = r.transfer_to;
     }
     void fill(slot& s, request::set_read_mode& r) {
         mode_ = r.mode;

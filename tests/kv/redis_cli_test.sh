@@ -2,7 +2,8 @@
 # tests/kv/redis_cli_test.sh KV_SERVER — three kv_server processes on free loopback ports in a
 # temporary directory, driven with redis-cli: PING; a SET on a follower read on another
 # replica after ZSYNC; one leader in INFO; Redis-style errors; a 10 MB value and the
-# too-large error; binary keys; CAS and INCR; kill -9 of the leader, a new leader, writes
+# too-large error; binary keys; CAS and INCR; ZTRANSFER to a follower and to ANY; kill -9 of
+# the leader, a new leader, writes
 # going on; the killed replica restarted from its data directory and caught up; the leader
 # paused (SIGSTOP), a new leader, writes going on, the paused one resumed (SIGCONT) and
 # caught up; a follower whose data directory is deleted restarts with --join (ZOOKEEPER-261),
@@ -112,6 +113,25 @@ expect "TAGGED first" 3 "$(cli 1 TAGGED 42 1 INCR n)"
 expect "TAGGED retry (applied once)" 3 "$(cli 2 TAGGED 42 1 INCR n)"
 expect "pipelined writes then read (read-your-writes)" $'OK\nOK\nOK\nthird' \
     "$(printf 'SET p first\nSET p second\nSET p third\nGET p\n' | cli "${followers[0]}")"
+
+say "ZTRANSFER: the leader hands over to follower ${followers[0]}, then to ANY; writes go on"
+at_follower=$(cli "${followers[1]}" ZTRANSFER "${followers[0]}")
+[[ "$at_follower" == "NOQUORUM "* ]] || fail "ZTRANSFER at a follower: got '$at_follower'"
+expect "ZTRANSFER to the leader itself" "ERR invalid argument" "$(cli "$leader" ZTRANSFER "$leader")"
+expect "ZTRANSFER to a replica that does not exist" "ERR invalid argument" \
+    "$(cli "$leader" ZTRANSFER 9)"
+expect "ZTRANSFER without a target" "ERR ZTRANSFER takes a replica id or ANY" \
+    "$(cli "$leader" ZTRANSFER none)"
+expect "ZTRANSFER to ${followers[0]}" OK "$(cli "$leader" ZTRANSFER "${followers[0]}")"
+expect "leader after ZTRANSFER" "${followers[0]}" "$(wait_leader 1 2 3)"
+set_within "$leader" after-transfer moved "SET through the old leader after the transfer"
+expect "ZTRANSFER ANY" OK "$(cli "${followers[0]}" ZTRANSFER ANY)"
+leader=$(wait_leader 1 2 3)
+[[ "$leader" != "${followers[0]}" ]] || fail "ZTRANSFER ANY left the leadership where it was"
+say "leader: replica $leader"
+caught_up_within "$leader" after-transfer moved "the leader after two transfers"
+followers=()
+for id in 1 2 3; do [[ "$id" == "$leader" ]] || followers+=("$id"); done
 
 say "kill -9 the leader (replica $leader)"
 kill -9 "${pids[$leader]}"

@@ -40,6 +40,11 @@ struct fake_backend {
     }
     std::optional<std::string> redirect() { return leader; }
     void sync(std::uint64_t ticket) { synced.push_back(ticket); }
+    void transfer(std::uint64_t ticket, std::uint64_t target) {
+        synced.push_back(ticket);
+        transfers.push_back(target);
+    }
+    std::vector<std::uint64_t> transfers;
     std::string read(const zab::kv::resp::command& args) {
         const std::string key = args.size() > 1 ? args[1] : std::string{};  // INFO: ""
         reads.push_back(key);
@@ -135,6 +140,26 @@ TEST_CASE("resp_session: SYNC and ZSYNC answer +OK when the sync completes, in o
     CHECK_FALSE(session.has_output());
     session.write_done(backend.proposed[0], "+OK\r\n");
     CHECK(session.take_output() == "+OK\r\n+OK\r\n+OK\r\n");
+}
+
+TEST_CASE("resp_session: ZTRANSFER asks the backend for a transfer to the replica named, in "
+          "order; bad targets are refused") {
+    fake_backend backend;
+    resp_session<fake_backend> session{backend};
+    session.feed(request_bytes({"ZTRANSFER", "2"}) + request_bytes({"ZTRANSFER", "any"}) +
+                 request_bytes({"ZTRANSFER", "0"}) + request_bytes({"ZTRANSFER", "x"}) +
+                 request_bytes({"ZTRANSFER"}));
+    REQUIRE(backend.transfers == std::vector<std::uint64_t>{2, 0});
+    REQUIRE(backend.synced.size() == 2);
+    CHECK_FALSE(session.has_output());
+    session.sync_done(backend.synced[1], "-TIMEOUT late\r\n");
+    CHECK_FALSE(session.has_output());  // in order: the first is still running
+    session.sync_done(backend.synced[0], std::nullopt);
+    CHECK(session.take_output() ==
+          "+OK\r\n-TIMEOUT late\r\n"
+          "-ERR ZTRANSFER takes a replica id or ANY\r\n"
+          "-ERR ZTRANSFER takes a replica id or ANY\r\n"
+          "-ERR wrong number of arguments for 'ztransfer' command\r\n");
 }
 
 TEST_CASE("resp_session: the queue bound stops input until replies drain") {
