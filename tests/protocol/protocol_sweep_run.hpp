@@ -153,6 +153,11 @@ protocol_seed_result run_protocol_seed(std::uint64_t seed, protocol_totals& t, b
     o.disk.lie_probability = variant.disk_lie_probability;
     o.peer.test_only.initial_counter = variant.initial_counter;
     o.peer.snapshot_every = variant.snapshot_every;
+    // Leadership transfers: their own draws. Half the seeds give a target a tick or two to
+    // catch up (sync_limit here is 10): transfers then also time out, and race the hand-off.
+    prng transfer_draw{seed ^ 0x7a4b5f3e91c2d806ull};
+    if (variant.leadership_transfers && transfer_draw.chance(0.5))
+        o.peer.transfer_timeout_ticks = static_cast<std::uint32_t>(transfer_draw.between(1, 3));
     if (variant.snapshot_chunk_bytes != 0) {
         o.peer.snapshot_chunk_bytes = variant.snapshot_chunk_bytes;
         o.peer.snapshot_chunks_in_flight = static_cast<std::uint32_t>(1 + seed % 3);
@@ -212,7 +217,6 @@ protocol_seed_result run_protocol_seed(std::uint64_t seed, protocol_totals& t, b
             (void)observer.propose(leader,
                                    as_bytes(fmt::format("s{}-p{}", seed, ++proposal_number)));
     };
-    prng transfer_draw{seed ^ 0x7a4b5f3e91c2d806ull};
     auto maybe_transfer = [&] {
         if (!variant.leadership_transfers || !transfer_draw.chance(0.04)) return;
         const peer_id leader = established_leader(sim);
