@@ -12,7 +12,9 @@
 // with its tag on another replica until it gets an answer or its time runs out; a block
 // whose EXEC got no answer stays of unknown outcome.
 // Meanwhile the nemesis, one fault at a time, kill -9s and restarts a random minority (the
-// leader in half the cases), pauses a replica with SIGSTOP/SIGCONT, or cuts one off.
+// leader in half the cases), pauses a replica with SIGSTOP/SIGCONT, cuts one off, or asks
+// the leader to hand its leadership over (ZTRANSFER ANY; writes meanwhile get -TRYAGAIN, a
+// definite refusal the log checks hold it to).
 //
 // Then every fault is healed, a last write goes through, and the test checks:
 //   1. the replicas converge: equal state digests at the same zxid (INFO DIGEST);
@@ -668,9 +670,11 @@ private:
 
 struct nemesis_counters {
     std::uint64_t kills = 0, leader_kills = 0, pauses = 0, cuts = 0;
+    std::uint64_t transfers = 0, transfers_done = 0;  ///< ZTRANSFER asked, answered +OK
 };
 
-/// One fault at a time until `until`: kill -9 and restart a minority, pause one, cut one.
+/// One fault at a time until `until`: kill -9 and restart a minority, pause one, cut one,
+/// or move the leadership.
 /// With `followers_cut_only` (the negative control) every fault is a cut of a follower.
 nemesis_counters run_nemesis(cluster& c, nm::peer_proxy& proxy, std::uint64_t seed,
                              clock_type::time_point until, bool followers_cut_only,
@@ -714,7 +718,7 @@ nemesis_counters run_nemesis(cluster& c, nm::peer_proxy& proxy, std::uint64_t se
             cut(v);
             continue;
         }
-        switch (rng() % 3) {
+        switch (rng() % 4) {
             case 0: {
                 std::vector<std::uint32_t> victims;
                 const std::uint32_t count = 1 + static_cast<std::uint32_t>(rng() % minority);
@@ -737,7 +741,21 @@ nemesis_counters run_nemesis(cluster& c, nm::peer_proxy& proxy, std::uint64_t se
                 transient(pick({}), "SIGSTOP", "SIGCONT", [&](std::uint32_t x) { c.pause(x); },
                           [&](std::uint32_t x) { c.resume(x); });
                 break;
-            default: cut(pick({})); break;
+            case 2: cut(pick({})); break;
+            default: {
+                if (leader == 0) break;
+                ++n.transfers;
+                std::string outcome = "no answer";
+                nm::resp_client admin;
+                const auto& r = c.replicas()[leader - 1];
+                if (admin.connect(r.client_port, 300ms)) {
+                    if (const auto answer = admin.call({"ZTRANSFER", "ANY"}, 5s))
+                        outcome = answer->is_error() ? "-" + answer->text : answer->text;
+                }
+                if (outcome == "OK") ++n.transfers_done;
+                say("nemesis: ZTRANSFER ANY at replica {} (the leader): {}", leader, outcome);
+                break;
+            }
         }
     }
     return n;
@@ -1078,10 +1096,10 @@ int run(options o) {
         total.blocks_refused += k.blocks_refused;
         total.blocks_unknown += k.blocks_unknown;
     }
-    say("faults: {} kills ({} of the leader), {} pauses, {} cuts; proxy: {} peer connections "
-        "forwarded, {} refused while cut",
-        faults.kills, faults.leader_kills, faults.pauses, faults.cuts, proxy.forwarded(),
-        proxy.refused());
+    say("faults: {} kills ({} of the leader), {} pauses, {} cuts, {} leadership transfers ({} "
+        "handed over); proxy: {} peer connections forwarded, {} refused while cut",
+        faults.kills, faults.leader_kills, faults.pauses, faults.cuts, faults.transfers,
+        faults.transfers_done, proxy.forwarded(), proxy.refused());
     say("clients: {} reads ({} failed), writes: {} acknowledged, {} refused, {} unknown ({} "
         "with an expiry); {} retries, {} connections",
         total.reads, total.reads_failed, total.writes_acknowledged, total.writes_refused,

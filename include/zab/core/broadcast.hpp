@@ -349,11 +349,22 @@ protected:  // the building blocks of the phase, for policies derived from this 
     zxid quorum_acked(const leader_state& l) {
         std::vector<std::pair<zxid, peer_id>>& progress = progress_scratch_;
         progress.clear();
+        // The leader's own entry only once its log holds one of the outstanding proposals
+        // durably (before that it holds nothing of them; what it committed is no longer in
+        // `outstanding`, and the commit point never goes back).
         if (l.self_acked_count > 0)
             progress.emplace_back(l.outstanding[l.self_acked_count - 1].record.id, ctx_.self());
         for (const auto& link : l.links)
             if (link.type == learner_type::participant && link.last_acked.epoch() == l.epoch)
                 progress.emplace_back(link.last_acked, link.id);
+        if (const auto k = ctx_.quorums().simple_majority()) {
+            // Every entry is a voter's (participant links are voters by the configuration's
+            // check at FOLLOWERINFO): the k-th largest is held by k voters, a quorum.
+            if (progress.size() < *k) return zxid{};
+            std::nth_element(progress.begin(), progress.begin() + static_cast<std::ptrdiff_t>(*k - 1),
+                             progress.end(), std::greater<>{});
+            return progress[*k - 1].first;
+        }
         std::sort(progress.begin(), progress.end(), std::greater<>{});
         peer_set& holders = holders_scratch_;
         holders.clear();

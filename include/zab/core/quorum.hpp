@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "zab/core/config.hpp"
@@ -64,6 +65,9 @@ public:
     explicit majority_verifier(const configuration& config)
         : voters_{config.voters()}, version_{config.version()} {}
 
+    /// The size of the smallest quorum: any `quorum_size()` voters are one.
+    std::size_t quorum_size() const noexcept { return voters_.size() / 2 + 1; }
+
     bool is_voter(peer_id id) const override {
         return std::binary_search(voters_.begin(), voters_.end(), id);
     }
@@ -85,6 +89,8 @@ class quorum_system {
 public:
     quorum_system() = default;
     explicit quorum_system(std::shared_ptr<const quorum_verifier> verifier) {
+        if (const auto* majority = dynamic_cast<const majority_verifier*>(verifier.get()))
+            majority_size_ = majority->quorum_size();
         verifiers_.push_back(std::move(verifier));
     }
     /// A majority system over `config`'s voters.
@@ -106,9 +112,14 @@ public:
     const std::vector<std::shared_ptr<const quorum_verifier>>& verifiers() const noexcept {
         return verifiers_;
     }
+    /// With one majority verifier only (no reconfiguration under way): the number of voters
+    /// that makes any set of them a quorum, so that a commit point is the `k`-th largest of
+    /// the voters' progress, with no set built. Nothing for any other system.
+    std::optional<std::size_t> simple_majority() const noexcept { return majority_size_; }
 
 private:
     std::vector<std::shared_ptr<const quorum_verifier>> verifiers_;
+    std::optional<std::size_t> majority_size_;
 };
 
 }  // namespace zab
