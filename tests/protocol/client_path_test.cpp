@@ -499,3 +499,50 @@ TEST_CASE("leadership transfer to the best candidate: the synced voter that ackn
     const peer_id expected = leader == 1 ? 2 : 1;
     REQUIRE(sim.run_until([&] { return all_follow(sim, expected); }, sim.now() + 20'000'000));
 }
+
+TEST_CASE("a HANDOVER is taken only from this replica's own leader, and only to a voter") {
+    cluster_options o;
+    o.seed = 64;
+    sim_type sim{o};
+    settled(sim);
+    const peer_id leader = leader_of(sim);
+    std::vector<peer_id> followers;
+    for (peer_id id = 1; id <= 3; ++id)
+        if (id != leader) followers.push_back(id);
+    auto& p = *sim.peer_of(followers[0]);
+    const auto forged = [&](peer_id from, const wire::handover& m) {
+        p.on_receive(from, *zab::testing::internals(p).connection_to(from),
+                     encode(frame_context{}, m));
+    };
+    const epoch_t epoch = p.status().durable_epochs.current;
+
+    // From the other follower, naming itself: not this replica's leader, ignored.
+    const auto before = p.counters();
+    forged(followers[1], wire::handover{followers[1], zxid{epoch, 0}, epoch, 0});
+    CHECK(p.counters().ignored_for(ignore_reason::not_from_my_leader) ==
+          before.ignored_for(ignore_reason::not_from_my_leader) + 1);
+    CHECK(p.counters().handovers_followed == before.handovers_followed);
+    CHECK(p.state() == peer_state::following);
+    CHECK(p.current_vote().leader == leader);
+
+    // From the leader, naming a peer that is not a voter: the leader misbehaved; this replica
+    // looks for a leader again instead of following a stranger.
+    const auto unexpected = p.counters().unexpected_messages;
+    forged(leader, wire::handover{99, zxid{epoch, 0}, epoch, 0});
+    CHECK(p.counters().unexpected_messages == unexpected + 1);
+    CHECK(p.counters().handovers_followed == before.handovers_followed);
+    CHECK(p.state() == peer_state::looking);
+
+    // The group settles again, and a HANDOVER naming the leader itself is refused the same way.
+    REQUIRE(sim.run_until([&] { return all_follow(sim, leader_of(sim)) && leader_of(sim) != 0; },
+                          sim.now() + 20'000'000));
+    auto& q = *sim.peer_of(followers[1]);
+    const peer_id now_leading = leader_of(sim);
+    if (followers[1] != now_leading) {
+        const auto misbehaved = q.counters().unexpected_messages;
+        q.on_receive(now_leading, *zab::testing::internals(q).connection_to(now_leading),
+                     encode(frame_context{}, wire::handover{now_leading, zxid{}, 0, 0}));
+        CHECK(q.counters().unexpected_messages == misbehaved + 1);
+        CHECK(q.state() == peer_state::looking);
+    }
+}
