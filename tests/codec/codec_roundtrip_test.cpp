@@ -114,6 +114,7 @@ TEST_CASE("codec: edge values of every field survive", "[codec]") {
         wire::forwarded_reply{~0ull, wire::reply_outcome::zxid_exhausted, zxid{}},
         wire::forwarded_reply{0, wire::reply_outcome::accepted, zxid{~0u, ~0u}},
         wire::forwarded_reply{1, wire::reply_outcome::transferring, zxid{}},
+        wire::forwarded_reply{2, wire::reply_outcome::new_config_no_quorum, zxid{}},
         wire::handover{~0ull, zxid{~0u, ~0u}, ~0u, ~0ull},
         wire::handover{0, zxid{}, 0, 0},
     };

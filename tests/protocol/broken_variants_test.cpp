@@ -223,6 +223,31 @@ TEST_CASE("the unbroken core fires nothing on the same seeds", "[broken]") {
     }
 }
 
+// Reconfiguration (§9): each rule shown necessary. The sweep's commit check takes the
+// configurations in force from what was committed and the leader's log, not from the core.
+namespace {
+std::uint64_t first_seed_breaking(options::test_hooks::reconfig_rule rule) {
+    zab::test::sweep_variant variant;
+    variant.reconfigurations = true;
+    variant.extended_faults = true;
+    variant.broken_reconfig = rule;
+    return first_seed_firing<default_policies>(property::quorum_durable, 300, variant);
+}
+}  // namespace
+
+TEST_CASE("§9: a reconfiguration that needs only the old quorum until it commits", "[broken]") {
+    CHECK(first_seed_breaking(options::test_hooks::reconfig_rule::old_quorum_only) != 0);
+}
+
+TEST_CASE("§9: a reconfiguration in force from its proposal instead of its commit", "[broken]") {
+    CHECK(first_seed_breaking(options::test_hooks::reconfig_rule::effective_at_proposal) != 0);
+}
+
+TEST_CASE("§9: a joiner's acknowledgements counted before a reconfiguration makes it a voter",
+          "[broken]") {
+    CHECK(first_seed_breaking(options::test_hooks::reconfig_rule::voteless_acks_count) != 0);
+}
+
 TEST_CASE("integrity (§10.1): a follower that logs other bytes than proposed", "[broken]") {
     CHECK(first_seed_firing<variant_policies<mangling_broadcast>>(property::integrity, 20) != 0);
 }

@@ -45,6 +45,7 @@ int main(int argc, char** argv) {
     variant.snapshot_chunk_bytes = args->snapshot_chunk;
     variant.extended_faults = !args->classic_faults;
     variant.leadership_transfers = !args->no_transfers;
+    variant.reconfigurations = !args->no_reconfig;
     const std::uint64_t combined = zab::test::run_sweep(
         *args, argv[0], t,
         [&variant](std::uint64_t seed, zab::test::protocol_totals& totals, bool trace) {
@@ -72,7 +73,11 @@ int main(int argc, char** argv) {
         "terminal ({} fired, {} failed replicas restarted), {} slow ({} completions slowed); "
         "crash points: {}; "
         "clients: {} writes ({} done, {} refused, {} unknown), {} syncs ({} done); "
-        "leadership transfers: {} asked, {} handed over, {} timed out, {} handovers followed; {} "
+        "leadership transfers: {} asked, {} handed over, {} timed out, {} handovers followed; "
+        "reconfigurations: {} asked, {} committed ({} voters added, {} observers added, {} "
+        "removals, {} type changes, {} replacements), refused: {} in progress, {} stale "
+        "version, {} new quorum not synced, {} other; {} unknown; {} leaders handed over on "
+        "leaving, {} replicas removed, {} crashes with a change pending; {} "
         "invariant checks; recovery: worst {} us, bound {} us; {} determinism re-runs; trace "
         "hash {:016x}; {} failures\n",
         first, first + seeds - 1, t.runs, t.events, f.breaks, f.partitions, f.one_way, f.heals,
@@ -84,7 +89,11 @@ int main(int argc, char** argv) {
         t.storage_terminal_fired, f.failed_restarts, f.storage_slow, t.storage_slowed, points,
         t.client_writes, t.writes_ok, t.writes_refused, t.writes_unknown,
         t.client_syncs, t.syncs_ok, t.transfers, t.handed_over, t.transfers_timed_out,
-        t.handovers_followed, t.invariant_checks, t.worst_recovery, t.bound, t.determinism_checks, combined,
+        t.handovers_followed, t.reconfigs, t.reconfigs_committed, t.reconfig_kinds[0],
+        t.reconfig_kinds[1], t.reconfig_kinds[2], t.reconfig_kinds[3], t.reconfig_kinds[4],
+        t.refused_in_progress, t.refused_version, t.refused_no_quorum, t.refused_other,
+        t.reconfigs_unknown, t.leaving_handoffs, t.removed_replicas, t.crashes_in_reconfig,
+        t.invariant_checks, t.worst_recovery, t.bound, t.determinism_checks, combined,
         t.failures);
     bool trivial = f.breaks == 0 || f.partitions == 0 || f.one_way == 0 || f.heals == 0 ||
                    f.crashes == 0 || f.restarts == 0 || f.pauses == 0 || t.elections == 0 ||
@@ -115,6 +124,12 @@ int main(int argc, char** argv) {
     if (variant.leadership_transfers)
         trivial = trivial || t.handed_over == 0 || t.transfers_timed_out == 0 ||
                   t.handovers_followed == 0;
+    if (variant.reconfigurations) {
+        for (auto k : t.reconfig_kinds) trivial = trivial || k == 0;
+        trivial = trivial || t.refused_in_progress == 0 || t.refused_version == 0 ||
+                  t.refused_no_quorum == 0 || t.leaving_handoffs == 0 ||
+                  t.removed_replicas == 0 || t.crashes_in_reconfig == 0;
+    }
     // A handful of seeds may legitimately miss a rare event; a real sweep may not.
     trivial = trivial && seeds >= 50;
     if (trivial) fmt::print(stderr, "sweep exercised too little: some count above is zero\n");

@@ -20,6 +20,8 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <map>
+#include <tuple>
 #include <optional>
 #include <set>
 #include <string>
@@ -50,6 +52,15 @@ struct protocol_totals {
     // Leadership transfers asked for, handed over, given up (the target did not catch up),
     // and HANDOVERs learners followed.
     std::uint64_t transfers = 0, handed_over = 0, transfers_timed_out = 0, handovers_followed = 0;
+    // Reconfigurations (§9): asked, committed by kind of change, refused by reason, and what
+    // they led to: leaders that handed over because a change left them without a vote,
+    // replicas removed, crashes while a change was proposed and not committed.
+    std::uint64_t reconfigs = 0, reconfigs_committed = 0, reconfigs_unknown = 0;
+    std::array<std::uint64_t, 5> reconfig_kinds{};  // added voter, added observer, removed,
+                                                    // type flipped, replaced
+    std::uint64_t refused_in_progress = 0, refused_version = 0, refused_no_quorum = 0,
+                  refused_other = 0;
+    std::uint64_t leaving_handoffs = 0, removed_replicas = 0, crashes_in_reconfig = 0;
     std::array<std::uint64_t, testing::newleader_point_count> newleader_crashes{};
     /// Crashes fired at each crash_point (the first four are newleader_crashes' again).
     std::array<std::uint64_t, testing::crash_point_count> point_crashes{};
@@ -91,6 +102,14 @@ struct sweep_variant {
     /// from a stream of their own, so the other draws of a seed stay as they were. Off by
     /// default, like extended_faults.
     bool leadership_transfers = false;
+    /// Membership changes (docs/protocol.md §9) among the faults: up to two replicas start
+    /// outside the configuration as joiners, and now and then a replica asks for a change —
+    /// add a joiner as voter or observer, remove a member, flip one's type, replace a voter
+    /// by a joiner, a compare-and-set on a stale version, two changes at once. Drawn from a
+    /// stream of their own. Off by default, like leadership_transfers.
+    bool reconfigurations = false;
+    /// (negative tests) one rule of §9 removed from the core (options::test_hooks).
+    options::test_hooks::reconfig_rule broken_reconfig = options::test_hooks::reconfig_rule::none;
 };
 
 /// One seed's outcome: the sweep's verdict plus which §10 properties fired.
@@ -113,6 +132,19 @@ inline testing::sim_time recovery_bound(const testing::cluster_options& o) {
              static_cast<double>(o.disk.stall_latency)));
     return 3 * (round + o.peer.init_limit_ticks * o.tick_us) +
            2 * o.peer.sync_limit_ticks * o.tick_us + disk;
+}
+
+/// " config V [voters …]" and each pending configuration, once reconfigured (§9); "" before.
+template <typename Peer>
+std::string describe_membership(const Peer& p) {
+    if (p.configuration_in_force().version() == 0 && p.pending_configurations().empty()) return {};
+    auto one = [](const configuration& c) {
+        return fmt::format("{} voters [{}]", zxid::from_value(c.version()), fmt::join(c.voters(), " "));
+    };
+    std::string out = " config " + one(p.configuration_in_force());
+    for (const auto& c : p.pending_configurations()) out += ", pending " + one(c);
+    if (p.status().removed) out += ", removed";
+    return out;
 }
 
 template <typename Simulator>
@@ -153,11 +185,14 @@ protocol_seed_result run_protocol_seed(std::uint64_t seed, protocol_totals& t, b
     o.disk.lie_probability = variant.disk_lie_probability;
     o.peer.test_only.initial_counter = variant.initial_counter;
     o.peer.snapshot_every = variant.snapshot_every;
+    o.peer.test_only.broken_reconfig = variant.broken_reconfig;
     // Leadership transfers: their own draws. Half the seeds give a target a tick or two to
     // catch up (sync_limit here is 10): transfers then also time out, and race the hand-off.
     prng transfer_draw{seed ^ 0x7a4b5f3e91c2d806ull};
     if (variant.leadership_transfers && transfer_draw.chance(0.5))
         o.peer.transfer_timeout_ticks = static_cast<std::uint32_t>(transfer_draw.between(1, 3));
+    prng reconfig_draw{seed ^ 0x3c9f1e7ab5d20486ull};
+    if (variant.reconfigurations) o.joiners = reconfig_draw.below(3);
     if (variant.snapshot_chunk_bytes != 0) {
         o.peer.snapshot_chunk_bytes = variant.snapshot_chunk_bytes;
         o.peer.snapshot_chunks_in_flight = static_cast<std::uint32_t>(1 + seed % 3);
@@ -167,8 +202,37 @@ protocol_seed_result run_protocol_seed(std::uint64_t seed, protocol_totals& t, b
     protocol_observer<sim_type> observer{sim, invariants};
     election_checker<sim_type> elections{sim};
     client_checker clients;
+    // Reconfiguration requests in flight, by replica, incarnation and id, with their kind.
+    std::map<std::tuple<peer_id, std::uint64_t, request_id>, std::size_t> reconfig_requests;
+    std::optional<std::size_t> reconfig_call;  // the kind of the reconfigure call under way
+    std::set<std::tuple<peer_id, std::uint64_t, request_id>> completed_inside;
     sim.set_completion_observer([&](peer_id at, const client_completion& c) {
         const auto& n = sim.at(at);
+        if (reconfig_call && c.op == client_op::write) {
+            // Completed inside the reconfigure call (a refusal): known by its call, not its id.
+            reconfig_requests[{at, n.incarnation, c.id}] = *reconfig_call;
+            completed_inside.insert({at, n.incarnation, c.id});
+        }
+        if (const auto it = reconfig_requests.find({at, n.incarnation, c.id});
+            it != reconfig_requests.end()) {
+            // A reconfiguration's outcome: the §10 checks hold it to what it did; counted here.
+            if (c.outcome) {
+                ++t.reconfigs_committed;
+                ++t.reconfig_kinds[it->second];
+            } else if (c.outcome.error() == make_error_code(errc::reconfig_in_progress)) {
+                ++t.refused_in_progress;
+            } else if (c.outcome.error() == make_error_code(errc::version_mismatch)) {
+                ++t.refused_version;
+            } else if (c.outcome.error() == make_error_code(errc::new_config_no_quorum)) {
+                ++t.refused_no_quorum;
+            } else if (c.outcome.error() == make_error_code(errc::outcome_unknown)) {
+                ++t.reconfigs_unknown;
+            } else {
+                ++t.refused_other;
+            }
+            reconfig_requests.erase(it);
+            return;
+        }
         clients.completed(at, n.incarnation, c, n.machine->applied(), n.machine->last_applied());
     });
     std::uint64_t client_number = 0;
@@ -187,6 +251,7 @@ protocol_seed_result run_protocol_seed(std::uint64_t seed, protocol_totals& t, b
     // Per replica and incarnation, the counters last seen (they restart with the peer).
     std::vector<peer_counters> last_counters(sim.nodes().size() + 1);
     std::vector<std::uint64_t> last_incarnation(sim.nodes().size() + 1);
+    std::set<std::pair<peer_id, std::uint64_t>> removed_seen;
     auto harvest = [&] {
         for (const auto& n : sim.nodes()) {
             if (!n.peer) continue;
@@ -205,6 +270,11 @@ protocol_seed_result run_protocol_seed(std::uint64_t seed, protocol_totals& t, b
             t.transfers_timed_out += c.transfers_timed_out - last_counters[n.id].transfers_timed_out;
             t.handovers_followed += c.handovers_followed - last_counters[n.id].handovers_followed;
             last_counters[n.id] = c;
+            if (n.peer->status().removed && !removed_seen.contains({n.id, n.incarnation})) {
+                removed_seen.insert({n.id, n.incarnation});
+                ++t.removed_replicas;
+                if (n.peer->counters().transfers_handed_over > 0) ++t.leaving_handoffs;
+            }
         }
     };
     sim.start();
@@ -228,14 +298,96 @@ protocol_seed_result run_protocol_seed(std::uint64_t seed, protocol_totals& t, b
                                    : static_cast<peer_id>(1 + transfer_draw.below(sim.nodes().size()));
         if (sim.transfer_leadership(leader, target)) ++t.transfers;
     };
+    std::set<peer_id> ever_member;
+    // A membership change from the committed configuration of a replica that knows one.
+    auto maybe_reconfigure = [&] {
+        if (!variant.reconfigurations || !reconfig_draw.chance(0.03)) return;
+        const peer_id leader = established_leader(sim);
+        if (leader == 0) return;
+        const configuration current = sim.peer_of(leader)->configuration_in_force();
+        std::vector<member> members = current.members();
+        // Joiners that were never members: a removed replica stays out (it would need a
+        // restart as a joiner, which this sweep does not do).
+        for (const member& m : current.members()) ever_member.insert(m.id);
+        std::vector<peer_id> outside;
+        for (const auto& n : sim.nodes())
+            if (!ever_member.contains(n.id) && n.id > o.voters + o.observers)
+                outside.push_back(n.id);
+        const std::size_t voter_count = current.voters().size();
+        std::size_t kind = reconfig_draw.below(5);
+        auto pick = [&](auto&& pred) -> std::optional<std::size_t> {
+            std::vector<std::size_t> at;
+            for (std::size_t i = 0; i < members.size(); ++i)
+                if (pred(members[i])) at.push_back(i);
+            if (at.empty()) return std::nullopt;
+            return at[reconfig_draw.below(at.size())];
+        };
+        auto voter = [](const member& m) { return m.type == learner_type::participant; };
+        bool changed = false;
+        if ((kind == 0 || kind == 1 || kind == 4) && outside.empty()) kind = 3;
+        if (kind == 0 || kind == 1) {
+            members.push_back({outside[reconfig_draw.below(outside.size())],
+                               kind == 0 ? learner_type::participant : learner_type::observer});
+            changed = true;
+        } else if (kind == 2) {
+            // Remove a member, keeping at least two voters.
+            if (auto i = pick([&](const member& m) { return !voter(m) || voter_count > 2; })) {
+                members.erase(members.begin() + static_cast<std::ptrdiff_t>(*i));
+                changed = true;
+            }
+        } else if (kind == 3) {
+            if (auto i = pick([&](const member& m) { return !voter(m) || voter_count > 2; })) {
+                members[*i].type = voter(members[*i]) ? learner_type::observer
+                                                      : learner_type::participant;
+                changed = true;
+            }
+        } else if (auto i = pick(voter)) {
+            members[*i] = {outside[reconfig_draw.below(outside.size())], learner_type::participant};
+            changed = true;
+        }
+        if (!changed) return;
+        // Asked at the leader, or at any replica (forwarded), now and then with a stale
+        // version for its compare-and-set, now and then twice at once.
+        const peer_id at = reconfig_draw.chance(0.7)
+                               ? leader
+                               : static_cast<peer_id>(1 + reconfig_draw.below(sim.nodes().size()));
+        // A request without compare-and-set replaces the member list whole, whatever
+        // committed since it was built: only the leader itself (which proposes it in the
+        // call) asks without one, so a list built from a configuration since replaced never
+        // re-adds a replica that stopped as removed.
+        std::optional<std::uint64_t> expected;
+        if (at != leader || reconfig_draw.chance(0.3)) expected = current.version();
+        if (reconfig_draw.chance(0.1)) expected = current.version() + 1;
+        const int times = reconfig_draw.chance(0.1) ? 2 : 1;
+        for (int i = 0; i < times; ++i) {
+            reconfig_call = kind;
+            const auto id = sim.reconfigure(at, reconfig_request{members, expected});
+            reconfig_call.reset();
+            if (!id) continue;
+            ++t.reconfigs;
+            const std::tuple<peer_id, std::uint64_t, request_id> key{at, sim.at(at).incarnation, *id};
+            if (!completed_inside.contains(key)) reconfig_requests.emplace(key, kind);
+        }
+    };
+    // Crashes while a reconfiguration is proposed and not committed (pending somewhere).
+    auto count_crashes_in_reconfig = [&](std::uint64_t crashes_before) {
+        if (!variant.reconfigurations) return;
+        bool pending = false;
+        for (const auto& n : sim.nodes())
+            if (n.peer && !n.peer->pending_configurations().empty()) pending = true;
+        if (pending) t.crashes_in_reconfig += t.faults.crashes - crashes_before;
+    };
     while (sim.now() < end_of_faults) {
         sim.run_for(draw.between(2'000, 60'000));
         harvest();
         maybe_transfer();
+        maybe_reconfigure();
+        const std::uint64_t crashes_before = t.faults.crashes;
         const std::uint64_t burst = draw.between(0, 3);
         for (std::uint64_t i = 0; i < burst; ++i) propose_somewhere();
         if (draw.chance(0.3)) client_request();
         if (draw.chance(0.08)) faults.inject(sim, draw, t.faults);
+        count_crashes_in_reconfig(crashes_before);
         if (variant.extended_faults && draw.chance(0.05)) faults.inject_extended(sim, draw, t.faults);
         if (draw.chance(0.015)) {
             // A learner's next NEWLEADER handling crashes at one of its four points.
@@ -308,9 +460,11 @@ protocol_seed_result run_protocol_seed(std::uint64_t seed, protocol_totals& t, b
         restart_failed();
         const peer_id leader = established_leader(sim);
         if (leader == 0) return false;
-        for (const auto& n : sim.nodes())
+        for (const auto& n : sim.nodes()) {
+            if (n.peer && n.peer->status().removed) continue;  // a reconfiguration removed it (§9)
             if (!n.peer || !n.peer->established() || n.peer->current_vote().leader != leader)
                 return false;
+        }
         return true;
     };
     // Everyone established with one leader, then a proposal there applied everywhere. The
@@ -318,6 +472,7 @@ protocol_seed_result run_protocol_seed(std::uint64_t seed, protocol_totals& t, b
     // its proposal be truncated by the next one: then propose again, within the same bound.
     auto applied_everywhere = [&](zxid z) {
         for (const auto& n : sim.nodes()) {
+            if (n.peer && n.peer->status().removed) continue;
             if (!n.peer || n.peer->last_applied() < z) return false;
             const auto& applied = n.machine->applied();
             const bool found = std::any_of(applied.rbegin(), applied.rend(),
@@ -349,6 +504,26 @@ protocol_seed_result run_protocol_seed(std::uint64_t seed, protocol_totals& t, b
         live = applied_everywhere(final_txn);
     }
     harvest();
+    // §9: once every replica applied the final write, they all agree on the configuration,
+    // and none that a committed configuration removed still takes part.
+    std::string config_report;
+    if (live && variant.reconfigurations) {
+        const auto* leader = sim.peer_of(established_leader(sim));
+        const configuration& agreed = leader->configuration_in_force();
+        for (const auto& n : sim.nodes()) {
+            if (!n.peer) continue;
+            const configuration& mine = n.peer->configuration_in_force();
+            if (n.peer->status().removed) {
+                if (agreed.contains(n.id))
+                    config_report += fmt::format("config: replica {} stopped as removed, but "
+                                                 "configuration {} names it\n", n.id, agreed.version());
+                continue;
+            }
+            if (mine.version() != agreed.version() || mine.members() != agreed.members())
+                config_report += fmt::format("config: replica {} has configuration {}, the "
+                                             "leader {}\n", n.id, mine.version(), agreed.version());
+        }
+    }
     // Clients go away: everything in flight resolves; then the promises are checked.
     for (const auto& n : sim.nodes()) sim.stop_clients(n.id);
     {
@@ -365,6 +540,10 @@ protocol_seed_result run_protocol_seed(std::uint64_t seed, protocol_totals& t, b
     t.client_syncs += clients.syncs();
     t.syncs_ok += clients.sync_successes();
     protocol_seed_result r;
+    if (!config_report.empty()) {
+        r.report += config_report;
+        r.ok = false;
+    }
     for (const auto& f : clients.failures()) {
         r.report += fmt::format("client: {}\n", f);
         r.ok = false;
@@ -384,12 +563,13 @@ protocol_seed_result run_protocol_seed(std::uint64_t seed, protocol_totals& t, b
             if (n.peer)
                 r.report += fmt::format(
                     "  peer {}: {} {} leader {} epochs {}/{} applied {} logged {}{}{} next "
-                    "deadline {} (tick {})\n",
+                    "deadline {} (tick {}){}\n",
                     n.id, n.peer->state(), n.peer->current_phase(), n.peer->current_vote().leader,
                     n.peer->durable_epochs().accepted, n.peer->durable_epochs().current,
                     n.peer->last_applied(), n.peer->last_logged(),
                     n.peer->failed() ? " FAILED" : "", n.paused ? " PAUSED" : "",
-                    n.peer->next_deadline().value_or(0), n.peer->now_tick());
+                    n.peer->next_deadline().value_or(0), n.peer->now_tick(),
+                    describe_membership(*n.peer));
         r.ok = false;
     } else if (live) {
         t.worst_recovery = std::max(t.worst_recovery, sim.now() - start);

@@ -31,6 +31,9 @@ struct sweep_args {
     /// No leadership transfers among the faults (the sweep as it was before them: a seed
     /// found then replays as it failed); the protocol sweep only.
     bool no_transfers = false;
+    /// No reconfigurations among the faults and no joiners (the sweep as it was before them:
+    /// a seed found then replays as it failed); the protocol sweep only.
+    bool no_reconfig = false;
 };
 
 /// Parses the command line; prints the usage and returns nothing on a bad argument.
@@ -46,6 +49,7 @@ inline std::optional<sweep_args> parse_sweep_args(int argc, char** argv,
         else if (arg == "--verbose") a.verbose = true;
         else if (arg == "--classic-faults") a.classic_faults = true;
         else if (arg == "--no-transfers") a.no_transfers = true;
+        else if (arg == "--no-reconfig") a.no_reconfig = true;
         else if (arg == "--snapshot-every" && i + 1 < argc)
             a.snapshot_every = std::strtoull(argv[++i], nullptr, 10);
         else if (arg == "--snapshot-chunk" && i + 1 < argc)
@@ -53,7 +57,8 @@ inline std::optional<sweep_args> parse_sweep_args(int argc, char** argv,
         else {
             fmt::print(stderr,
                        "usage: {} [--seeds N] [--first S] [--trace] [--verbose] "
-                       "[--snapshot-every N] [--snapshot-chunk N] [--classic-faults] [--no-transfers]\n",
+                       "[--snapshot-every N] [--snapshot-chunk N] [--classic-faults] [--no-transfers] "
+                       "[--no-reconfig]\n",
                        argv[0]);
             return std::nullopt;
         }
@@ -92,7 +97,7 @@ std::uint64_t run_sweep(const sweep_args& a, const char* program, Totals& totals
         combined.add(r.hash);
         if (!r.ok) {
             ++totals.failures;
-            fmt::print(stderr, "replay: {} --first {} --seeds 1 --trace{}{}{}{}\n", program, seed,
+            fmt::print(stderr, "replay: {} --first {} --seeds 1 --trace{}{}{}{}{}\n", program, seed,
                        a.snapshot_every == 0
                            ? std::string{}
                            : fmt::format(" --snapshot-every {}", a.snapshot_every),
@@ -100,7 +105,8 @@ std::uint64_t run_sweep(const sweep_args& a, const char* program, Totals& totals
                            ? std::string{}
                            : fmt::format(" --snapshot-chunk {}", a.snapshot_chunk),
                        a.classic_faults ? " --classic-faults" : "",
-                       a.no_transfers ? " --no-transfers" : "");
+                       a.no_transfers ? " --no-transfers" : "",
+                       a.no_reconfig ? " --no-reconfig" : "");
         }
     }
     return combined.value();

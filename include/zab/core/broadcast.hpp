@@ -17,6 +17,7 @@
 #include "zab/core/logging.hpp"
 #include "zab/core/messages.hpp"
 #include "zab/core/peer_context.hpp"
+#include "zab/core/reconfig.hpp"
 
 namespace zab {
 
@@ -41,6 +42,8 @@ public:
         if (leader.transfer) return make_error_code(errc::transferring);
         if (leader.outstanding.size() >= ctx_.opts().max_outstanding_proposals)
             return make_error_code(errc::backpressure);
+        if (is_system_txn(txn))
+            if (auto refused = check_reconfig(txn); !refused) return refused.error();
         if (leader.last_proposed.counter_exhausted()) {
             // §1, ZOOKEEPER-1277: never propose the last counter; a new epoch starts at 0.
             ctx_.request_election("zxid counter exhausted");
@@ -74,6 +77,32 @@ public:
         leader.outstanding.push_back(std::move(p));
         ++ctx_.counters.proposals;
         return id;
+    }
+
+    /// Whether the established leader may propose reconfiguration `txn` now (§9). Every
+    /// refusal is definite: `invalid_argument` (not a valid configuration), `reconfig_in_progress`
+    /// (another one is not committed yet), `version_mismatch` (its compare-and-set names another
+    /// version than the committed one), `new_config_no_quorum` (the new configuration's voters
+    /// synced with this leader — acknowledging its proposals — are no quorum of it:
+    /// ZooKeeper's NewConfigNoQuorum; a joiner counts only once synced).
+    result<void> check_reconfig(byte_view txn) const {
+        const auto& leader = *ctx_.leading;
+        auto request = decode_reconfig(txn);
+        if (!request) return make_error_code(errc::invalid_argument);
+        if (!ctx_.pending_configs().empty()) return make_error_code(errc::reconfig_in_progress);
+        if (request.value().expected_version &&
+            *request.value().expected_version != ctx_.config().version())
+            return make_error_code(errc::version_mismatch);
+        auto next = configuration::make(request.value().members, 0);
+        if (!next) return make_error_code(errc::invalid_argument);
+        const majority_verifier verifier{next.value()};
+        peer_set synced;
+        synced.insert(ctx_.self());
+        for (const auto& link : leader.links)
+            if (link.type == learner_type::participant && link.at == learner_link::stage::broadcasting)
+                synced.insert(link.id);
+        if (!verifier.contains_quorum(synced)) return make_error_code(errc::new_config_no_quorum);
+        return success();
     }
 
     /// ACK(z) from a follower that acknowledged NEWLEADER: it holds every proposal ≤ z
@@ -287,6 +316,10 @@ protected:  // the building blocks of the phase, for policies derived from this 
             case errc::zxid_exhausted: return wire::reply_outcome::zxid_exhausted;
             case errc::too_large: return wire::reply_outcome::too_large;
             case errc::transferring: return wire::reply_outcome::transferring;
+            case errc::invalid_argument: return wire::reply_outcome::invalid_argument;
+            case errc::reconfig_in_progress: return wire::reply_outcome::reconfig_in_progress;
+            case errc::version_mismatch: return wire::reply_outcome::version_mismatch;
+            case errc::new_config_no_quorum: return wire::reply_outcome::new_config_no_quorum;
             default: return wire::reply_outcome::not_leader;
         }
     }
@@ -296,6 +329,10 @@ protected:  // the building blocks of the phase, for policies derived from this 
             case wire::reply_outcome::zxid_exhausted: return errc::zxid_exhausted;
             case wire::reply_outcome::too_large: return errc::too_large;
             case wire::reply_outcome::transferring: return errc::transferring;
+            case wire::reply_outcome::invalid_argument: return errc::invalid_argument;
+            case wire::reply_outcome::reconfig_in_progress: return errc::reconfig_in_progress;
+            case wire::reply_outcome::version_mismatch: return errc::version_mismatch;
+            case wire::reply_outcome::new_config_no_quorum: return errc::new_config_no_quorum;
             default: return errc::not_leader;
         }
     }
@@ -352,14 +389,20 @@ protected:  // the building blocks of the phase, for policies derived from this 
         // The leader's own entry only once its log holds one of the outstanding proposals
         // durably (before that it holds nothing of them; what it committed is no longer in
         // `outstanding`, and the commit point never goes back).
-        if (l.self_acked_count > 0)
+        // Only voters of an active configuration count: a follower that joins without a vote
+        // (§9), or a leader that a reconfiguration left without one, holds nothing toward a
+        // quorum.
+        const quorum_system& quorums = ctx_.quorums();
+        const bool all_count = ctx_.opts().test_only.broken_reconfig ==
+                               options::test_hooks::reconfig_rule::voteless_acks_count;
+        if (l.self_acked_count > 0 && (all_count || quorums.is_voter(ctx_.self())))
             progress.emplace_back(l.outstanding[l.self_acked_count - 1].record.id, ctx_.self());
         for (const auto& link : l.links)
-            if (link.type == learner_type::participant && link.last_acked.epoch() == l.epoch)
+            if (link.type == learner_type::participant && link.last_acked.epoch() == l.epoch &&
+                (all_count || quorums.is_voter(link.id)))
                 progress.emplace_back(link.last_acked, link.id);
-        if (const auto k = ctx_.quorums().simple_majority()) {
-            // Every entry is a voter's (participant links are voters by the configuration's
-            // check at FOLLOWERINFO): the k-th largest is held by k voters, a quorum.
+        if (const auto k = quorums.simple_majority()) {
+            // Every entry is a voter's: the k-th largest is held by k voters, a quorum.
             if (progress.size() < *k) return zxid{};
             std::nth_element(progress.begin(), progress.begin() + static_cast<std::ptrdiff_t>(*k - 1),
                              progress.end(), std::greater<>{});

@@ -255,7 +255,7 @@ struct wire_enum_traits<wire::request_kind> {
 };
 template <>
 struct wire_enum_traits<wire::reply_outcome> {
-    static constexpr auto max = static_cast<std::uint8_t>(wire::reply_outcome::transferring);
+    static constexpr auto max = static_cast<std::uint8_t>(wire::reply_outcome::new_config_no_quorum);
 };
 
 template <typename E>

@@ -190,6 +190,17 @@ concept deferred_snapshot_machine = state_machine<S> && requires(const S& sm) {
     { sm.snapshot_later() } -> std::same_as<deferred_snapshot>;
 };
 
+/// Optional: a state machine that is also given zab's own committed transactions — the
+/// reconfigurations (zab/core/reconfig.hpp, docs/protocol.md §9) — in zxid order among the
+/// application's, e.g. to keep the membership history in its own state (ZooKeeper keeps it
+/// in a znode). Decode one with `zab::decode_reconfig`; its zxid is the new version.
+///
+///   sm.apply_system(z, txn)   Apply committed system transaction `z`, as `apply` would.
+template <typename S>
+concept system_txn_machine = state_machine<S> && requires(S& sm, zxid z, byte_view bytes) {
+    { sm.apply_system(z, bytes) } -> std::same_as<void>;
+};
+
 // --- Archetypes ----------------------------------------------------------------------------
 
 namespace archetypes {

@@ -66,16 +66,12 @@ public:
     /// FOLLOWERINFO or OBSERVERINFO from `from` on a new connection.
     void leader_on_info(peer_id from, learner_type claimed, epoch_t accepted) {
         auto& leader = *ctx_.leading;
-        const auto configured = ctx_.config().type_of(from);
-        // A voter may join as an observer: it does not vote until synced (ZOOKEEPER-261,
-        // options::non_voter_until_synced). An observer claiming a vote is not our
-        // configuration.
-        if (configured != claimed &&
-            !(configured == learner_type::participant && claimed == learner_type::observer)) {
-            ctx_.ignore(from, ignore_reason::wrong_learner_type);
-            ctx_.close(from);
-            return;
-        }
+        // Whatever it claims, only a voter of an active configuration counts: a voter may
+        // join as an observer (it does not vote until synced, ZOOKEEPER-261,
+        // options::non_voter_until_synced), and a replica whose view of the membership lags
+        // — a joiner that a reconfiguration it has not heard of made an observer — may join
+        // as a follower: it is synced, learns the reconfiguration, and joins again as what
+        // it is (§9). Its acknowledgements count toward nothing meanwhile.
         ctx_.forget_learner(from, "a new FOLLOWERINFO");
         learner_link link;
         link.id = from;
@@ -88,7 +84,8 @@ public:
         if (leader.at == leader_state::stage::gathering_epoch && claimed == learner_type::participant) {
             leader.epoch = std::max(leader.epoch, accepted + 1);
             leader.epoch_voters.insert(from);
-        } else if (claimed == learner_type::participant && accepted > leader.epoch) {
+        } else if (claimed == learner_type::participant && accepted > leader.epoch &&
+                   ctx_.quorums().is_voter(from)) {
             // The epoch is closed and this voter promised a later one: it refuses mine for
             // good (§4.5) and would stay out of the ensemble for as long as I lead. Step
             // down, so that the next election proposes an epoch it can accept.
@@ -118,7 +115,7 @@ public:
                      ctx_.self(), from, *m.current_epoch, m.last_logged);
             ++ctx_.counters.learners_refused;
             // Read before the drop: it erases the link `link` points into.
-            const bool voter = link->type == learner_type::participant;
+            const bool voter = link->type == learner_type::participant && ctx_.quorums().is_voter(from);
             ctx_.drop_learner(from, "its history is ahead of the leader's");
             // Established, I would keep it out for as long as I lead: a new election lets
             // the most recent history lead instead.
@@ -211,7 +208,8 @@ protected:  // the building blocks of the phase, for policies derived from this 
         // Only a durable promise is advertised (§2): an epoch write still in flight may be
         // lost in a crash.
         const epoch_t accepted = ctx_.durable_epochs.accepted;
-        if (ctx_.self_type() == learner_type::participant)
+        learner.joined_as = ctx_.self_type();
+        if (learner.joined_as == learner_type::participant)
             ctx_.send(learner.leader, wire::follower_info{accepted, protocol_version});
         else
             ctx_.send(learner.leader, wire::observer_info{accepted, protocol_version});

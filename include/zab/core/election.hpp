@@ -21,6 +21,7 @@
 #include <concepts>
 #include <cstdint>
 #include <map>
+#include <tuple>
 #include <optional>
 #include <string>
 
@@ -70,9 +71,28 @@ public:
 
     void on_notification(peer_id from, const wire::notification& n) {
         ++ctx_.counters.notifications_received;
+        // §9 step 7: a leader whose configuration is newer than mine. I missed a
+        // reconfiguration, and the voters my configuration names may be gone for good, so
+        // no quorum of them will ever agree: I follow it, which is always safe (discovery and
+        // synchronization decide; FLE only proposes), and its sync brings the
+        // reconfiguration.
+        if (ctx_.state == peer_state::looking && n.state == peer_state::leading &&
+            n.leader == from && ctx_.frame_config_version > ctx_.config().version()) {
+            const vote v = vote::from(n);
+            votes box{{from, v}};
+            finish(election_decision::basis::newer_configuration, box, v);
+            return;
+        }
+        // A follower under a newer configuration names its leader, which may be no voter of
+        // mine, so I never asked it: ask it now; its LEADING answer carries its version.
+        if (ctx_.state == peer_state::looking && n.state == peer_state::following &&
+            n.leader != ctx_.self() && n.leader != 0 &&
+            ctx_.frame_config_version > ctx_.config().version() && !ctx_.quorums().is_voter(n.leader))
+            ctx_.send(n.leader, proposal_notification());
         // §3.4 step 7, the receiver thread: non-voters are answered at once and go no further.
         if (!ctx_.quorums().is_voter(from)) {
-            if (ctx_.config().contains(from)) reply(from);
+            // Members and replicas joining the group alike (§9): a joiner finds the leader so.
+            reply(from);
             return;
         }
         if (ctx_.state != peer_state::looking) {
@@ -101,9 +121,14 @@ public:
     void on_tick() {
         if (ctx_.state != peer_state::looking) return;
         if (finalize_deadline_ && ctx_.now_tick >= *finalize_deadline_) {
-            // §3.4 step 4: finalizeWait passed with nothing better: decide.
-            finish(election_decision::basis::looking_quorum, received_, looking_target());
-            return;
+            // §3.4 step 4: finalizeWait passed with nothing better: decide — if the votes
+            // are still a quorum: a committed reconfiguration learned meanwhile (§9) may
+            // have changed who votes.
+            if (ctx_.election_quorums().contains_quorum(agreeing(received_, looking_target()))) {
+                finish(election_decision::basis::looking_quorum, received_, looking_target());
+                return;
+            }
+            finalize_deadline_.reset();
         }
         if (!finalize_deadline_ && ctx_.now_tick >= last_poll_tick_ + notification_timeout_) {
             // §3.4 step 2: silence. Send again and double the wait, up to the cap.
@@ -138,18 +163,30 @@ private:
 
     /// My own vote: (me, last logged, current epoch); an observer's cannot win (§3.2).
     vote initial_vote() const {
-        if (ctx_.self_type() != learner_type::participant)
-            return vote{0, zxid{}, 0, logical_clock_, peer_state::looking};
+        if (!ctx_.self_votes()) return vote{0, zxid{}, 0, logical_clock_, peer_state::looking};
         return vote{ctx_.self(), ctx_.last_logged, ctx_.durable_epochs.current, logical_clock_,
                     peer_state::looking};
     }
 
-    bool can_win(const vote& v) const { return ctx_.quorums().is_voter(v.leader); }
+    /// A voter of my configurations — or a candidate whose history is ahead of mine: it may
+    /// hold a reconfiguration I have not seen that makes it a voter (§9 step 7), and only a
+    /// replica that votes in its own configurations proposes itself. Safety never rests on
+    /// who is elected (discovery's quorums decide, §3.4), so this only keeps a replica that
+    /// lags behind a reconfiguration from blocking the election of the one that does not.
+    bool can_win(const vote& v) const {
+        if (ctx_.quorums().is_voter(v.leader)) return true;
+        return v.leader != 0 && v.leader != ctx_.self() &&
+               std::tie(v.leader_epoch, v.leader_zxid) >
+                   std::tie(ctx_.durable_epochs.current, ctx_.last_logged);
+    }
 
     /// A voter whose voting is suspended (ZOOKEEPER-261) keeps voting for nobody: the
     /// others count its notifications as a voter's, so echoing a candidate would lend that
     /// candidate a vote backed by nothing. It learns the leader from settled peers' votes.
-    bool adopts_votes() const { return !ctx_.voting_suspended; }
+    // Nor does a replica without a vote of its own in its configurations — a joiner, or an
+    // observer — whose notifications others may count as a voter's once they know of a
+    // reconfiguration it has not seen yet (§9).
+    bool adopts_votes() const { return ctx_.self_votes(); }
 
     vote looking_target() const {
         vote v = proposal_;
@@ -174,7 +211,7 @@ private:
     /// Sends my proposal to every voter; my own copy goes through the loopback queue, as
     /// ZooKeeper's does, so my vote enters my own vote box like anyone else's.
     void send_notifications() {
-        for (peer_id id : ctx_.config().voters())
+        for (peer_id id : ctx_.all_voters())
             if (id != ctx_.self()) ctx_.send(id, proposal_notification());
         if (ctx_.quorums().is_voter(ctx_.self())) loopback_pending_ = true;
     }
@@ -242,21 +279,21 @@ private:
         vote recorded = as_sent;
         recorded.state = peer_state::looking;
         received_[from] = recorded;
-        if (ctx_.quorums().contains_quorum(agreeing(received_, looking_target())))
+        if (ctx_.election_quorums().contains_quorum(agreeing(received_, looking_target())))
             finalize_deadline_ = ctx_.now_tick + ctx_.opts().finalize_wait_ticks;
     }
 
     void process_settled(peer_id from, const vote& n) {
         if (n.round == logical_clock_) {
             received_[from] = n;
-            if (ctx_.quorums().contains_quorum(agreeing(received_, n)) &&
+            if (ctx_.election_quorums().contains_quorum(agreeing(received_, n)) &&
                 check_leader(received_, n.leader, n.round)) {
                 finish(election_decision::basis::settled_this_round, received_, n);
                 return;
             }
         }
         out_of_election_[from] = n;
-        if (ctx_.quorums().contains_quorum(agreeing(out_of_election_, n)) &&
+        if (ctx_.election_quorums().contains_quorum(agreeing(out_of_election_, n)) &&
             check_leader(out_of_election_, n.leader, n.round)) {
             logical_clock_ = n.round;
             finish(election_decision::basis::settled_any_round, out_of_election_, n);

@@ -30,6 +30,10 @@ enum class errc {
     too_large,              ///< a transaction above options::max_txn_bytes: never proposed
     transferring,           ///< the leader is handing over its leadership: never proposed; retry at the new leader
     timed_out,              ///< not done within its deadline; nothing changed
+    reconfig_in_progress,   ///< another reconfiguration is not committed yet: never proposed (§9)
+    version_mismatch,       ///< a reconfiguration's expected version is not the committed one (§9)
+    new_config_no_quorum,   ///< the new configuration's voters synced with the leader are no quorum of it (§9)
+    not_a_member,           ///< this replica was removed from the group by a reconfiguration (§9)
     // Storage.
     storage_failed = 300,   ///< fsync/truncate failed: the replica is in its terminal failed state
     corrupt,                ///< persistent data fails its checks
@@ -59,6 +63,11 @@ public:
             case errc::too_large: return "transaction larger than the configured maximum";
             case errc::transferring: return "the leader is handing over leadership";
             case errc::timed_out: return "not done within its deadline";
+            case errc::reconfig_in_progress: return "another reconfiguration is in progress";
+            case errc::version_mismatch: return "the configuration version is not the one expected";
+            case errc::new_config_no_quorum:
+                return "the new configuration's voters synced with the leader are no quorum of it";
+            case errc::not_a_member: return "this replica is no longer a member of the group";
             case errc::storage_failed: return "storage failed; replica stopped";
             case errc::corrupt: return "persistent data is corrupt";
             case errc::compacted: return "log range compacted into a snapshot";

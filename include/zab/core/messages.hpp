@@ -205,6 +205,10 @@ enum class reply_outcome : std::uint8_t {
     zxid_exhausted = 3,  ///< the epoch's counter is used up (§1): never proposed
     too_large = 4,       ///< above the leader's options::max_txn_bytes: never proposed
     transferring = 5,    ///< the leader is handing over its leadership: never proposed
+    invalid_argument = 6,     ///< a reconfiguration that is no valid configuration (§9)
+    reconfig_in_progress = 7, ///< another reconfiguration is not committed yet (§9)
+    version_mismatch = 8,     ///< a reconfiguration's compare-and-set failed (§9)
+    new_config_no_quorum = 9, ///< the new configuration's synced voters are no quorum (§9)
 };
 
 /// Leader → learner: the answer to the write REQUEST `request_id` (§6.1). A refusal is

@@ -116,6 +116,15 @@ struct options {
         /// §1, ZOOKEEPER-1277: the counter an established leader's epoch starts after, so a
         /// test reaches counter exhaustion without 2^32 proposals.
         std::uint32_t initial_counter = 0;
+        /// Reconfiguration with one rule of docs/protocol.md §9 removed, for the broken
+        /// variants that show each rule necessary (tests/protocol/broken_variants_test.cpp).
+        enum class reconfig_rule : std::uint8_t {
+            none,                   ///< every rule kept (production)
+            old_quorum_only,        ///< a pending configuration adds no verifier
+            effective_at_proposal,  ///< a pending configuration replaces the committed one
+            voteless_acks_count,    ///< acknowledgements of followers without a vote count
+        };
+        reconfig_rule broken_reconfig = reconfig_rule::none;
     };
     test_hooks test_only;
 

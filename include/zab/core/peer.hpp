@@ -59,15 +59,24 @@ public:
     using broadcast_type = typename Policies::broadcast;
 
     /// Creates a peer over the user's transport, log and state machine (which must outlive
-    /// it). Errors: `errc::invalid_options` for inconsistent options, a `self` that is not a
-    /// member, or a fixed leader that is not a voter; `errc::corrupt` when the log's stored
-    /// epochs break `accepted >= current`, or its snapshot does not restore (§2).
+    /// it). `config` is the group's configuration as this replica knows it at start; a log
+    /// that holds reconfigurations (or a snapshot taken after one) overrides it (§9). A
+    /// replica that is not a member of `config` joins the group (§9): it needs
+    /// options::non_voter_until_synced, follows the leader without a vote, and votes once a
+    /// reconfiguration makes it a voter. Errors: `errc::invalid_options` for inconsistent
+    /// options, a `self` that is not a member without non_voter_until_synced, or a fixed
+    /// leader that is not a voter; `errc::corrupt` when the log's stored epochs break
+    /// `accepted >= current`, or its snapshot does not restore (§2), or its reconfigurations
+    /// cannot be read.
     static result<std::unique_ptr<peer>> create(peer_id self, configuration config, options opts,
                                                 Transport& transport, Log& log,
                                                 StateMachine& state_machine) {
         if (auto ok = opts.validate(); !ok) return ok.error();
-        if (!config.contains(self)) {
-            zab::log(log_level::error, "peer {} is not a member of the configuration", self);
+        if (!config.contains(self) && !opts.non_voter_until_synced) {
+            zab::log(log_level::error,
+                     "peer {} is not a member of the configuration (a replica joining the "
+                     "group needs non_voter_until_synced)",
+                     self);
             return make_error_code(errc::invalid_options);
         }
         if (opts.fixed_leader != 0 && !config.is_voter(opts.fixed_leader)) {
@@ -83,16 +92,27 @@ public:
             return make_error_code(errc::corrupt);
         }
         // A snapshot in the log is committed state: a state machine behind it starts from it.
-        if (auto snapshot = log.snapshot();
-            snapshot && state_machine.last_applied() < snapshot->last_included) {
-            if (!state_machine.restore(snapshot->last_included, snapshot->state.view())) {
+        std::optional<configuration> snapshot_config;
+        if (auto snapshot = log.snapshot()) {
+            auto unwrapped = unwrap_snapshot(snapshot->state.view());
+            if (!unwrapped) {
+                zab::log(log_level::error, "peer {}: the log's snapshot at {} has a damaged "
+                         "configuration", self, snapshot->last_included);
+                return make_error_code(errc::corrupt);
+            }
+            snapshot_config = unwrapped.value().config;
+            if (state_machine.last_applied() < snapshot->last_included &&
+                !state_machine.restore(snapshot->last_included, unwrapped.value().state)) {
                 zab::log(log_level::error, "peer {}: the log's snapshot at {} does not restore",
                          self, snapshot->last_included);
                 return make_error_code(errc::corrupt);
             }
         }
-        return std::unique_ptr<peer>{
+        std::unique_ptr<peer> created{
             new peer{self, std::move(config), opts, transport, log, state_machine}};
+        if (auto recovered = created->recover_membership(std::move(snapshot_config)); !recovered)
+            return recovered.error();
+        return created;
     }
 
     peer(const peer&) = delete;
@@ -131,7 +151,9 @@ public:
     /// A connection to `from` is up. It replaces any previous one (whose traffic is stale).
     void on_connected(peer_id from, connection_id connection) {
         if (failed()) return;
-        if (!ctx_.config().contains(from) || from == ctx_.self()) {
+        // Replicas that are no member yet are let in: they may be joining (§9). What they
+        // say counts toward nothing until a reconfiguration makes them voters.
+        if (from == ctx_.self() || ctx_.removed) {
             ++ctx_.counters.strangers;
             transport_.close(from, connection);
             return;
@@ -189,6 +211,8 @@ public:
         if (ctx_.leading)
             if (auto* link = find_link(from)) link->last_heard_tick = ctx_.now_tick;
         ctx_.handling = type_of(decoded.value().msg);
+        ctx_.frame_config_version = decoded.value().header.config_version;
+        ctx_.learn_committed_version(ctx_.frame_config_version);
         std::visit([&](const auto& m) { dispatch(from, m, frame); }, decoded.value().msg);
         end_step();
     }
@@ -249,6 +273,40 @@ public:
     /// `zxid_exhausted`, `storage_failed`) when it was never proposed; `outcome_unknown` when
     /// this replica lost its leader before learning.
     request_id submit(byte_view txn) {
+        if (is_system_txn(txn)) {  // zab's own prefix (reconfig.hpp): never the application's
+            const request_id id = ctx_.clients.next_id();
+            ctx_.clients.fail_now(id, client_op::write, errc::invalid_argument);
+            return id;
+        }
+        return submit_any(txn);
+    }
+
+    /// Changes the group's membership (docs/protocol.md §9), on any replica: the leader
+    /// proposes the new configuration as a transaction; from its proposal until its commit,
+    /// it and every later proposal need a quorum of the old configuration and of the new
+    /// one; it takes effect when committed, and its zxid is the new version. One
+    /// `client_completion` (op `write`) follows, as for `submit`: the zxid (the new version)
+    /// once applied here; definite refusals `invalid_argument` (not a valid configuration:
+    /// no voter, a duplicate id, id 0), `reconfig_in_progress`, `version_mismatch` (the
+    /// request's expected_version is not the committed version), `new_config_no_quorum` (the
+    /// new configuration's voters synced with the leader are no quorum of it: start the new
+    /// members first, with non_voter_until_synced), `not_leader`, `transferring`,
+    /// `backpressure`; or `outcome_unknown`. A leader that the new configuration leaves
+    /// without a vote hands its leadership to the new configuration's voter that
+    /// acknowledged the most (§6.4); a member it removes stops (`status().removed`).
+    request_id reconfigure(reconfig_request request) {
+        const shared_bytes txn = encode_reconfig(std::move(request));
+        return submit_any(txn.view());
+    }
+
+    /// The committed configuration (§9) and the reconfiguration in progress, if any.
+    const configuration& configuration_in_force() const noexcept { return ctx_.config(); }
+    const std::vector<configuration>& pending_configurations() const noexcept {
+        return ctx_.pending_configs();
+    }
+
+private:
+    request_id submit_any(byte_view txn) {
         const request_id id = ctx_.clients.next_id();
         if (const auto refusal = client_refusal()) {
             ctx_.clients.fail_now(id, client_op::write, *refusal);
@@ -272,6 +330,7 @@ public:
         return id;
     }
 
+public:
     /// Asks for a linearizable point (§7): its completion (zxid last applied here) comes once
     /// the leader confirmed with a quorum heartbeat round, after the sync reached it, that
     /// it still leads, and every write committed before is applied here. A read of the state
@@ -442,6 +501,9 @@ public:
         s.learners = learners();
         s.failure = failure_;
         s.now_tick = ctx_.now_tick;
+        s.config_version = ctx_.config().version();
+        s.reconfig_in_progress = !ctx_.pending_configs().empty();
+        s.removed = ctx_.removed;
         return s;
     }
     /// Leader: learner `id`'s failed syncs in a row, connected or not (zero once synced).
@@ -510,6 +572,9 @@ private:
     struct machine_adapter final : machine_port {
         explicit machine_adapter(StateMachine& m) : machine{m} {}
         void apply(zxid z, byte_view txn) override { machine.apply(z, txn); }
+        void apply_system(zxid z, byte_view txn) override {
+            if constexpr (system_txn_machine<StateMachine>) machine.apply_system(z, txn);
+        }
         shared_bytes snapshot() const override { return machine.snapshot(); }
         std::optional<deferred_snapshot> snapshot_later() const override {
             if constexpr (deferred_snapshot_machine<StateMachine>)
@@ -563,7 +628,7 @@ private:
 
     void maybe_start_election() {
         if (!started_ || election_started_ || ctx_.state != peer_state::looking ||
-            !ctx_.log_ops_.empty())
+            !ctx_.log_ops_.empty() || ctx_.removed)
             return;
         election_started_ = true;
         election_.start();
@@ -576,6 +641,7 @@ private:
     std::optional<errc> client_refusal() const {
         if (failed()) return errc::storage_failed;
         if (shutting_down_) return errc::shutting_down;
+        if (ctx_.removed) return errc::not_a_member;
         if (ctx_.clients.in_flight() >= ctx_.opts().max_pending_requests) return errc::backpressure;
         return std::nullopt;
     }
@@ -612,13 +678,110 @@ private:
         }
     }
 
+    // --- membership (docs/protocol.md §9) --------------------------------------------------
+
+    /// At start: the configuration is the one the log stands for — the snapshot's, then every
+    /// reconfiguration after it: committed if the state machine applied it already, or if
+    /// the log holds a record of a later epoch (a leader of that epoch proposed it, so that
+    /// leader was established with a history holding the reconfiguration, which committed
+    /// it, §5.5); else in force beside the committed one until the leader's sync settles it.
+    result<void> recover_membership(std::optional<configuration> snapshot_config) {
+        const epoch_t last_epoch = storage_.log.last_zxid().epoch();
+        if (snapshot_config) {
+            ctx_.config_ = std::move(*snapshot_config);
+            ctx_.config_changed = false;
+        }
+        const auto snapshot = storage_.log.snapshot();
+        zxid after = snapshot ? snapshot->last_included : zxid{};
+        for (;;) {
+            auto chunk = storage_.log.read(after, 1024);
+            if (!chunk) {
+                zab::log(log_level::error, "peer {}: reading the log for its reconfigurations: {}",
+                         ctx_.self(), chunk.error().message());
+                return make_error_code(errc::corrupt);
+            }
+            if (chunk.value().empty()) break;
+            for (const auto& record : chunk.value()) {
+                after = record.id;
+                if (!is_system_txn(record.txn.view())) continue;
+                if (record.id <= ctx_.last_applied || record.id.epoch() < last_epoch) {
+                    ctx_.activate(record);
+                    ctx_.config_changed = false;
+                } else {
+                    ctx_.note_logged(record);
+                }
+            }
+        }
+        ctx_.rebuild_quorums();
+        if (!ctx_.member_type(ctx_.self()) && ctx_.config().version() != ctx_.initial_config_version_ &&
+            !ctx_.opts().non_voter_until_synced) {
+            // Removed by a committed reconfiguration before it stopped: it stays out.
+            ctx_.removed = true;
+            zab::log(log_level::warn, "peer {}: removed from the group by configuration {}; not "
+                     "taking part", ctx_.self(), zxid::from_value(ctx_.config().version()));
+        }
+        return success();
+    }
+
+    /// The committed configuration changed in this step (§9): a leader left without a vote
+    /// hands over to the new configuration's best voter; a replica the configuration no
+    /// longer names stops; a learner whose type changed joins its leader again as what it
+    /// is now.
+    void on_config_changed() {
+        if (!std::exchange(ctx_.config_changed, false)) return;
+        const bool was_member = ctx_.previous_config().contains(ctx_.self());
+        const bool is_member = ctx_.config().contains(ctx_.self());
+        if (ctx_.leading && !ctx_.config().is_voter(ctx_.self())) {
+            auto& leader = *ctx_.leading;
+            if (!leader.transfer || !ctx_.config().is_voter(leader.transfer->target)) {
+                const peer_id successor = best_transfer_target();
+                if (successor == 0) {
+                    ctx_.request_election("the new configuration leaves this leader without a "
+                                          "vote, and none of its voters is synced");
+                } else {
+                    if (!leader.transfer)
+                        leader.transfer = leader_state::leadership_transfer{successor, 0};
+                    leader.transfer->target = successor;
+                    leader.transfer->deadline = ctx_.now_tick + ctx_.opts().transfer_timeout_ticks;
+                    leader.transfer->leaving = true;
+                    zab::log(log_level::info, "peer {}: not a voter of configuration {}: handing "
+                             "over to {}", ctx_.self(), zxid::from_value(ctx_.config().version()),
+                             successor);
+                }
+            }
+            return;  // removed (if so) once handed over
+        }
+        if (was_member && !is_member && !ctx_.leading) {
+            become_removed();
+            return;
+        }
+        if (ctx_.learning && ctx_.learning->info_sent && ctx_.learning->joined_as != ctx_.self_type())
+            ctx_.request_election("a reconfiguration changed what this replica is");
+    }
+
+    /// A committed reconfiguration left this replica out: it leaves its role, closes its
+    /// connections (but after a hand-off, whose HANDOVERs are still to go out on them) and
+    /// takes no further part (its status says so); restart it to join again.
+    void become_removed(bool close_connections = true) {
+        if (ctx_.removed) return;
+        zab::log(log_level::warn, "peer {}: removed from the group by configuration {}; stopping",
+                 ctx_.self(), zxid::from_value(ctx_.config().version()));
+        ctx_.removed = true;
+        leave_role();
+        if (close_connections)
+            for (const auto& [id, connection] : std::vector(ctx_.connections_)) ctx_.close(id);
+        ctx_.state = peer_state::looking;
+        election_started_ = false;
+        ctx_.clients.abandon(errc::not_a_member, 0);
+    }
+
     // --- leadership transfer (docs/protocol.md §6.4) ---------------------------------------
 
     /// The synced voter that acknowledged the most (the lowest id among equals); 0 if none.
     peer_id best_transfer_target() const {
         const learner_link* best = nullptr;
         for (const auto& link : ctx_.leading->links)
-            if (link.type == learner_type::participant &&
+            if (link.type == learner_type::participant && ctx_.config().is_voter(link.id) &&
                 link.at == learner_link::stage::broadcasting &&
                 (best == nullptr || link.last_acked > best->last_acked ||
                  (link.last_acked == best->last_acked && link.id < best->id)))
@@ -638,6 +801,7 @@ private:
             return;
         const learner_link* target = leader.find_link(leader.transfer->target);
         if (target == nullptr || target->type != learner_type::participant ||
+            !ctx_.quorums().is_voter(target->id) ||
             target->at != learner_link::stage::broadcasting)
             return;
         const bool proposed = leader.last_proposed.counter() != ctx_.opts().test_only.initial_counter;
@@ -654,6 +818,12 @@ private:
         zab::log(log_level::info, "peer {}: leadership handed over to {} at {}", ctx_.self(),
                  handover.leader, handover.leader_zxid);
         ctx_.clients.finish_transfer(handover.leader_zxid);
+        if (!ctx_.config().contains(ctx_.self())) {
+            // Removed by the reconfiguration it just committed: the HANDOVER goes out, then it stops.
+            leave_role(leaving::for_handover, handover.leader);
+            become_removed(false);
+            return;
+        }
         adopt_handover(handover);
     }
 
@@ -668,6 +838,11 @@ private:
                  ctx_.self(), ctx_.leading->transfer->target, ctx_.opts().transfer_timeout_ticks);
         ++ctx_.counters.transfers_timed_out;
         ctx_.clients.finish_transfer(make_error_code(errc::timed_out));
+        if (ctx_.leading->transfer->leaving) {
+            // A leader without a vote cannot take writes again: an election settles it (§9).
+            ctx_.request_election("the hand-off after a reconfiguration timed out");
+            return;
+        }
         ctx_.leading->transfer.reset();
     }
 
@@ -986,6 +1161,7 @@ private:
             if (ctx_.learning) synchronization_.learner_advance();
             if (ctx_.learning && ctx_.learning->handover && ctx_.log_ops_.empty())
                 adopt_handover(*ctx_.learning->handover);
+            on_config_changed();
             rejoin_as_voter_once_synced();
             if (ctx_.storage_error_) break;
             if (!std::exchange(ctx_.election_requested_, false)) {
@@ -995,6 +1171,11 @@ private:
             zab::log(log_level::info, "peer {}: back to LOOKING: {}", ctx_.self(),
                      ctx_.election_reason_);
             leave_role();
+            if (!ctx_.config().contains(ctx_.self()) &&
+                ctx_.previous_config_.contains(ctx_.self())) {
+                become_removed();  // a leader the reconfiguration removed, whose hand-off failed
+                break;
+            }
             enter_looking();
         }
         if (ctx_.storage_error_) return on_storage_failed(ctx_.storage_error_);

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <string>
 #include <string_view>
 #include <deque>
 #include <optional>
@@ -24,6 +25,7 @@
 #include "zab/core/logging.hpp"
 #include "zab/core/options.hpp"
 #include "zab/core/quorum.hpp"
+#include "zab/core/reconfig.hpp"
 #include "zab/core/roles.hpp"
 #include "zab/core/types.hpp"
 #include "zab/core/vote.hpp"
@@ -40,11 +42,14 @@ struct election_decision {
         settled_any_round,   ///< `outofelection`: joining an established ensemble (§3.4.6)
         fixed,               ///< the leader was given by configuration
         handed_over,         ///< the established leader handed its leadership over (§6.4)
+        newer_configuration, ///< a leader whose configuration is newer than this replica's (§9)
     };
     std::uint64_t sequence = 0;  ///< 1 for this peer object's first decision, then 2, …
     vote decided;                ///< the vote returned (state = what this peer became)
     basis how = basis::looking_quorum;
     std::vector<std::pair<peer_id, vote>> counted;  ///< the votes that formed the quorum
+    /// The voters of the configuration the votes were counted in (its committed one, §9).
+    std::vector<peer_id> voters;
     std::uint64_t tick = 0;      ///< when
 };
 
@@ -158,6 +163,8 @@ public:
     /// zab::deferred_snapshot_machine's `snapshot_later`; nothing for a machine without it.
     virtual std::optional<deferred_snapshot> snapshot_later() const = 0;
     virtual void apply(zxid z, byte_view txn) = 0;
+    /// zab::system_txn_machine's `apply_system`; nothing for a machine without it.
+    virtual void apply_system(zxid z, byte_view txn) = 0;
     virtual shared_bytes snapshot() const = 0;
     virtual result<void> restore(zxid z, byte_view state) = 0;
 };
@@ -168,20 +175,65 @@ public:
     peer_context(peer_id self, configuration config, options opts)
         : self_{self},
           config_{std::move(config)},
+          initial_config_version_{config_.version()},
           quorums_{quorum_system::majority(config_)},
+          election_quorums_{quorums_},
           options_{opts} {}
 
-    // --- identity and configuration -----------------------------------------------------
+    // --- identity and configuration (docs/protocol.md §9) -------------------------------
     peer_id self() const noexcept { return self_; }
+    /// The committed configuration: the last reconfiguration this replica applied (or
+    /// restored from a snapshot), else the one it was started with.
     const configuration& config() const noexcept { return config_; }
+    /// Reconfigurations in this replica's log that it does not know committed yet, in zxid
+    /// order: each stays in force beside the committed one until it is applied (or truncated
+    /// away). At most one at a leader (it refuses a second), possibly more at a learner that
+    /// has not heard the COMMIT of one before the next.
+    const std::vector<configuration>& pending_configs() const noexcept { return pending_; }
+    /// Every active configuration's verifier: the committed one, and each pending one.
     const quorum_system& quorums() const noexcept { return quorums_; }
+    /// What Fast Leader Election counts votes with: the committed configuration alone (§9
+    /// step 7). FLE only proposes a leader — discovery's epoch and NEWLEADER quorums, which
+    /// need every active configuration, decide — and a pending configuration's new voters
+    /// may not know of it yet, so they would never vote: it must not hold the election up.
+    const quorum_system& election_quorums() const noexcept { return election_quorums_; }
     const options& opts() const noexcept { return options_; }
-    /// What this replica acts as: its configured type, or an observer while its voting is
-    /// suspended (ZOOKEEPER-261, options::non_voter_until_synced).
-    learner_type self_type() const noexcept {
-        if (voting_suspended) return learner_type::observer;
-        return config_.type_of(self_).value_or(learner_type::observer);
+    /// `id`'s type in the active configurations: a voter if it votes in any, an observer if
+    /// it is a member of some but votes in none, nothing for a stranger.
+    std::optional<learner_type> member_type(peer_id id) const {
+        if (quorums_.is_voter(id)) return learner_type::participant;
+        if (config_.contains(id)) return learner_type::observer;
+        for (const auto& c : pending_)
+            if (c.contains(id)) return learner_type::observer;
+        return std::nullopt;
     }
+    /// The voters of every active configuration, ascending, each once.
+    std::vector<peer_id> all_voters() const {
+        std::vector<peer_id> ids = config_.voters();
+        for (const auto& c : pending_)
+            for (peer_id id : c.voters()) ids.push_back(id);
+        std::sort(ids.begin(), ids.end());
+        ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+        return ids;
+    }
+    /// Whether this replica's vote counts: a voter of an active configuration whose voting
+    /// is not suspended.
+    bool self_votes() const { return !voting_suspended && quorums_.is_voter(self_); }
+    /// What this replica joins a leader as (FOLLOWERINFO or OBSERVERINFO): a follower if it
+    /// votes in an active configuration, an observer if it is a member that does not, or
+    /// while its voting is suspended (ZOOKEEPER-261, options::non_voter_until_synced). A
+    /// replica that is no member yet (started to join, §9) follows without a vote: it is
+    /// synced and acknowledges proposals, and none of its acknowledgements counts until a
+    /// reconfiguration makes it a voter.
+    learner_type self_type() const {
+        if (voting_suspended) return learner_type::observer;
+        return member_type(self_).value_or(learner_type::participant);
+    }
+    /// This replica was removed from the group by a committed reconfiguration (§9): it has
+    /// left every role and takes no part in the protocol any more.
+    bool removed = false;
+    /// Set when the committed configuration changed in this step (the peer reacts at its end).
+    bool config_changed = false;
     /// A voter that has not been synced since its disk was wiped (options::
     /// non_voter_until_synced): it votes for nobody and joins as an observer until then.
     bool voting_suspended = false;
@@ -340,6 +392,8 @@ public:
 
     /// The message being handled (set by the peer before it dispatches one), for log lines.
     wire::message_type handling = wire::message_type::notification;
+    /// The configuration version in its frame's header: the sender's committed one (§9).
+    std::uint64_t frame_config_version = 0;
 
     /// A valid message this replica does not act on in its state (its role or link ended,
     /// or the sender is behind): counted and logged with the reason. What follows (a drop, a
@@ -367,6 +421,7 @@ public:
         ZAB_ASSERT(record.id > last_zxid_visible, "appends must follow the log");
         if (batch_.empty()) last_log_op_ = batch_op_ = next_op();
         last_zxid_visible = record.id;
+        note_logged(record);
         batch_.push_back(std::move(record));
         return batch_op_;
     }
@@ -376,6 +431,7 @@ public:
         flush_batch();
         const storage_op op = next_op();
         last_zxid_visible = std::min(last_zxid_visible, z);
+        forget_logged_after(z);
         storage_->truncate_after(op, z);
         note_log_op(op);
         return op;
@@ -388,6 +444,13 @@ public:
         flush_batch();
         const storage_op op = next_op();
         last_zxid_visible = following.empty() ? z : following.back().id;
+        // The old log goes whole: so do its reconfigurations; the snapshot's configuration
+        // is taken when the state machine restores from it (at UPTODATE).
+        if (!pending_.empty()) {
+            pending_.clear();
+            rebuild_quorums();
+        }
+        for (const auto& record : following) note_logged(record);
         storage_->install_snapshot(op, z, state, following);
         note_log_op(op);
         return op;
@@ -428,7 +491,12 @@ public:
     /// Applies a committed transaction (docs/design.md rule 5): in zxid order, exactly once.
     void apply(const log_record& record) {
         ZAB_ASSERT(record.id > last_applied, "applying out of order");
-        machine_->apply(record.id, record.txn.view());
+        if (is_system_txn(record.txn.view())) {
+            activate(record);  // a reconfiguration: the core's, not the application's
+            machine_->apply_system(record.id, record.txn.view());
+        } else {
+            machine_->apply(record.id, record.txn.view());
+        }
         last_applied = record.id;
         last_committed = std::max(last_committed, record.id);
         ++counters.transactions_applied;
@@ -483,15 +551,115 @@ public:
             learning->unapplied.pop_front();
     }
 
-    shared_bytes machine_snapshot() const { return machine_->snapshot(); }
+    /// The state machine's snapshot, with the committed configuration in front of it once a
+    /// reconfiguration was applied (reconfig.hpp): a log compacted past the reconfiguration,
+    /// or a learner synced by SNAP, still knows the members.
+    shared_bytes machine_snapshot() const { return with_config(machine_->snapshot()); }
+    shared_bytes with_config(shared_bytes state) const {
+        if (config_.version() == initial_config_version_) return state;
+        return wrap_snapshot(config_, state.view());
+    }
+    std::optional<deferred_snapshot> machine_snapshot_later() const {
+        auto later = machine_->snapshot_later();
+        if (!later || config_.version() == initial_config_version_) return later;
+        return deferred_snapshot{[inner = std::move(*later), config = config_]() {
+            return wrap_snapshot(config, inner().view());
+        }};
+    }
+
+    // --- membership bookkeeping (§9) ----------------------------------------------------
+    /// A record entered this replica's log (appended, or in a SNAP's history): a
+    /// reconfiguration in it is in force, beside the committed configuration, from now on.
+    void note_logged(const log_record& record) {
+        if (!is_system_txn(record.txn.view()) || record.id <= last_applied) return;
+        auto request = decode_reconfig(record.txn.view());
+        if (!request) {
+            log(log_level::warn, "peer {}: the system transaction {} is no reconfiguration; ignored",
+                self_, record.id);
+            return;
+        }
+        auto config = configuration::make(std::move(request.value().members), record.id.value());
+        if (!config) return;
+        std::erase_if(pending_, [&](const configuration& c) { return c.version() >= record.id.value(); });
+        // A leader proposes a reconfiguration only with none outstanding: every earlier one
+        // in the log it extends was committed then (by a COMMIT, or by that leader's
+        // establishment, §5.5). So of the reconfigurations in a log only the last can be
+        // pending.
+        if (!pending_.empty()) {
+            set_committed_config(std::move(pending_.back()));
+            pending_.clear();
+        }
+        pending_.push_back(std::move(config.value()));
+        rebuild_quorums();
+    }
+    /// Another member's frame says its committed configuration is `version` (the frame
+    /// header's): if that is the zxid of a reconfiguration pending here, it committed (one
+    /// zxid names one transaction, §10.9), and so did every one before it in this log. A
+    /// replica restarted with a fresh state machine learns so without waiting to be synced,
+    /// so that the quorums of a configuration since replaced do not hold it back.
+    void learn_committed_version(std::uint64_t version) {
+        if (pending_.empty() || version <= config_.version()) return;
+        const auto it = std::find_if(pending_.begin(), pending_.end(),
+                                     [&](const configuration& c) { return c.version() == version; });
+        if (it == pending_.end()) return;
+        set_committed_config(*it);
+        pending_.erase(pending_.begin(), it + 1);
+        rebuild_quorums();
+    }
+
+    /// The log was cut after `z` (TRUNC, or a SNAP replacing it): reconfigurations above it
+    /// are gone.
+    void forget_logged_after(zxid z) {
+        if (std::erase_if(pending_, [&](const configuration& c) { return c.version() > z.value(); }) > 0)
+            rebuild_quorums();
+    }
+    /// A committed reconfiguration is applied: its configuration is the committed one.
+    void activate(const log_record& record) {
+        auto request = decode_reconfig(record.txn.view());
+        auto config = request ? configuration::make(std::move(request.value().members),
+                                                    record.id.value())
+                              : result<configuration>{make_error_code(errc::malformed)};
+        std::erase_if(pending_, [&](const configuration& c) { return c.version() <= record.id.value(); });
+        if (record.id.value() <= config_.version()) {
+            rebuild_quorums();  // known committed already (a later one was logged after it)
+            return;
+        }
+        if (!config) {
+            log(log_level::warn, "peer {}: committed system transaction {} is no valid "
+                "reconfiguration; ignored", self_, record.id);
+            rebuild_quorums();
+            return;
+        }
+        log(log_level::info, "peer {}: configuration {} in force: {}", self_, record.id,
+            describe(config.value()));
+        set_committed_config(std::move(config.value()));
+        rebuild_quorums();
+    }
+    /// "1 (voter), 4 (observer)".
+    static std::string describe(const configuration& c) {
+        std::string out;
+        for (const member& m : c.members())
+            out += fmt::format("{}{} ({})", out.empty() ? "" : ", ", m.id,
+                               m.type == learner_type::participant ? "voter" : "observer");
+        return out;
+    }
+    /// The configuration this step started with, when `config_changed` is set.
+    const configuration& previous_config() const noexcept { return previous_config_; }
     /// Bytes of transactions applied since the last compaction: about how much history
     /// follows the log's snapshot.
     std::uint64_t history_bytes_after_snapshot() const noexcept {
         return applied_bytes_since_compaction_;
     }
     result<void> restore_machine(zxid z, byte_view state) {
-        auto restored = machine_->restore(z, state);
+        auto unwrapped = unwrap_snapshot(state);
+        if (!unwrapped) return unwrapped.error();
+        auto restored = machine_->restore(z, unwrapped.value().state);
         if (restored) {
+            if (unwrapped.value().config) {
+                set_committed_config(std::move(*unwrapped.value().config));
+                std::erase_if(pending_, [&](const configuration& c) { return c.version() <= z.value(); });
+                rebuild_quorums();
+            }
             applied_since_compaction_ = 0;
             applied_bytes_since_compaction_ = 0;
             last_applied = z;
@@ -523,14 +691,14 @@ public:
         const auto in_effect = storage_->snapshot();
         if (in_effect && in_effect->last_included >= last_applied) return;
         if (storage_->compactable()) {
-            if (auto later = machine_->snapshot_later()) {
+            if (auto later = machine_snapshot_later()) {
                 snapshot_work_ = snapshot_work{last_applied, std::move(*later)};
                 snapshot_work_outstanding_ = true;
                 ++counters.snapshots_handed_off;
                 return;
             }
         }
-        if (storage_->compact(last_applied, machine_->snapshot())) ++counters.compactions;
+        if (storage_->compact(last_applied, machine_snapshot())) ++counters.compactions;
     }
 
     /// The driver serialized the snapshot handed out for `at` (peer::ready().snapshot).
@@ -551,6 +719,7 @@ public:
     /// policy's call returns (never inside it).
     void decide(election_decision decision) {
         decision.sequence = ++decisions_;
+        decision.voters = config_.voters();
         decision.tick = now_tick;
         pending_decision_ = std::move(decision);
     }
@@ -668,9 +837,34 @@ private:
 #endif
     }
 
+    void set_committed_config(configuration config) {
+        if (!config_changed) previous_config_ = config_;
+        config_changed = true;
+        config_ = std::move(config);
+    }
+    void rebuild_quorums() {
+        using broken = options::test_hooks::reconfig_rule;
+        const broken rule = options_.test_only.broken_reconfig;
+        std::vector<std::shared_ptr<const quorum_verifier>> verifiers;
+        if (rule == broken::effective_at_proposal && !pending_.empty()) {
+            verifiers.push_back(std::make_shared<majority_verifier>(pending_.back()));
+        } else {
+            verifiers.push_back(std::make_shared<majority_verifier>(config_));
+            if (rule != broken::old_quorum_only)
+                for (const auto& c : pending_)
+                    verifiers.push_back(std::make_shared<majority_verifier>(c));
+        }
+        quorums_ = quorum_system{std::move(verifiers)};
+        election_quorums_ = quorum_system::majority(config_);
+    }
+
     peer_id self_;
     configuration config_;
+    std::uint64_t initial_config_version_ = 0;
+    configuration previous_config_;
+    std::vector<configuration> pending_;
     quorum_system quorums_;
+    quorum_system election_quorums_;
     options options_;
     storage_port* storage_ = nullptr;
     std::uint64_t applied_since_compaction_ = 0;

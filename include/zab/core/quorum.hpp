@@ -2,8 +2,7 @@
 //
 // Every quorum decision (FLE vote set, epoch quorum, NEWLEADER quorum, commit, leader
 // liveness) is checked against *all* active verifiers (docs/protocol.md §9): the committed
-// configuration's, and during a reconfiguration the proposed one's too. Today there is one;
-// the tracker already keeps a list so reconfiguration does not have to change its callers.
+// configuration's, and during a reconfiguration the proposed one's too.
 #pragma once
 
 #include <algorithm>
@@ -84,7 +83,7 @@ private:
     std::uint64_t version_;
 };
 
-/// The verifiers every quorum decision must satisfy (one today; two during a reconfiguration).
+/// The verifiers every quorum decision must satisfy (one; two or more during a reconfiguration).
 class quorum_system {
 public:
     quorum_system() = default;
@@ -92,6 +91,14 @@ public:
         if (const auto* majority = dynamic_cast<const majority_verifier*>(verifier.get()))
             majority_size_ = majority->quorum_size();
         verifiers_.push_back(std::move(verifier));
+    }
+    /// Every verifier of `verifiers` must find a quorum (a reconfiguration in progress: the
+    /// committed configuration's and the proposed one's, §9).
+    explicit quorum_system(std::vector<std::shared_ptr<const quorum_verifier>> verifiers)
+        : verifiers_{std::move(verifiers)} {
+        if (verifiers_.size() == 1)
+            if (const auto* majority = dynamic_cast<const majority_verifier*>(verifiers_[0].get()))
+                majority_size_ = majority->quorum_size();
     }
     /// A majority system over `config`'s voters.
     static quorum_system majority(const configuration& config) {

@@ -215,6 +215,9 @@ struct leader_state {
     struct leadership_transfer {
         peer_id target = 0;
         std::uint64_t deadline = 0;
+        /// A committed reconfiguration left this leader without a vote (§9): it cannot take
+        /// writes again, so a hand-off that times out ends in an election instead.
+        bool leaving = false;
     };
     std::optional<leadership_transfer> transfer;
 
@@ -267,6 +270,10 @@ struct learner_state {
     /// durable, so that the new role advertises exactly what a crash would recover (§2).
     std::optional<wire::handover> handover;
     bool info_sent = false;
+    /// What this learner joined its leader as (FOLLOWERINFO or OBSERVERINFO): a
+    /// reconfiguration that changes it sends the learner back to election, to join again as
+    /// what it is now (§9).
+    learner_type joined_as = learner_type::participant;
     epoch_t epoch = 0;                 ///< the leader's new epoch (LEADERINFO)
     /// Everything up to here is committed by the leader's word: the sync target (DIFF/TRUNC
     /// history, SNAP) and every COMMIT received.

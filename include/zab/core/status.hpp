@@ -46,6 +46,9 @@ struct peer_status {
     std::vector<learner_status> learners;  ///< a leader's learners, connected now
     std::error_code failure;               ///< set once storage failed (terminal)
     std::uint64_t now_tick = 0;
+    std::uint64_t config_version = 0;      ///< the committed configuration's version (§9)
+    bool reconfig_in_progress = false;     ///< a reconfiguration logged here is not committed yet
+    bool removed = false;                  ///< a reconfiguration removed this replica: it stopped
 };
 
 }  // namespace zab

@@ -11,6 +11,7 @@
 // FLE alone does not make the leader unique: Discovery does (§3, safety note).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <set>
 #include <string>
@@ -22,6 +23,7 @@
 #include "zab/core/codec.hpp"
 #include "zab/core/peer_context.hpp"
 #include "zab/core/vote.hpp"
+#include "zab/testing/peer_internals.hpp"
 #include "zab/testing/sim_network.hpp"
 
 namespace zab::testing {
@@ -60,6 +62,7 @@ public:
     std::uint64_t decided_by_looking_quorum() const noexcept { return by_looking_; }
     std::uint64_t decided_by_joining() const noexcept { return by_joining_; }
     std::uint64_t decided_by_handover() const noexcept { return by_handover_; }
+    std::uint64_t decided_by_newer_configuration() const noexcept { return by_newer_configuration_; }
 
     /// True when every live voter has decided, all for the same leader, that leader leads,
     /// and every live observer observes it.
@@ -90,11 +93,17 @@ private:
         failures_.push_back(fmt::format("t={} peer {}: {}", sim_.now(), at, what));
     }
 
-    bool is_quorum(const std::vector<std::pair<peer_id, vote>>& counted) const {
-        std::set<peer_id> ids;
-        for (const auto& [id, v] : counted)
-            if (sim_.config().is_voter(id)) ids.insert(id);
-        return ids.size() * 2 > sim_.config().voters().size();
+    /// Whether the votes counted are a majority of the voters of the configuration the
+    /// decision counted them in (§9 step 7: the decider's committed one, recorded with it).
+    static bool is_quorum(const election_decision& d) {
+        std::size_t counted = 0;
+        for (const auto& [id, v] : d.counted)
+            if (std::find(d.voters.begin(), d.voters.end(), id) != d.voters.end()) ++counted;
+        return counted * 2 > d.voters.size();
+    }
+    bool is_voter_at(peer_id at, peer_id id) const {
+        if (const auto* p = sim_.peer_of(at)) return internals(*p).quorums().is_voter(id);
+        return sim_.config().is_voter(id);
     }
 
     void check() {
@@ -121,20 +130,32 @@ private:
     void check_decision(peer_id at, const election_decision& d) {
         using basis = election_decision::basis;
         if (d.how == basis::fixed) return;
+        if (d.how == basis::newer_configuration) {
+            // A replica that missed a reconfiguration follows a leader that says it leads
+            // under a newer one (§9): only ever following, never leading, on that leader's
+            // own LEADING vote.
+            ++by_newer_configuration_;
+            const bool own_vote = d.counted.size() == 1 && d.counted[0].first == d.decided.leader &&
+                                  d.counted[0].second.state == peer_state::leading;
+            if (d.decided.state == peer_state::leading || !own_vote)
+                fail(at, fmt::format("followed {} for its configuration without its own LEADING "
+                                     "vote", d.decided));
+            return;
+        }
         if (d.how == basis::handed_over) {
             // An established leader named its successor (§6.4): a voter other than itself,
             // with the leader's epoch. Safety does not rest on this decision (discovery's
             // epoch quorum does), so the check is only that it names someone who may lead.
             ++by_handover_;
-            if (!sim_.config().is_voter(d.decided.leader))
+            if (!is_voter_at(at, d.decided.leader))
                 fail(at, fmt::format("handed over to {}, which is not a voter", d.decided));
             if (d.decided.state == peer_state::leading && d.decided.leader != at)
                 fail(at, fmt::format("leads after a hand-off to {}", d.decided));
             return;
         }
-        if (!is_quorum(d.counted))
-            fail(at, fmt::format("decided {} without a quorum ({} votes)", d.decided,
-                                 d.counted.size()));
+        if (!is_quorum(d))
+            fail(at, fmt::format("decided {} without a quorum ({} votes of voters {}, basis {})", d.decided,
+                                 d.counted.size(), fmt::join(d.voters, " "), static_cast<int>(d.how)));
         if (d.how == basis::looking_quorum) {
             ++by_looking_;
             vote target = d.decided;
@@ -196,6 +217,7 @@ private:
     std::uint64_t by_looking_ = 0;
     std::uint64_t by_joining_ = 0;
     std::uint64_t by_handover_ = 0;
+    std::uint64_t by_newer_configuration_ = 0;
 };
 
 }  // namespace zab::testing

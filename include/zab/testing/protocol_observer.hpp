@@ -11,6 +11,8 @@
 #pragma once
 
 #include <algorithm>
+#include <map>
+#include <memory>
 #include <optional>
 #include <type_traits>
 #include <vector>
@@ -18,6 +20,7 @@
 #include "zab/testing/peer_internals.hpp"
 #include "zab/core/codec.hpp"
 #include "zab/core/quorum.hpp"
+#include "zab/core/reconfig.hpp"
 #include "zab/core/roles.hpp"
 #include "zab/testing/invariant_checker.hpp"
 #include "zab/testing/recording_state_machine.hpp"
@@ -34,7 +37,7 @@ public:
         : sim_{sim},
           checker_{checker},
           seen_(sim.nodes().size() + 1),
-          quorums_{quorum_system::majority(sim.config())} {
+          initial_config_{sim.config()} {
         // Added next to any other observer (the test's own, the simulator's crash points).
         network_observer_ =
             sim.network().add_observer([this](const network_event& e) { on_network(e); });
@@ -114,7 +117,9 @@ private:
         if constexpr (std::is_same_v<std::remove_cvref_t<decltype(*n.machine)>,
                                      recording_state_machine>) {
             if (snapshot) {
-                if (auto held = recording_state_machine::decode_snapshot(snapshot->state.view())) {
+                auto unwrapped = unwrap_snapshot(snapshot->state.view());
+                const byte_view state = unwrapped ? unwrapped.value().state : byte_view{};
+                if (auto held = recording_state_machine::decode_snapshot(state)) {
                     for (const auto& a : held.value())
                         history.push_back({a.id, digest(a.txn.view())});
                     base = zxid{};
@@ -123,15 +128,63 @@ private:
         }
         for (const auto& t : ids(n.log->records())) history.push_back(t);
         checker_.established(n.id, epoch, history, base);
+        // Its whole history is committed now (§5.5): so are the reconfigurations in it.
+        if (snapshot)
+            if (auto unwrapped = unwrap_snapshot(snapshot->state.view());
+                unwrapped && unwrapped.value().config)
+                committed_configs_.insert_or_assign(
+                    zxid::from_value(unwrapped.value().config->version()),
+                    *unwrapped.value().config);
+        for (const auto& r : n.log->records()) note_committed(r);
+    }
+
+    /// The configurations a commit of `z` at `leader` must find a quorum of (§9), from what
+    /// this observer saw committed and the leader's log, not from the core's bookkeeping: the
+    /// last configuration committed below z (or the initial one), and every reconfiguration
+    /// in the leader's log above that and up to z (proposed, not committed yet). A
+    /// reconfiguration committed (by COMMIT, or in a leader's history at its establishment)
+    /// joins `committed_configs_`.
+    std::vector<configuration> configs_for_commit(peer_id leader, zxid z) const {
+        std::vector<configuration> in_force;
+        auto below = committed_configs_.lower_bound(z);
+        zxid base;
+        if (below == committed_configs_.begin()) {
+            in_force.push_back(initial_config_);
+        } else {
+            --below;
+            base = below->first;
+            in_force.push_back(below->second);
+        }
+        for (const auto& r : sim_.at(leader).log->records()) {
+            if (r.id <= base) continue;
+            if (r.id > z) break;
+            if (auto c = reconfiguration_in(r)) in_force.push_back(std::move(*c));
+        }
+        return in_force;
+    }
+    static std::optional<configuration> reconfiguration_in(const log_record& r) {
+        if (!is_system_txn(r.txn.view())) return std::nullopt;
+        auto request = decode_reconfig(r.txn.view());
+        if (!request) return std::nullopt;
+        auto c = configuration::make(request.value().members, r.id.value());
+        if (!c) return std::nullopt;
+        return std::move(c.value());
+    }
+    void note_committed(const log_record& r) {
+        if (auto c = reconfiguration_in(r)) committed_configs_.insert_or_assign(r.id, std::move(*c));
     }
 
     /// §6.1: which voters hold `t` durably as `leader` commits it (binary search: logs are
-    /// in zxid order), and whether they are a quorum.
+    /// in zxid order), and whether they are a quorum of every configuration in force (§9).
     void report_commit_holders(peer_id leader, const txn_id& t) {
+        const auto in_force = configs_for_commit(leader, t.id);
+        std::vector<std::shared_ptr<const quorum_verifier>> verifiers;
+        for (const auto& c : in_force) verifiers.push_back(std::make_shared<majority_verifier>(c));
+        const quorum_system quorums{std::move(verifiers)};
         peer_set holders;
         std::vector<peer_id> listed;
         for (const auto& n : sim_.nodes()) {
-            if (!sim_.config().is_voter(n.id)) continue;
+            if (!quorums.is_voter(n.id)) continue;
             const auto& records = n.log->durable_records();
             const auto it = std::lower_bound(
                 records.begin(), records.end(), t.id,
@@ -144,8 +197,11 @@ private:
                 listed.push_back(n.id);
             }
         }
-        checker_.committed_on(leader, t, listed,
-                              quorums_.contains_quorum(holders));
+        checker_.committed_on(leader, t, listed, quorums.contains_quorum(holders));
+        const auto& records = sim_.at(leader).log->records();
+        const auto it = std::lower_bound(records.begin(), records.end(), t.id,
+                                         [](const log_record& r, zxid z) { return r.id < z; });
+        if (it != records.end() && it->id == t.id) note_committed(*it);
     }
 
     /// What changed on each replica since the last event.
@@ -294,7 +350,9 @@ private:
     Simulator& sim_;
     invariant_checker& checker_;
     std::vector<node_seen> seen_;
-    quorum_system quorums_;  ///< the cluster's voters, for §6.1's commit check
+    configuration initial_config_;  ///< the cluster's configuration at start
+    /// Reconfigurations seen committed, by zxid (§9): the configurations in force.
+    std::map<zxid, configuration> committed_configs_;
     std::uint64_t proposals_ = 0;
     std::uint64_t network_observer_ = 0;
     std::uint64_t message_observer_ = 0;

@@ -31,6 +31,10 @@ public:
         applied_.push_back({id, shared_bytes::copy_of(txn)});
     }
 
+    /// zab::system_txn_machine: zab's own transactions (reconfigurations) are recorded like
+    /// any other, so the delivered sequences the checkers compare hold them too.
+    void apply_system(zxid id, byte_view txn) { apply(id, txn); }
+
     zxid last_applied() const { return applied_.empty() ? snapshot_base_ : applied_.back().id; }
 
     /// Serialized as a sequence of (u64 zxid, u32 length, bytes), little-endian.
@@ -110,5 +114,6 @@ private:
 };
 
 static_assert(deferred_snapshot_machine<recording_state_machine>);
+static_assert(system_txn_machine<recording_state_machine>);
 
 }  // namespace zab::testing

@@ -62,6 +62,9 @@ struct cluster_options {
     std::uint64_t seed = 1;
     std::size_t voters = 3;
     std::size_t observers = 0;
+    /// Replicas outside the initial configuration (ids after the observers), started to join
+    /// (options::non_voter_until_synced): a reconfiguration can add them (§9).
+    std::size_t joiners = 0;
     zab::options peer;               ///< the core's options, for every replica
     sim_time tick_us = 100'000;      ///< length of a tick in virtual microseconds
     network_options network;
@@ -198,21 +201,26 @@ public:
         auto config = configuration::numbered(options.voters, options.observers);
         ZAB_ASSERT(config.has_value(), "invalid cluster size");
         config_ = config.value();
-        happened_.resize(config_.members().size() + 1);
+        const std::size_t replicas = config_.members().size() + options.joiners;
+        happened_.resize(replicas + 1);
         // Frames sent, for the crash points (nothing recorded while none is armed).
         network_.add_observer([this](const network_event& e) {
             if (e.what == network_event::kind::send && !armed_.empty())
                 happened(e.from).sent |= frame_bit(e.frame);
         });
-        nodes_.reserve(config_.members().size());
-        for (const auto& m : config_.members()) {
+        nodes_.reserve(replicas);
+        for (peer_id id = 1; id <= replicas; ++id) {
             nodes_.push_back(node{});
             node& n = nodes_.back();
-            n.id = m.id;
+            n.id = id;
+            if (!config_.contains(id)) {
+                n.peer_options = options_.peer;
+                n.peer_options->non_voter_until_synced = true;
+            }
             // Each component draws from its own stream, so a draw added to one does not
             // shift every other component's choices.
             disk_random_.push_back(std::make_unique<prng>(random_.fork()));
-            network_.add_node(m.id);
+            network_.add_node(id);
         }
         for (std::size_t i = 0; i < nodes_.size(); ++i) attach_disk(nodes_[i], *disk_random_[i]);
     }
@@ -638,6 +646,12 @@ public:
     /// one completion (op `transfer`) reaches the completion observer.
     std::optional<request_id> transfer_leadership(peer_id id, peer_id target) {
         return client_call(id, [&](peer_type& p) { return p.transfer_leadership(target); });
+    }
+
+    /// Asks replica `id` to change the group's membership (§9); the one completion (op
+    /// `write`, the new version once applied there) reaches the completion observer.
+    std::optional<request_id> reconfigure(peer_id id, reconfig_request request) {
+        return client_call(id, [&](peer_type& p) { return p.reconfigure(std::move(request)); });
     }
 
     /// Replica `id` stops serving clients (`peer::shutdown`): what was in flight completes.

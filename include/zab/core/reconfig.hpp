@@ -1,0 +1,191 @@
+// zab/core/reconfig.hpp — reconfiguration as a transaction, and the configuration a snapshot
+// stands for (docs/protocol.md §9).
+//
+// A reconfiguration is a transaction the core itself proposes, logs, commits and applies like
+// any other; it carries the whole new configuration, and its zxid is the new configuration's
+// version. The core recognizes it by a reserved prefix (`system_txn_magic`): the state machine
+// never sees it, and a client transaction that begins with the prefix is refused
+// (`errc::invalid_argument`) before it is proposed.
+//
+//   offset size field
+//        0    8 magic             "\0zab-sys" — system_txn_magic
+//        8    1 kind              1: reconfiguration
+//        9    1 has_expected      0 or 1
+//       10    8 expected_version  the configuration version the change applies to (CAS), if set
+//       18    4 member count      1 … max_members
+//       22   9n members           id u64, type u8 (0 participant, 1 observer), ascending ids
+//
+// A snapshot taken after a reconfiguration carries the configuration in force at its zxid,
+// in front of the state machine's bytes, so that a log compacted past the reconfiguration (or
+// a SNAP sync) still knows its members:
+//
+//        0    8 magic             "\0zab-cfg"
+//        8    8 version
+//       16    4 member count, then 9n member bytes as above
+//        …    4 CRC32C of everything before it
+//        …      the state machine's snapshot
+//
+// A snapshot without the prefix is the state machine's alone (no reconfiguration was ever
+// applied): the configuration is the one the replica was started with.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "zab/core/bytes.hpp"
+#include "zab/core/codec.hpp"
+#include "zab/core/config.hpp"
+#include "zab/core/crc32c.hpp"
+#include "zab/core/error.hpp"
+
+namespace zab {
+
+/// The prefix of a system transaction (a reconfiguration). Client transactions must not
+/// begin with it: `peer::submit` refuses them with `invalid_argument`.
+inline constexpr std::array<std::byte, 8> system_txn_magic{
+    std::byte{0}, std::byte{'z'}, std::byte{'a'}, std::byte{'b'},
+    std::byte{'-'}, std::byte{'s'}, std::byte{'y'}, std::byte{'s'}};
+
+/// The prefix of a snapshot that carries its configuration.
+inline constexpr std::array<std::byte, 8> config_snapshot_magic{
+    std::byte{0}, std::byte{'z'}, std::byte{'a'}, std::byte{'b'},
+    std::byte{'-'}, std::byte{'c'}, std::byte{'f'}, std::byte{'g'}};
+
+/// Members a configuration may have (bounds what a decoder allocates).
+inline constexpr std::size_t max_members = 1024;
+
+/// True if `txn` is one of zab's own transactions rather than the application's.
+inline bool is_system_txn(byte_view txn) noexcept {
+    return txn.size() >= system_txn_magic.size() &&
+           std::memcmp(txn.data(), system_txn_magic.data(), system_txn_magic.size()) == 0;
+}
+
+/// A requested change of membership: the whole new member list, and optionally the version
+/// it must replace (compare-and-set, ZooKeeper's `reconfig -v`).
+struct reconfig_request {
+    std::vector<member> members;
+    std::optional<std::uint64_t> expected_version;
+    friend bool operator==(const reconfig_request&, const reconfig_request&) = default;
+};
+
+namespace detail {
+
+inline constexpr std::uint8_t system_txn_reconfig = 1;
+
+inline std::size_t members_size(const std::vector<member>& members) noexcept {
+    return 4 + 9 * members.size();
+}
+
+inline void put_members(wire_writer& w, const std::vector<member>& members) noexcept {
+    w.put(static_cast<std::uint32_t>(members.size()));
+    for (const member& m : members) {
+        w.put(std::uint64_t{m.id});
+        w.put(static_cast<std::uint8_t>(m.type));
+    }
+}
+
+/// Reads a member list; nullopt (with `r` failed) for a short, oversized or invalid one.
+inline std::optional<std::vector<member>> get_members(wire_reader& r) {
+    std::uint32_t count = 0;
+    if (!r.get(count) || count == 0 || count > max_members || r.remaining() < 9u * count) {
+        r.fail();
+        return std::nullopt;
+    }
+    std::vector<member> members;
+    members.reserve(count);
+    for (std::uint32_t i = 0; i < count; ++i) {
+        std::uint64_t id = 0;
+        std::uint8_t type = 0;
+        r.get(id);
+        r.get(type);
+        if (type > 1 || id == 0 || (!members.empty() && id <= members.back().id)) {
+            r.fail();
+            return std::nullopt;
+        }
+        members.push_back({id, static_cast<learner_type>(type)});
+    }
+    return members;
+}
+
+}  // namespace detail
+
+/// The transaction that proposes `request` (members sorted by id first).
+inline shared_bytes encode_reconfig(reconfig_request request) {
+    std::sort(request.members.begin(), request.members.end(),
+              [](const member& a, const member& b) { return a.id < b.id; });
+    const std::size_t size = system_txn_magic.size() + 1 + 1 + 8 + detail::members_size(request.members);
+    return shared_bytes::make(size, [&](std::span<std::byte> out) {
+        detail::wire_writer w{out};
+        w.put_raw(system_txn_magic);
+        w.put(detail::system_txn_reconfig);
+        w.put(static_cast<std::uint8_t>(request.expected_version ? 1 : 0));
+        w.put(std::uint64_t{request.expected_version.value_or(0)});
+        detail::put_members(w, request.members);
+    });
+}
+
+/// Decodes a system transaction as a reconfiguration. `errc::malformed` for anything else
+/// (another kind, a bad member list, trailing bytes): the input may come from a client.
+inline result<reconfig_request> decode_reconfig(byte_view txn) {
+    if (!is_system_txn(txn)) return make_error_code(errc::malformed);
+    detail::wire_reader r{txn.subspan(system_txn_magic.size())};
+    std::uint8_t kind = 0, has_expected = 0;
+    std::uint64_t expected = 0;
+    r.get(kind);
+    r.get(has_expected);
+    r.get(expected);
+    if (r.failed() || kind != detail::system_txn_reconfig || has_expected > 1)
+        return make_error_code(errc::malformed);
+    auto members = detail::get_members(r);
+    if (!members || r.remaining() != 0) return make_error_code(errc::malformed);
+    reconfig_request request;
+    request.members = std::move(*members);
+    if (has_expected == 1) request.expected_version = expected;
+    return request;
+}
+
+/// `state` (the state machine's snapshot) with `config` in front of it.
+inline shared_bytes wrap_snapshot(const configuration& config, byte_view state) {
+    const std::size_t head = config_snapshot_magic.size() + 8 + detail::members_size(config.members());
+    return shared_bytes::make(head + 4 + state.size(), [&](std::span<std::byte> out) {
+        detail::wire_writer w{out};
+        w.put_raw(config_snapshot_magic);
+        w.put(std::uint64_t{config.version()});
+        detail::put_members(w, config.members());
+        w.put(crc32c(byte_view{out.data(), head}));
+        w.put_raw(state);
+    });
+}
+
+/// A snapshot split into the configuration it carries (if any) and the state machine's part.
+struct unwrapped_snapshot {
+    std::optional<configuration> config;
+    byte_view state;
+};
+
+/// Splits a snapshot written by `wrap_snapshot`; one without the prefix is the state machine's
+/// alone. `errc::corrupt` when the prefix is there but what follows does not check out.
+inline result<unwrapped_snapshot> unwrap_snapshot(byte_view bytes) {
+    if (bytes.size() < config_snapshot_magic.size() ||
+        std::memcmp(bytes.data(), config_snapshot_magic.data(), config_snapshot_magic.size()) != 0)
+        return unwrapped_snapshot{std::nullopt, bytes};
+    detail::wire_reader r{bytes.subspan(config_snapshot_magic.size())};
+    std::uint64_t version = 0;
+    r.get(version);
+    auto members = detail::get_members(r);
+    if (!members) return make_error_code(errc::corrupt);
+    const std::size_t head = bytes.size() - r.remaining();
+    std::uint32_t stored_crc = 0;
+    if (!r.get(stored_crc) || stored_crc != crc32c(bytes.first(head)))
+        return make_error_code(errc::corrupt);
+    auto config = configuration::make(std::move(*members), version);
+    if (!config) return make_error_code(errc::corrupt);
+    return unwrapped_snapshot{std::move(config.value()), bytes.subspan(head + 4)};
+}
+
+}  // namespace zab

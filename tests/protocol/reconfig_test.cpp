@@ -1,0 +1,225 @@
+// Reconfiguration (docs/protocol.md §9): a reconfiguration is a transaction; joiners follow
+// without a vote until one makes them voters; the old and the new quorum both hold a change
+// until it commits; a leader the change leaves without a vote hands over; a removed member
+// stops; the configuration survives restarts and compaction.
+#include <map>
+#include <string>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "zab/core/reconfig.hpp"
+#include "zab/testing/simulator.hpp"
+
+using namespace zab;
+using namespace zab::testing;
+
+namespace {
+
+using sim_type = simulator<>;
+
+struct outcomes {
+    std::map<std::pair<peer_id, request_id>, client_completion> seen;
+    explicit outcomes(sim_type& sim) {
+        sim.set_completion_observer(
+            [this](peer_id at, const client_completion& c) { seen.emplace(std::pair{at, c.id}, c); });
+    }
+    const client_completion* find(peer_id at, request_id id) const {
+        const auto it = seen.find({at, id});
+        return it == seen.end() ? nullptr : &it->second;
+    }
+};
+
+peer_id leader_of(sim_type& sim) {
+    for (const auto& n : sim.nodes())
+        if (n.peer && n.peer->state() == peer_state::leading && n.peer->established()) return n.id;
+    return 0;
+}
+
+/// Every running replica (but the removed) established.
+bool settled(sim_type& sim) {
+    if (leader_of(sim) == 0) return false;
+    for (const auto& n : sim.nodes())
+        if (n.peer && !n.peer->status().removed && !n.peer->established()) return false;
+    return true;
+}
+
+/// Runs until `id`'s request completes; returns its outcome.
+result<zxid> complete(sim_type& sim, outcomes& out, peer_id at, std::optional<request_id> id) {
+    REQUIRE(id);
+    REQUIRE(sim.run_until([&] { return out.find(at, *id) != nullptr; }, sim.now() + 30'000'000));
+    return out.find(at, *id)->outcome;
+}
+
+std::vector<member> voters(std::initializer_list<peer_id> ids) {
+    std::vector<member> m;
+    for (peer_id id : ids) m.push_back({id, learner_type::participant});
+    return m;
+}
+
+std::uint64_t config_version(sim_type& sim, peer_id id) {
+    return sim.peer_of(id)->configuration_in_force().version();
+}
+
+}  // namespace
+
+TEST_CASE("the reconfiguration transaction and a snapshot's configuration round-trip; bad bytes "
+          "are refused") {
+    reconfig_request r{{{3, learner_type::participant}, {1, learner_type::observer}}, 42};
+    const auto txn = encode_reconfig(r);
+    CHECK(is_system_txn(txn.view()));
+    auto back = decode_reconfig(txn.view());
+    REQUIRE(back);
+    CHECK(back.value().expected_version == 42u);
+    REQUIRE(back.value().members.size() == 2);
+    CHECK(back.value().members[0].id == 1);  // sorted
+    CHECK(back.value().members[1].type == learner_type::participant);
+    // Every truncation, and trailing bytes, are malformed.
+    for (std::size_t n = 0; n < txn.size(); ++n)
+        CHECK_FALSE(decode_reconfig(txn.view().first(n)));
+    std::vector<std::byte> longer(txn.view().begin(), txn.view().end());
+    longer.push_back(std::byte{0});
+    CHECK_FALSE(decode_reconfig(longer));
+
+    auto config = configuration::make(voters({1, 2, 4}), 77).value();
+    const auto state = as_bytes("the machine's state");
+    const auto wrapped = wrap_snapshot(config, state);
+    auto unwrapped = unwrap_snapshot(wrapped.view());
+    REQUIRE(unwrapped);
+    REQUIRE(unwrapped.value().config);
+    CHECK(unwrapped.value().config->members() == config.members());
+    CHECK(unwrapped.value().config->version() == 77);
+    CHECK(as_string_view(unwrapped.value().state) == "the machine's state");
+    // A plain state machine snapshot passes through; a damaged header is corrupt.
+    auto plain = unwrap_snapshot(state);
+    REQUIRE(plain);
+    CHECK_FALSE(plain.value().config);
+    std::vector<std::byte> damaged(wrapped.view().begin(), wrapped.view().end());
+    damaged[17] ^= std::byte{1};
+    CHECK(unwrap_snapshot(damaged).error() == make_error_code(errc::corrupt));
+}
+
+TEST_CASE("growing 3 voters to 5: joiners follow without a vote, the reconfiguration commits on "
+          "both quorums, its zxid is the new version, and every replica agrees") {
+    cluster_options o;
+    o.seed = 7;
+    o.joiners = 2;
+    sim_type sim{o};
+    outcomes out{sim};
+    sim.start();
+    REQUIRE(sim.run_until([&] { return settled(sim); }, 30'000'000));
+    const peer_id leader = leader_of(sim);
+    // The joiners are synced followers, and count for nothing.
+    for (peer_id j : {4, 5}) {
+        CHECK(sim.peer_of(j)->state() == peer_state::following);
+        CHECK(sim.peer_of(j)->established());
+    }
+
+    // A client transaction with zab's prefix is refused before anything is proposed.
+    const auto forged = encode_reconfig({voters({1}), std::nullopt});
+    CHECK(complete(sim, out, leader, sim.submit(leader, forged.view())).error() ==
+          make_error_code(errc::invalid_argument));
+    // A new configuration whose voters synced with the leader are no quorum of it.
+    CHECK(complete(sim, out, leader, sim.reconfigure(leader, {voters({1, 2, 3, 6, 7, 8, 9}), {}}))
+              .error() == make_error_code(errc::new_config_no_quorum));
+    // Compare-and-set against another version.
+    CHECK(complete(sim, out, leader, sim.reconfigure(leader, {voters({1, 2, 3, 4, 5}), 12345}))
+              .error() == make_error_code(errc::version_mismatch));
+    CHECK(complete(sim, out, leader, sim.reconfigure(leader, {{}, {}})).error() ==
+          make_error_code(errc::invalid_argument));
+
+    const auto grow = sim.reconfigure(leader, {voters({1, 2, 3, 4, 5}), 0});
+    // A second change while the first is not committed is refused.
+    const auto second = sim.reconfigure(leader, {voters({1, 2, 3}), {}});
+    CHECK(complete(sim, out, leader, second).error() == make_error_code(errc::reconfig_in_progress));
+    const auto grown = complete(sim, out, leader, grow);
+    REQUIRE(grown);
+    CHECK(config_version(sim, leader) == grown.value().value());
+    // Asked at a follower: forwarded to the leader like a write, with a compare-and-set on
+    // the version just made.
+    const peer_id follower = leader == 1 ? 2 : 1;
+    const auto version = complete(
+        sim, out, follower, sim.reconfigure(follower, {voters({1, 2, 3, 4, 5}), grown.value().value()}));
+    REQUIRE(version);
+    CHECK(version.value() > grown.value());
+    REQUIRE(sim.run_until(
+        [&] {
+            for (peer_id id = 1; id <= 5; ++id)
+                if (config_version(sim, id) != version.value().value()) return false;
+            return true;
+        },
+        sim.now() + 10'000'000));
+    for (peer_id id = 1; id <= 5; ++id) {
+        CHECK(sim.peer_of(id)->configuration_in_force().voters() ==
+              std::vector<peer_id>{1, 2, 3, 4, 5});
+        CHECK(sim.peer_of(id)->pending_configurations().empty());
+    }
+
+    // Five voters now: with two of the old three down, the new quorum (3 of 5) still commits.
+    sim.crash(leader == 3 ? 2 : 3);
+    sim.crash(follower);
+    REQUIRE(sim.run_until([&] { return leader_of(sim) != 0; }, sim.now() + 60'000'000));
+    const peer_id now_leading = leader_of(sim);
+    const auto write = complete(sim, out, now_leading, sim.submit(now_leading, as_bytes("five")));
+    CHECK(write);
+}
+
+TEST_CASE("a reconfiguration that removes the leader hands over to the best new voter without an "
+          "election; removed replicas stop and say so; the group survives restarts") {
+    cluster_options o;
+    o.seed = 11;
+    o.joiners = 1;
+    o.peer.snapshot_every = 5;  // compaction past the reconfiguration: the snapshot carries it
+    sim_type sim{o};
+    outcomes out{sim};
+    sim.start();
+    REQUIRE(sim.run_until([&] { return settled(sim); }, 30'000'000));
+    const peer_id leader = leader_of(sim);
+    for (int i = 0; i < 7; ++i)
+        REQUIRE(complete(sim, out, leader, sim.submit(leader, as_bytes("w" + std::to_string(i)))));
+
+    // Replace the leader by the joiner: {others, 4}.
+    std::vector<peer_id> rest;
+    for (peer_id id = 1; id <= 3; ++id)
+        if (id != leader) rest.push_back(id);
+    const auto version =
+        complete(sim, out, leader, sim.reconfigure(leader, {voters({rest[0], rest[1], 4}), {}}));
+    REQUIRE(version);
+    REQUIRE(sim.run_until([&] { return sim.peer_of(leader)->status().removed && settled(sim); },
+                          sim.now() + 20'000'000));
+    const peer_id successor = leader_of(sim);
+    CHECK(successor != leader);
+    CHECK(sim.peer_of(leader)->counters().transfers_handed_over == 1);
+    CHECK(sim.peer_of(leader)->state() == peer_state::looking);
+    CHECK(complete(sim, out, leader, sim.submit(leader, as_bytes("x"))).error() ==
+          make_error_code(errc::not_a_member));
+
+    // Writes continue; then a follower is removed, and learns it.
+    for (int i = 0; i < 7; ++i)
+        REQUIRE(complete(sim, out, successor, sim.submit(successor, as_bytes("v" + std::to_string(i)))));
+    const peer_id dropped = successor == rest[0] ? rest[1] : rest[0];
+    std::vector<member> remaining = voters({successor, 4});
+    if (successor == 4) remaining = voters({4, successor == rest[0] ? rest[0] : rest[1]});
+    std::erase_if(remaining, [&](const member& m) { return m.id == dropped; });
+    if (remaining.size() < 2) remaining.push_back({dropped == rest[0] ? rest[1] : rest[0], learner_type::participant});
+    REQUIRE(complete(sim, out, successor, sim.reconfigure(successor, {remaining, {}})));
+    REQUIRE(sim.run_until([&] { return sim.peer_of(dropped)->status().removed; }, sim.now() + 10'000'000));
+    for (int i = 0; i < 7; ++i)
+        REQUIRE(complete(sim, out, successor, sim.submit(successor, as_bytes("u" + std::to_string(i)))));
+
+    // Every replica restarts: the configuration comes back from the log and its snapshot.
+    const auto in_force = sim.peer_of(successor)->configuration_in_force();
+    for (peer_id id = 1; id <= 4; ++id) sim.crash(id);
+    for (peer_id id = 1; id <= 4; ++id) sim.restart(id);
+    REQUIRE(sim.run_until([&] { return settled(sim); }, sim.now() + 60'000'000));
+    for (const member& m : in_force.members()) {
+        INFO("replica " << m.id);
+        CHECK(sim.peer_of(m.id)->configuration_in_force().members() == in_force.members());
+        CHECK_FALSE(sim.peer_of(m.id)->status().removed);
+    }
+    CHECK(sim.peer_of(leader)->status().removed);
+    CHECK(sim.peer_of(dropped)->status().removed);
+    const peer_id last = leader_of(sim);
+    CHECK(in_force.is_voter(last));
+    CHECK(complete(sim, out, last, sim.submit(last, as_bytes("after restart"))));
+}
