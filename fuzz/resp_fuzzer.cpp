@@ -93,7 +93,7 @@ struct backend {
         return zab::kv::execute_read(machine, args, 64 << 10, clock);
     }
     std::uint64_t now_ms() { return clock; }
-    std::uint64_t version_of(std::string_view key) { return machine.version_of(key, clock); }
+    std::uint64_t version_of(std::string_view key) { return machine.version_of(key); }
     std::optional<std::string> redirect() { return std::nullopt; }
 };
 

@@ -3,25 +3,32 @@
 //
 // Encoding, little-endian, every string a u32 length followed by its bytes:
 //
-//   u8  version          2 (1: the same without `stamp_ms`, see below)
+//   u8  version          3 (2: the same bytes, an older meaning of the stamp; 1: without
+//                        `stamp_ms`; see below)
 //   u8  op               1 SET, 2 DEL, 3 INCR, 4 CAS, 5 CALLS, 6 TICK
 //   u8  flags            bit 0: a request tag follows; bit 1 (CAS only): `expected` is
 //                        present; bit 2 (CALLS only): a MULTI/EXEC block. Every other bit 0.
-//   u64 stamp_ms         version 2 only: the proposer's wall clock (ms since the epoch)
+//   u64 stamp_ms         versions 2 and 3: the proposer's wall clock (ms since the epoch)
 //   [u64 client_id, u64 sequence]     if bit 0
 //   SET: key, value      DEL, INCR: key      CAS: key, [expected] if bit 1, then desired
 //   CALLS: u32 watch count, per watch: key, u64 version;
 //          u32 call count, per call: u32 argument count (>= 1), the arguments
 //   TICK: nothing
 //
+// What the stamp means (kv_state_machine.hpp). Version 3: a TICK's stamp (the leader's
+// clock) advances the map's clock; any other command's stamp is only the base of the
+// relative expiries it sets (EX, PX, EXPIRE) and never moves the clock. Version 2 is what
+// kv_server wrote before: every command's stamp advanced the map's clock. A version-2
+// record is applied as it was then (`legacy_clock`), so a log or a data directory an older
+// kv_server wrote replays to the states it gave; kv_server writes only versions 1 and 3.
 // Version 1 is what kv_server wrote before transactions carried a clock: `encode` writes it
 // for SET/DEL/INCR/CAS stamped 0 (so logs from then replay, and the golden bytes stay), and
-// version 2 for everything else; a version-2 SET/DEL/INCR/CAS stamped 0, a CALLS that is not
-// a block with other than one call or with watches, and a call without arguments are
-// malformed. Nothing may follow. Every command has exactly one encoding, so a decoded
-// command re-encodes to the same bytes. Keys and values are arbitrary bytes of at most
-// `max_string_bytes` (zab's frame limit, codec_limits::max_payload_bytes, is lower by
-// default anyway).
+// version 3 (or 2, for a `legacy_clock` command) for everything else; a version-2 or -3
+// SET/DEL/INCR/CAS stamped 0, a CALLS that is not a block with other than one call or with
+// watches, and a call without arguments are malformed. Nothing may follow. Every command
+// has exactly one encoding, so a decoded command re-encodes to the same bytes. Keys and
+// values are arbitrary bytes of at most `max_string_bytes` (zab's frame limit,
+// codec_limits::max_payload_bytes, is lower by default anyway).
 //
 // Decoding treats its input as hostile: any bytes yield a command or an error, never UB.
 #pragma once
@@ -44,8 +51,10 @@ namespace zab::kv {
 /// The largest key or value, like Redis's default proto-max-bulk-len (512 MiB).
 inline constexpr std::size_t max_string_bytes = std::size_t{512} << 20;
 
-/// The command format version `encode` writes (1 for an unstamped SET/DEL/INCR/CAS).
-inline constexpr std::uint8_t command_version = 2;
+/// The command format version `encode` writes (1 for an unstamped SET/DEL/INCR/CAS, 2 for a
+/// `legacy_clock` command).
+inline constexpr std::uint8_t command_version = 3;
+inline constexpr std::uint8_t command_version_legacy_clock = 2;
 inline constexpr std::uint8_t command_version_unstamped = 1;
 
 /// SET key value: stores `value` under `key`. Outcome: ok.
@@ -96,8 +105,9 @@ struct calls_op {
     bool operator==(const calls_op&) const = default;
 };
 
-/// Only advances the map's clock to the command's stamp: the keys expired by then are
-/// removed (the leader proposes one when a key is due, kv_server.cpp).
+/// Advances the map's clock to the command's stamp, the leader's clock: the keys expired by
+/// then are removed. The only command that moves the clock (but see `legacy_clock`); the
+/// leader proposes one when a key is due by its clock (kv_server.cpp).
 struct tick_op {
     bool operator==(const tick_op&) const = default;
 };
@@ -117,9 +127,14 @@ struct request_tag {
 struct command {
     operation op;
     std::optional<request_tag> tag;  ///< absent: no retry protection
-    /// When it was proposed, by the proposer's wall clock (ms since the Unix epoch): the
-    /// map's clock for expiry (kv_state_machine.hpp). 0: no clock (kept as it was).
+    /// When it was proposed, by the proposer's wall clock (ms since the Unix epoch). A
+    /// TICK's advances the map's clock; any other command's is only the base of the
+    /// relative expiries it sets (kv_state_machine.hpp). 0: no clock.
     std::uint64_t stamp_ms = 0;
+    /// A version-2 record (written by kv_server before expiry followed the leader's clock
+    /// alone): its stamp advances the map's clock whatever the command, as it did then, so
+    /// that old logs replay to the same states. `encode` writes it as version 2 again.
+    bool legacy_clock = false;
     bool operator==(const command&) const = default;
 };
 
@@ -197,7 +212,9 @@ inline result<std::vector<std::byte>> encode(const command& c) {
     const bool unstamped = c.stamp_ms == 0 && code <= op_code::cas;
     std::vector<std::byte> out;
     detail::byte_writer w{out};
-    w.u8(unstamped ? command_version_unstamped : command_version);
+    w.u8(unstamped         ? command_version_unstamped
+         : c.legacy_clock ? command_version_legacy_clock
+                          : command_version);
     w.u8(static_cast<std::uint8_t>(code));
     w.u8(flags);
     if (!unstamped) w.u64(c.stamp_ms);
@@ -244,10 +261,12 @@ inline result<command> decode(byte_view bytes) {
     detail::byte_reader r{bytes};
     std::uint8_t version = 0, code = 0, flags = 0;
     if (!r.u8(version)) return r.error();
-    if (version != command_version && version != command_version_unstamped)
+    if (version != command_version && version != command_version_legacy_clock &&
+        version != command_version_unstamped)
         return make_error_code(errc::unsupported_version);
+    const bool stamped = version != command_version_unstamped;
     if (!r.u8(code) || !r.u8(flags)) return r.error();
-    const auto last = version == command_version ? op_code::tick : op_code::cas;
+    const auto last = stamped ? op_code::tick : op_code::cas;
     if (code < static_cast<std::uint8_t>(op_code::set) || code > static_cast<std::uint8_t>(last))
         return make_error_code(errc::unknown_message_type);
     const auto op = static_cast<op_code>(code);
@@ -257,7 +276,8 @@ inline result<command> decode(byte_view bytes) {
     if ((flags & ~allowed) != 0) return make_error_code(errc::malformed);
 
     command c;
-    if (version == command_version) {
+    c.legacy_clock = version == command_version_legacy_clock;
+    if (stamped) {
         if (!r.u64(c.stamp_ms)) return r.error();
         if (c.stamp_ms == 0 && op <= op_code::cas) return make_error_code(errc::malformed);
     }

@@ -282,7 +282,8 @@ inline std::string hello_reply(int proto, std::uint64_t client_id) {
 
 /// What to do with `args` (non-empty: the parser never yields an empty command).
 /// `max_txn_bytes` bounds an encoded write (see kv_server.cpp for how it is chosen).
-/// `stamp_ms` is the proposer's clock, stamped into a write (kv_command.hpp).
+/// `stamp_ms` is the proposer's clock, stamped into a write: the base of its relative
+/// expiries, never the map's clock (kv_command.hpp).
 inline request_variant classify(const resp::command& args, std::size_t max_txn_bytes,
                                 std::uint64_t stamp_ms = 0) {
     using namespace detail;
@@ -343,8 +344,9 @@ inline request_variant classify(const resp::command& args, std::size_t max_txn_b
 }
 
 /// The reply to a local read (GET, MGET, EXISTS, TTL, KEYS, SCAN, ...: call_kind::read)
-/// from `machine`'s current state, a key expired by `now_ms` (the reader's clock) counting
-/// as absent. A reply that would exceed `max_reply_bytes` is refused with an error before
+/// from `machine`'s current state: a key is present until the TICK that removes it is
+/// applied; `now_ms` (the reader's clock) only changes the time left TTL and PTTL show. A
+/// reply that would exceed `max_reply_bytes` is refused with an error before
 /// anything is built (a 20 KB MGET naming a large value thousands of times would otherwise
 /// take gigabytes).
 inline std::string execute_read(const kv_state_machine& machine, const resp::command& args,

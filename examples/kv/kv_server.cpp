@@ -15,9 +15,12 @@
 // connection that sent CLIENT REDIRECT ON gets `-REDIRECT host:port` for a write on a
 // replica that is not the leader (without the flag only this replica's own address is known).
 //
-// Expiry: every write is stamped with this replica's wall clock (kv_command.hpp); while it
-// leads, a replica checks every 100 ms whether a key's expiry has passed by its clock and
-// then proposes a TICK, so that expired keys are removed on every replica alike.
+// Expiry: only the leader's clock moves expiry. While it leads, a replica checks every 10 ms
+// whether a key's expiry has passed by its wall clock and then proposes a TICK stamped with
+// it (one at a time); applying the TICK advances the map's clock and removes the keys due,
+// on every replica alike, and until then every replica answers the key as present whatever
+// its own clock says (kv_state_machine.hpp). A write is stamped with the wall clock of the
+// replica that proposes it, the base of the relative expiries it sets (EX, PX, EXPIRE).
 //
 // --snapshot-every N: every N applied writes the map's snapshot replaces the log's records
 // up to it (zab's options::snapshot_every; file_log keeps a checkpoint and removes the
@@ -329,7 +332,8 @@ struct server_counters {
     std::uint64_t ticks_proposed = 0;  ///< TICKs proposed (expired keys due, as leader)
 };
 
-/// Milliseconds since the Unix epoch by this machine's clock: what writes are stamped with.
+/// Milliseconds since the Unix epoch by this machine's clock: what writes and (as leader)
+/// TICKs are stamped with, and what TTL and PTTL count the time left from.
 std::uint64_t wall_clock_ms() {
     const auto now = std::chrono::system_clock::now().time_since_epoch();
     const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now).count();
@@ -446,7 +450,7 @@ public:
     std::uint64_t now_ms() { return wall_clock_ms(); }
 
     std::uint64_t version_of(std::string_view key) {
-        return owner_.node().machine().version_of(key, wall_clock_ms());
+        return owner_.node().machine().version_of(key);
     }
 
     std::optional<std::string> redirect() { return owner_.redirect_target(); }
@@ -823,16 +827,18 @@ private:
         });
     }
 
-    /// Every 100 ms: while leading, a TICK once a key's expiry has passed by this clock (one
-    /// at a time), so that expired keys are removed by a replicated transaction.
+    /// Every 10 ms: while leading, a TICK once a key's expiry has passed by this clock (one
+    /// at a time, so at most one per commit and per 10 ms), so that expired keys are removed
+    /// by a replicated transaction. The only way a key expires: a key stays readable until
+    /// then, so this bounds how late after its deadline it goes.
     void expire_due() {
-        expiry_timer_.expires_after(std::chrono::milliseconds{100});
+        expiry_timer_.expires_after(std::chrono::milliseconds{10});
         expiry_timer_.async_wait([this](boost::system::error_code e) {
             if (e || stopping_) return;
             const auto due = node_.machine().next_expiry();
+            if (tick_in_flight_ || !due || *due > wall_clock_ms()) return expire_due();
             const zab::asio::node_status s = node_.status();
-            if (!tick_in_flight_ && due && *due <= wall_clock_ms() && s.established &&
-                s.leader == args_.id) {
+            if (s.established && s.leader == args_.id) {
                 auto txn = zab::kv::encode(
                     zab::kv::command{zab::kv::tick_op{}, {}, wall_clock_ms()});
                 if (txn) {

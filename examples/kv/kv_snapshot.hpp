@@ -7,7 +7,7 @@
 //   u8  version        2 (version 1 had no clock, expiry, versions or replies: refused
 //                      with errc::unsupported_version, see `snapshot_version_problem`)
 //   u64 last_applied   zxid::value()
-//   u64 now_ms         the map's clock (the latest stamp applied)
+//   u64 now_ms         the map's clock (the latest TICK stamp applied, kv_state_machine.hpp)
 //   u64 key count,     then per key, in strictly increasing byte order: key, value,
 //                      u64 expires_ms (0: never), u64 version (zxid of its last write)
 //   u64 client count,  then per client, in strictly increasing id order:
@@ -21,6 +21,11 @@
 // are well formed, that no client was active and no key written after `last_applied`, that
 // no key is expired by `now_ms` (applying removes those) — and rejects the image
 // otherwise: a restore either installs a state `snapshot()` could have written, or nothing.
+//
+// The layout did not change when the clock stopped following every write's stamp (command
+// format version 3, kv_command.hpp): an image from before holds a clock that some write
+// moved, which is still a clock (no key in it is expired by it), and the version-2 records
+// after it in the log replay as they did. So such an image is still version 2 and restores.
 #pragma once
 
 #include <cstddef>
@@ -66,7 +71,8 @@ using client_map = std::map<std::uint64_t, client_record>;
 /// The replicated state: equal on every replica that applied the same transactions.
 struct kv_state {
     zxid last_applied;
-    /// The clock: the largest stamp of the transactions applied (ms since the Unix epoch).
+    /// The clock: the largest stamp of the TICKs applied (and of version-2 records), ms since
+    /// the Unix epoch. Presence and expiry follow it alone (kv_state_machine.hpp).
     std::uint64_t now_ms = 0;
     kv_map data;
     client_map clients;

@@ -12,14 +12,32 @@
 // versions (the zxid of each key's last write; 0 while absent) first: one differs, nothing
 // applies and the block answers a null array.
 //
-// Time and expiry. The map's clock (`now_ms()`) is the largest `stamp_ms` of the commands
-// applied: the proposer's wall clock, replicated inside the transaction, so every replica
-// has the same clock after the same transactions whatever its own clock says. Relative
-// expiries (EX, PX, EXPIRE) count from it, and before each command runs every key whose
-// expiry is at or before it is removed: the map never holds an expired key, and replicas
-// agree on every key and every expiry. Reads from outside a transaction (`read_call`) are
-// given the reader's clock as well and treat a key as absent from the later of the two; the
-// leader proposes a TICK (a stamp alone) when a key is due so that memory is reclaimed.
+// Time and expiry. Whether a key is present is a function of the transactions applied,
+// never of a clock read here or by a reader. The map's clock (`now_ms()`) is the largest
+// stamp of the TICKs applied: the leader proposes a TICK, stamped with its own wall clock,
+// once a key is due by that clock (kv_server.cpp), and applying it removes every key whose
+// expiry is at or before the clock. Nothing else moves the clock and nothing else removes
+// an expired key: the map never holds a key expired by its clock, and every read (GET,
+// EXISTS, TTL, KEYS, SCAN, DBSIZE, MGET, TYPE, inside a block or not, local or after a
+// ZSYNC) sees a key until the TICK that removes it, whatever the reader's clock says. So
+// a conditional write (SET NX, WATCH/EXEC, INCR) and a read agree on whether a key has
+// expired: the expiry takes effect at the TICK's position in the order of transactions.
+//
+// Every other command's stamp (its proposer's wall clock, a follower's too) is the base of
+// the relative expiries it sets: EX, PX, SETEX, EXPIRE count from the command's time, the
+// later of the map's clock and its stamp, and a deadline at or before that time (a
+// non-positive EXPIRE, a past EXAT) removes the key at once. The stamp is in the log, so
+// every replica computes the same deadline; it never moves the clock, so a proposer whose
+// clock is ahead only gives the keys it writes longer lives (one behind, at worst lives
+// counted from the map's clock), and never expires anyone else's keys. The clock never goes
+// back: a new leader whose clock is behind removes nothing until its clock passes the next
+// deadline. A leader whose clock is ahead by D removes keys up to D early, and the map's
+// clock stays ahead until the real time catches up (later relative expiries count from it,
+// so keys then live up to D longer); nothing here guards against that. Version-2 records
+// (kv_command.hpp `legacy_clock`) are applied as kv_server applied them before: their
+// stamp advances the clock too. TTL and PTTL show the time left from the command's time in
+// a block, and from the later of the map's clock and the reader's clock outside one (0
+// once that has passed the deadline: the key is still there until the TICK).
 //
 // Outcomes. `apply` never fails (concepts.hpp): a refusal is an `outcome` (kv_outcome.hpp).
 // The server that proposed a write learns its outcome after zab reports the write applied
@@ -191,8 +209,8 @@ public:
 
     // --- reads (local: as of last_applied()) ------------------------------------------------
     //
-    // get / exists / value_of / contents see the map as the last transaction left it (no key
-    // in it is expired by `now_ms()`); read_call and version_of also take the reader's clock.
+    // Every read sees the map as the last transaction left it: a key is present until the
+    // TICK that removes it is applied, whatever the reader's clock (see "Time and expiry").
 
     std::optional<std::string> get(std::string_view key) const {
         const auto it = find(key);
@@ -212,7 +230,7 @@ public:
         if (it == state_.data.end() || it->second.expires_ms == 0) return std::nullopt;
         return it->second.expires_ms;
     }
-    /// The map's clock: the largest stamp applied (ms since the Unix epoch).
+    /// The map's clock: the largest TICK stamp applied (ms since the Unix epoch).
     std::uint64_t now_ms() const noexcept { return state_.now_ms; }
     /// The earliest expiry of any key, if one has an expiry (the leader proposes a TICK once
     /// its clock passes it).
@@ -220,18 +238,17 @@ public:
         if (expiry_.empty()) return std::nullopt;
         return expiry_.begin()->first;
     }
-    /// What WATCH records: the zxid value of `key`'s last write, 0 if absent or expired by
-    /// the later of `reader_now_ms` and the map's clock.
-    std::uint64_t version_of(std::string_view key, std::uint64_t reader_now_ms = 0) const {
+    /// What WATCH records: the zxid value of `key`'s last write, 0 if absent.
+    std::uint64_t version_of(std::string_view key) const {
         const auto it = find(key);
-        if (it == state_.data.end() || !live(it->second, reader_now_ms)) return 0;
-        return it->second.version;
+        return it == state_.data.end() ? 0 : it->second.version;
     }
 
     /// The reply to a read command (call_kind::read in kv_calls.hpp, checked by check_call)
-    /// from this state, a key expired by the later of `reader_now_ms` and the map's clock
-    /// counting as absent. A reply that would exceed `max_reply_bytes` (GET, MGET, KEYS, SCAN)
-    /// is an error instead, refused before it is built.
+    /// from this state. `reader_now_ms` (the reader's clock) only changes the time left that
+    /// TTL and PTTL show, never whether a key is present. A reply that would exceed
+    /// `max_reply_bytes` (GET, MGET, KEYS, SCAN) is an error instead, refused before it is
+    /// built.
     std::string read_call(const std::vector<std::string>& args, std::uint64_t reader_now_ms,
                           std::size_t max_reply_bytes = std::size_t{64} << 20) const {
         std::string out;
@@ -298,7 +315,8 @@ private:
                                     decoded.error().message());
         }
         command& c = decoded.value();
-        advance_clock(c.stamp_ms);
+        if (c.legacy_clock || std::holds_alternative<tick_op>(c.op)) advance_clock(c.stamp_ms);
+        command_now_ms_ = std::max(state_.now_ms, c.stamp_ms);
         if (!c.tag) return execute(std::move(c.op), z);
 
         const request_tag tag = *c.tag;
@@ -373,7 +391,7 @@ private:
     void run_call(std::string& out, const std::vector<std::string>& args, zxid z) {
         if (auto problem = check_call(args)) return resp::write_error(out, *problem);
         if (find_command(args[0])->kind == call_kind::read)
-            return read_into(out, args, state_.now_ms, max_block_read_reply_bytes);
+            return read_into(out, args, command_now_ms_, max_block_read_reply_bytes);
         write_call(out, args, z);
     }
 
@@ -400,7 +418,7 @@ private:
     /// A write command (checked by check_call) executed, its reply appended to `out`.
     void write_call(std::string& out, const std::vector<std::string>& a, zxid z) {
         const std::string name = detail::lower(a[0]);
-        const std::uint64_t now = state_.now_ms;
+        const std::uint64_t now = command_now_ms_;  // the base of relative expiries
         const auto integer = [&out](std::int64_t v) { resp::write_integer(out, v); };
         const auto bulk_or_null = [&out](const std::string* v) {
             if (v) {
@@ -563,11 +581,11 @@ private:
     }
 
     /// Sets `key`'s expiry to `when` (ms since the epoch, > 0): a time at or before the
-    /// clock removes the key at once (Redis deletes a key given a past expiry).
+    /// command's time removes the key at once (Redis deletes a key given a past expiry).
     void expire_at(const std::string& key, std::uint64_t when, zxid z) {
         const auto it = find(key);
         if (it == state_.data.end()) return;
-        if (when <= state_.now_ms) {
+        if (when <= command_now_ms_) {
             erase(it);
             return;
         }
@@ -595,7 +613,8 @@ private:
     }
 
     /// Advances the clock to `stamp` (never back: a new leader's slower clock must not
-    /// revive a key) and removes every key expired by then.
+    /// revive a key) and removes every key expired by then. Only a TICK (or a version-2
+    /// record) calls this: the only place keys expire.
     void advance_clock(std::uint64_t stamp) {
         state_.now_ms = std::max(state_.now_ms, stamp);
         while (!expiry_.empty() && expiry_.begin()->first <= state_.now_ms)
@@ -669,18 +688,15 @@ private:
         return h;
     }
 
-    bool live(const kv_entry& e, std::uint64_t reader_now_ms) const noexcept {
-        return e.expires_ms == 0 || e.expires_ms > std::max(reader_now_ms, state_.now_ms);
-    }
-
-    /// A read command's reply appended to `out` (see read_call).
+    /// A read command's reply appended to `out` (see read_call). Presence is the map's
+    /// alone; `shown_now_ms` is only what TTL and PTTL count the time left from.
     void read_into(std::string& out, const std::vector<std::string>& a,
-                   std::uint64_t reader_now_ms, std::size_t max_reply_bytes) const {
+                   std::uint64_t shown_now_ms, std::size_t max_reply_bytes) const {
         const std::string name = detail::lower(a[0]);
-        const std::uint64_t now = std::max(reader_now_ms, state_.now_ms);
+        const std::uint64_t now = std::max(shown_now_ms, state_.now_ms);
         const auto entry = [&](std::string_view key) -> const kv_entry* {
             const auto it = find(key);
-            return it == state_.data.end() || !live(it->second, now) ? nullptr : &it->second;
+            return it == state_.data.end() ? nullptr : &it->second;
         };
         const auto too_large = [&out, max_reply_bytes](std::string_view advice) {
             resp::write_error(out, "ERR reply too large: more than " +
@@ -720,23 +736,23 @@ private:
             const kv_entry* e = entry(a[1]);
             if (!e) return resp::write_integer(out, -2);
             if (e->expires_ms == 0) return resp::write_integer(out, -1);
-            const auto left = static_cast<std::int64_t>(e->expires_ms - now);  // > 0: live
+            // 0 once `now` passed the deadline, as Redis clamps: present until the TICK.
+            const auto left =
+                static_cast<std::int64_t>(e->expires_ms > now ? e->expires_ms - now : 0);
             const auto at = static_cast<std::int64_t>(e->expires_ms);
             if (name == "ttl") return resp::write_integer(out, (left + 500) / 1000);
             if (name == "pttl") return resp::write_integer(out, left);
             return resp::write_integer(out, name == "expiretime" ? (at + 500) / 1000 : at);
         }
         if (name == "type") return resp::write_simple_string(out, entry(a[1]) ? "string" : "none");
-        if (name == "dbsize") {
-            std::size_t expired = 0;
-            for (auto it = expiry_.begin(); it != expiry_.end() && it->first <= now; ++it) ++expired;
-            return resp::write_integer(out, static_cast<std::int64_t>(state_.data.size() - expired));
-        }
+        if (name == "dbsize")
+            return resp::write_integer(out, static_cast<std::int64_t>(state_.data.size()));
         if (name == "keys") {
             std::vector<std::string_view> keys;
             std::size_t total = 0;
-            for (const auto& [key, e] : state_.data) {
-                if (!live(e, now) || !glob_match(a[1], key)) continue;
+            for (const auto& item : state_.data) {
+                const std::string_view key{item.first};
+                if (!glob_match(a[1], key)) continue;
                 total += key.size() + 16;
                 if (total > max_reply_bytes) return too_large("use SCAN with MATCH and COUNT");
                 keys.push_back(key);
@@ -815,6 +831,9 @@ private:
     std::deque<std::pair<zxid, outcome>> recent_;
     std::size_t recent_bytes_ = 0;  ///< outcome_bytes over recent_
     applied_callback on_applied_;
+    /// While a command runs: its time, the later of the map's clock and its stamp (the base
+    /// of its relative expiries; see "Time and expiry"). Set by `run` before each command.
+    std::uint64_t command_now_ms_ = 0;
 };
 
 static_assert(state_machine<kv_state_machine>);

@@ -45,6 +45,7 @@
 //     void transfer(std::uint64_t ticket, std::uint64_t target);        // then sync_done
 //     std::string read(const resp::command& args);   // the reply of GET/MGET/EXISTS/INFO now
 //     std::uint64_t now_ms();                         // the wall clock, stamped into writes
+//                                                     // (their relative expiries' base)
 //     std::uint64_t version_of(std::string_view key); // WATCH: kv_state_machine::version_of
 //     std::optional<std::string> redirect();          // the leader's client address if this
 //                                                     // replica is not the leader, else nullopt

@@ -7,7 +7,9 @@
 //   - GET, SET and CAS on a few keys (--keys);
 //   - MULTI/EXEC blocks on the keys t0, t1, tc (SET t0 v; SET t1 v; INCR tc), WATCHed CASes
 //     (WATCH t0; GET t0; MULTI; SET t0 v; SET t1 v; EXEC) and MGET t0 t1 tc;
-//   - SET PX (a TTL of 0.2-3 s, the faults' timescale), SET and GET on the keys e0, e1.
+//   - SET PX (a TTL of 0.05-3 s, the faults' timescale), SET and GET on the keys e0-e7, and
+//     the conditional writes whose answer depends on whether a key has expired: SET NX PX
+//     and WATCHed CASes (WATCH e; GET e; MULTI; SET e v PX; EXEC).
 // Every SET and CAS is TAGGED (exactly-once), and one whose outcome is unknown is retried
 // with its tag on another replica until it gets an answer or its time runs out; a block
 // whose EXEC got no answer stays of unknown outcome.
@@ -137,13 +139,6 @@ std::optional<options> parse_args(int argc, char** argv) {
 // --- time and the timeline -------------------------------------------------------------------
 
 const clock_type::time_point start_time = clock_type::now();
-
-/// The wall clock in ms since the epoch: what kv_server stamps writes and reads expiry with.
-std::uint64_t wall_ms() {
-    return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                          std::chrono::system_clock::now().time_since_epoch())
-                                          .count());
-}
 
 zab::testing::history_time now_us() {
     return std::chrono::duration_cast<std::chrono::microseconds>(clock_type::now() - start_time)
@@ -333,7 +328,8 @@ struct client_context {
 /// The keys of the workload. Each `plain` key is its own group (GET, SET, CAS); the `block`
 /// keys are one group, "t", written only by MULTI/EXEC blocks (two SETs of one value and an
 /// INCR of the counter, or a WATCHed CAS of the first key setting both) and read by MGET of
-/// all three, so a torn block shows; each `expiring` key is its own group (SET PX, SET, GET).
+/// all three, so a torn block shows; each `expiring` key is its own group (SET PX, SET, GET,
+/// SET NX PX, and WATCH e; GET e; MULTI; SET e v PX; EXEC).
 struct workload_keys {
     std::vector<std::string> plain;
     std::string block_group = "t";
@@ -342,8 +338,10 @@ struct workload_keys {
     std::vector<std::string> expiring = {"e0", "e1", "e2", "e3", "e4", "e5", "e6", "e7"};
 };
 
-/// The earliest an expiry can take effect, before the SET's call + TTL: the server's stamp
-/// is whole milliseconds of the system clock, ours steady microseconds.
+/// The earliest an expiry can take effect, before the SET's call + TTL: the deadline is the
+/// later of the map's clock and the stamp (both the server's system clock, in whole
+/// milliseconds, read after the call), and only the leader's TICK at or past it removes the
+/// value; our clock is steady microseconds.
 constexpr zab::testing::history_time expiry_margin_us = 5'000;
 
 struct client_counters {
@@ -351,6 +349,9 @@ struct client_counters {
     std::uint64_t writes_acknowledged = 0, writes_refused = 0, writes_unknown = 0;
     std::uint64_t retries = 0, connections = 0;
     std::uint64_t expiring_writes = 0, expiring_nil_reads = 0;
+    /// Conditional writes on expiring keys: SET NX answered OK / nil; WATCHed CASes whose
+    /// EXEC was sent, and those that may have applied (answered the array, or no answer).
+    std::uint64_t nx_set = 0, nx_not_set = 0, expiring_cas = 0, expiring_cas_applied = 0;
     std::uint64_t blocks_applied = 0, blocks_aborted = 0, blocks_refused = 0, blocks_unknown = 0;
 };
 
@@ -386,10 +387,15 @@ public:
                 const std::string& key = keys_.expiring[rng_() % keys_.expiring.size()];
                 // TTLs of 50 ms to 3 s: the faults' timescale, and short enough that some
                 // values expire before the next write of their key.
-                if (roll < 75) {
+                const auto ttl = [&] { return 50 + (rng_() % 60) * (rng_() % 50); };
+                if (roll < 65) {
                     if (const auto v = read(key, key); v && !*v) ++counters_.expiring_nil_reads;
+                } else if (roll < 75) {
+                    expiring_watched_cas(key, ttl());
+                } else if (roll < 85) {
+                    write(key, false, ttl(), true);
                 } else {
-                    write(key, false, roll < 95 ? 50 + (rng_() % 60) * (rng_() % 50) : 0);
+                    write(key, false, roll < 97 ? ttl() : 0);
                 }
             }
             std::this_thread::sleep_for(std::chrono::microseconds(rng_() % 4000));
@@ -399,10 +405,13 @@ public:
     /// One write, retried with its tag until it has an answer (10 s at most): the fate and
     /// the history operation. `ttl_ms` > 0: SET ... PX ttl_ms, and the history gets the
     /// expiry too (group_model.hpp), called at the SET's call + TTL, of unknown outcome.
-    void write(const std::string& key, bool cas, std::uint64_t ttl_ms = 0) {
+    /// `if_absent`: SET ... NX, a CAS expecting the key absent (answered OK or nil).
+    void write(const std::string& key, bool cas, std::uint64_t ttl_ms = 0,
+               bool if_absent = false) {
         nm::write_record w;
         w.tag = {id_, ++sequence_};
         w.key = key;
+        w.if_absent = if_absent;
         w.value = fmt::format("c{}-{}", id_, sequence_);
         std::vector<std::string> args{"TAGGED", std::to_string(w.tag.client_id),
                                       std::to_string(w.tag.sequence)};
@@ -411,12 +420,15 @@ public:
             args.insert(args.end(), {"CAS", key, *w.expected, w.value});
         } else {
             args.insert(args.end(), {"SET", key, w.value});
+            if (if_absent) args.emplace_back("NX");
             if (ttl_ms > 0) args.insert(args.end(), {"PX", std::to_string(ttl_ms)});
         }
         history_op op;
         op.client = id_;
         op.call_time = now_us();
-        op.input = cas ? model::cas(key, key, *w.expected, w.value) : model::put(key, key, w.value);
+        op.input = cas         ? model::cas(key, key, *w.expected, w.value)
+                   : if_absent ? model::set_if_absent(key, key, w.value)
+                               : model::put(key, key, w.value);
         bool uncertain = false;  // an earlier attempt may have been applied
         const auto give_up = clock_type::now() + 10s;
         for (bool first = true;; first = false) {
@@ -443,9 +455,11 @@ public:
                 std::this_thread::sleep_for(50ms);
                 continue;
             }
+            const bool set_ok = r->kind == nm::reply::type::simple && r->text == "OK";
             const bool ok = cas ? r->kind == nm::reply::type::integer &&
                                       (r->integer == 0 || r->integer == 1)
-                                : r->kind == nm::reply::type::simple && r->text == "OK";
+                            : if_absent ? set_ok || r->kind == nm::reply::type::nil
+                                        : set_ok;
             if (!ok) {
                 problems_.push_back(fmt::format("write {}/{}: unexpected reply '{}'", id_,
                                                 w.tag.sequence, r->text));
@@ -453,12 +467,16 @@ public:
                 break;
             }
             w.result = nm::write_record::fate::acknowledged;
-            w.cas_matched = cas && r->integer == 1;
+            w.cas_matched = (cas && r->integer == 1) || (if_absent && set_ok);
+            if (if_absent) ++(set_ok ? counters_.nx_set : counters_.nx_not_set);
             op.return_time = now_us();
-            op.output = cas ? model::cas_returned(w.cas_matched) : model::write_returned();
+            op.output = cas || if_absent ? model::cas_returned(w.cas_matched)
+                                         : model::write_returned();
             break;
         }
-        if (ttl_ms > 0 && w.result != nm::write_record::fate::refused) {
+        const bool not_set = (cas || if_absent) &&
+                             w.result == nm::write_record::fate::acknowledged && !w.cas_matched;
+        if (ttl_ms > 0 && w.result != nm::write_record::fate::refused && !not_set) {
             ++counters_.expiring_writes;
             history_op expiry;
             expiry.client = id_;
@@ -471,8 +489,8 @@ public:
         switch (w.result) {
             case nm::write_record::fate::acknowledged:
                 ++counters_.writes_acknowledged;
-                if (!cas || w.cas_matched) last_seen_[key] = w.value;
-                events_.push_back({session_, false, {}, {}, w.tag, 0});
+                if ((!cas && !if_absent) || w.cas_matched) last_seen_[key] = w.value;
+                events_.push_back({session_, false, {}, {}, w.tag});
                 history_.push_back(std::move(op));
                 break;
             case nm::write_record::fate::refused: ++counters_.writes_refused; break;
@@ -552,21 +570,61 @@ public:
                                    {{keys_.block[0], value}, {keys_.block[1], value}}));
     }
 
-    /// MULTI, the queued writes of `in`, EXEC; the EXEC as one history operation. A
-    /// failure before EXEC closes the connection (the server forgets the block: nothing
-    /// applied); EXEC without an answer is of unknown outcome; an error is a refusal.
-    void run_block(model::input in) {
+    /// WATCH e; GET e -> seen; MULTI; SET e v PX ttl; EXEC, on an expiring key: the
+    /// conditional write whose answer depends on whether `seen` expired meanwhile (it must
+    /// abort if a read already saw the key gone). The new value's expiry joins the history
+    /// if the block may have applied.
+    void expiring_watched_cas(const std::string& key, std::uint64_t ttl_ms) {
+        const auto watched = connection_.call({"WATCH", key}, 1500ms);
+        if (!watched || watched->kind != nm::reply::type::simple) {
+            connection_.close();
+            return;
+        }
+        const auto seen = read(key, key);
+        if (!seen) {
+            connection_.close();
+            return;
+        }
+        const std::string value = fmt::format("c{}-{}", id_, ++sequence_);
+        const auto blocks_before = counters_.blocks_applied + counters_.blocks_aborted +
+                                   counters_.blocks_refused + counters_.blocks_unknown;
+        const auto exec_call =
+            run_block(model::watch_cas(key, key, *seen, {{key, value}}), ttl_ms);
+        if (counters_.blocks_applied + counters_.blocks_aborted + counters_.blocks_refused +
+                counters_.blocks_unknown != blocks_before)
+            ++counters_.expiring_cas;
+        if (!exec_call) return;
+        ++counters_.expiring_cas_applied;
+        ++counters_.expiring_writes;
+        history_op expiry;
+        expiry.client = id_;
+        expiry.call_time =
+            *exec_call + static_cast<zab::testing::history_time>(ttl_ms) * 1000 - expiry_margin_us;
+        expiry.input = model::expire(key, key, value);
+        history_.push_back(std::move(expiry));
+    }
+
+    /// MULTI, the queued writes of `in` (SETs with PX `ttl_ms` if > 0), EXEC; the EXEC as
+    /// one history operation. A failure before EXEC closes the connection (the server
+    /// forgets the block: nothing applied); EXEC without an answer is of unknown outcome; an
+    /// error is a refusal. The EXEC's call time if the block may have applied (answered the
+    /// array, or no answer).
+    std::optional<zab::testing::history_time> run_block(model::input in,
+                                                        std::uint64_t ttl_ms = 0) {
         const auto queue = [&](const std::vector<std::string>& args, std::string_view want) {
             const auto r = connection_.call(args, 1500ms);
             if (r && r->kind == nm::reply::type::simple && r->text == want) return true;
             connection_.close();
             return false;
         };
-        if (!queue({"MULTI"}, "OK")) return;
+        if (!queue({"MULTI"}, "OK")) return std::nullopt;
         for (const auto& q : in.writes) {
-            if (!(q.value ? queue({"SET", q.key, *q.value}, "QUEUED")
-                          : queue({"INCR", q.key}, "QUEUED")))
-                return;
+            std::vector<std::string> args{"INCR", q.key};
+            if (q.value) {
+                args = {"SET", q.key, *q.value};
+                if (ttl_ms > 0) args.insert(args.end(), {"PX", std::to_string(ttl_ms)});
+            }
+            if (!queue(args, "QUEUED")) return std::nullopt;
         }
         history_op op;
         op.client = id_;
@@ -576,19 +634,24 @@ public:
         if (!r || r->error_is("UNKNOWN")) {
             ++counters_.blocks_unknown;
             if (r) connection_.close();
+            const auto called = op.call_time;
             history_.push_back(std::move(op));  // open to the end of the history
-            return;
+            return called;
         }
         if (r->is_error()) {
             ++counters_.blocks_refused;  // e.g. -NOQUORUM: not applied
-            return;
+            return std::nullopt;
         }
         op.return_time = now_us();
         if (r->kind == nm::reply::type::nil) {
-            if (op.input.what != model::kind::watch_cas)
-                return problem("EXEC without WATCH answered nil");
+            if (op.input.what != model::kind::watch_cas) {
+                problem("EXEC without WATCH answered nil");
+                return std::nullopt;
+            }
             ++counters_.blocks_aborted;
             op.output = model::exec_aborted();
+            history_.push_back(std::move(op));
+            return std::nullopt;
         } else if (r->kind == nm::reply::type::array &&
                    r->elements.size() == op.input.writes.size()) {
             std::vector<std::string> replies;
@@ -600,17 +663,19 @@ public:
             ++counters_.blocks_applied;
             op.output = model::exec_returned(std::move(replies));
         } else {
-            return problem(fmt::format("EXEC: unexpected reply '{}'", r->text));
+            problem(fmt::format("EXEC: unexpected reply '{}'", r->text));
+            return std::nullopt;
         }
+        const auto called = op.call_time;
         history_.push_back(std::move(op));
+        return called;
     }
 
     /// A read answered: the session events, and the history if this connection is checked.
     void record_read(history_op op, model::input in, std::vector<std::optional<std::string>> values) {
         ++counters_.reads;
-        const std::uint64_t at = wall_ms();
         for (std::size_t i = 0; i < in.keys.size(); ++i)
-            events_.push_back({session_, true, in.keys[i], values[i], {}, at});
+            events_.push_back({session_, true, in.keys[i], values[i], {}});
         if (!checked_) return;
         op.return_time = now_us();
         op.input = std::move(in);
@@ -1091,6 +1156,10 @@ int run(options o) {
         total.connections += k.connections;
         total.expiring_writes += k.expiring_writes;
         total.expiring_nil_reads += k.expiring_nil_reads;
+        total.nx_set += k.nx_set;
+        total.nx_not_set += k.nx_not_set;
+        total.expiring_cas += k.expiring_cas;
+        total.expiring_cas_applied += k.expiring_cas_applied;
         total.blocks_applied += k.blocks_applied;
         total.blocks_aborted += k.blocks_aborted;
         total.blocks_refused += k.blocks_refused;
@@ -1106,6 +1175,9 @@ int run(options o) {
         total.writes_unknown, total.expiring_writes, total.retries, total.connections);
     say("MULTI/EXEC blocks: {} applied, {} aborted by WATCH, {} refused, {} unknown",
         total.blocks_applied, total.blocks_aborted, total.blocks_refused, total.blocks_unknown);
+    say("conditional writes on expiring keys: SET NX PX {} set, {} not set; WATCHed CAS with "
+        "PX {} executed, {} applied or unknown",
+        total.nx_set, total.nx_not_set, total.expiring_cas, total.expiring_cas_applied);
     if (whole_log) {
         nm::check_writes(writes, replayed, problems);
         nm::check_sessions(sessions, replayed, problems);

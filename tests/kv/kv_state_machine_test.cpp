@@ -106,6 +106,7 @@ command random_command(testing::prng& rng) {
             case 2: c.op = tick_op{}; break;
             default: break;
         }
+        c.legacy_clock = rng.chance(0.2);  // a version-2 record
     }
     if (rng.chance(0.5)) {
         std::uint64_t client_id = rng.below(4);
@@ -206,7 +207,7 @@ TEST_CASE("kv command: every malformed-input class is rejected", "[kv][codec]") 
     }
     SECTION("unknown versions") {
         CHECK(decode_error(bytes_of({0, 1, 0})) == errc::unsupported_version);
-        CHECK(decode_error(bytes_of({3, 1, 0, 1, 0, 0, 0, 'k', 0, 0, 0, 0})) ==
+        CHECK(decode_error(bytes_of({4, 1, 0, 1, 0, 0, 0, 'k', 0, 0, 0, 0})) ==
               errc::unsupported_version);
         CHECK(decode_error(bytes_of({255})) == errc::unsupported_version);
     }
@@ -773,13 +774,19 @@ struct redis_driver : driver {
     std::string call(std::vector<std::string> args) {
         return outcome_reply(run({calls_op{{std::move(args)}, {}, false}, {}, clock}));
     }
+    /// A call proposed by a replica whose clock reads `stamp` (a follower's, say).
+    std::string call_stamped(std::uint64_t stamp, std::vector<std::string> args) {
+        return outcome_reply(run({calls_op{{std::move(args)}, {}, false}, {}, stamp}));
+    }
     std::string block(std::vector<std::vector<std::string>> calls,
                       std::vector<watched_key> watches = {}) {
         return outcome_reply(run({calls_op{std::move(calls), std::move(watches), true}, {}, clock}));
     }
     std::string tick() { return outcome_reply(run({tick_op{}, {}, clock})); }
-    std::string read(std::vector<std::string> args, std::uint64_t reader_clock = 0) {
-        return machine.read_call(args, reader_clock);
+    /// A local read by a replica whose clock reads `reader_clock` (by default `clock`).
+    std::string read(std::vector<std::string> args,
+                     std::optional<std::uint64_t> reader_clock = std::nullopt) {
+        return machine.read_call(args, reader_clock.value_or(clock));
     }
     std::uint64_t last_zxid() const { return zxid{1, counter}.value(); }
 };
@@ -994,10 +1001,12 @@ TEST_CASE("kv state machine: EXPIRE, TTL, PERSIST and removal by the stamped clo
     CHECK(d.call({"PERSIST", "k"}) == ":1\r\n");
     CHECK(d.call({"PERSIST", "k"}) == ":0\r\n");
     CHECK(d.call({"PEXPIREAT", "k", std::to_string(d.clock + 100)}) == ":1\r\n");
-    // A reader whose clock passed the expiry sees the key absent before any tick.
-    CHECK(d.read({"GET", "k"}, d.clock + 100) == "$-1\r\n");
-    CHECK(d.read({"GET", "k"}, d.clock + 99) == "$1\r\nv\r\n");
-    CHECK(d.read({"DBSIZE"}, d.clock + 100) == ":0\r\n");
+    // A reader whose clock passed the expiry still sees the key until a TICK removes it;
+    // its clock only shows in the time left.
+    CHECK(d.read({"GET", "k"}, d.clock + 100) == "$1\r\nv\r\n");
+    CHECK(d.read({"PTTL", "k"}, d.clock + 100) == ":0\r\n");
+    CHECK(d.read({"PTTL", "k"}, d.clock + 40) == ":60\r\n");
+    CHECK(d.read({"DBSIZE"}, d.clock + 100) == ":1\r\n");
     CHECK(d.machine.exists("k"));  // still in the map: the map's clock has not passed it
     CHECK(d.machine.next_expiry() == d.clock + 100);
     d.clock += 100;
@@ -1013,6 +1022,218 @@ TEST_CASE("kv state machine: EXPIRE, TTL, PERSIST and removal by the stamped clo
     CHECK(d.call({"EXPIRE", "q", "-1"}) == ":1\r\n");
     CHECK_FALSE(d.machine.exists("q"));
     CHECK(d.machine.exists("p"));
+    const std::uint64_t clock_before = d.machine.now_ms();
+    d.tick();  // the slow leader's TICK: the clock stays, p stays
+    CHECK(d.machine.now_ms() == clock_before);
+    CHECK(d.machine.exists("p"));
+}
+
+TEST_CASE("kv state machine: a write stamped by a clock ahead of the leader's expires nothing",
+          "[kv][redis][expiry]") {
+    // The leader's TICK sets the map's clock to C; a follower whose clock is a minute ahead
+    // proposes writes. Before, any stamp advanced the map's clock: the follower's write
+    // removed every key due within that minute, on every replica.
+    redis_driver d;
+    const std::uint64_t c = d.clock;
+    d.tick();
+    REQUIRE(d.machine.now_ms() == c);
+    CHECK(d.call({"SET", "a", "v", "PX", "100"}) == "+OK\r\n");
+    const std::uint64_t ahead = c + 60'000;
+    CHECK(d.call_stamped(ahead, {"SET", "b", "w"}) == "+OK\r\n");
+    CHECK(d.call_stamped(ahead, {"SET", "e", "x", "PX", "1000"}) == "+OK\r\n");
+    CHECK(d.machine.now_ms() == c);  // no stamp but a TICK's moves the clock
+    CHECK(d.machine.get("a") == "v");
+    // Its stamp is only the base of the expiries it sets itself.
+    CHECK(d.machine.expiry_of("e") == ahead + 1000);
+    CHECK(d.machine.next_expiry() == c + 100);
+    // A follower's typed write (SET/DEL/INCR/CAS, stamped too) moves nothing either.
+    CHECK(outcome_reply(d.run({set_op{"f", "1"}, {}, ahead})) == "+OK\r\n");
+    CHECK(d.machine.now_ms() == c);
+    CHECK(d.machine.get("a") == "v");
+    // The leader's TICK past the deadline removes a, nothing else.
+    d.clock = c + 100;
+    d.tick();
+    CHECK_FALSE(d.machine.exists("a"));
+    CHECK(d.machine.get("b") == "w");
+    CHECK(d.machine.get("e") == "x");
+    CHECK(d.machine.now_ms() == c + 100);
+}
+
+TEST_CASE("kv state machine: every read sees a key until a TICK past its deadline applies",
+          "[kv][redis][expiry]") {
+    // Presence is the map's alone: a reader whose clock passed the deadline (a follower with
+    // a fast clock, or any replica between the deadline and the TICK) still sees the key,
+    // through every read command, in or out of a block; WATCH records its version.
+    redis_driver d;
+    const std::uint64_t c = d.clock;
+    d.tick();
+    d.call({"SET", "k", "v", "PX", "100"});
+    const std::uint64_t version = d.machine.version_of("k");
+    REQUIRE(version != 0);
+    for (const std::uint64_t reader : {c, c + 100, c + 5'000, std::uint64_t{0}}) {
+        INFO("reader clock " << reader);
+        CHECK(d.read({"GET", "k"}, reader) == "$1\r\nv\r\n");
+        CHECK(d.read({"MGET", "k", "none"}, reader) == "*2\r\n$1\r\nv\r\n$-1\r\n");
+        CHECK(d.read({"EXISTS", "k"}, reader) == ":1\r\n");
+        CHECK(d.read({"TYPE", "k"}, reader) == "+string\r\n");
+        CHECK(d.read({"STRLEN", "k"}, reader) == ":1\r\n");
+        CHECK(d.read({"DBSIZE"}, reader) == ":1\r\n");
+        CHECK(d.read({"KEYS", "*"}, reader) == "*1\r\n$1\r\nk\r\n");
+        CHECK(d.read({"SCAN", "0"}, reader) == "*2\r\n$1\r\n0\r\n*1\r\n$1\r\nk\r\n");
+        CHECK(d.read({"PEXPIRETIME", "k"}, reader) == ":" + std::to_string(c + 100) + "\r\n");
+    }
+    CHECK(d.read({"PTTL", "k"}, c + 5'000) == ":0\r\n");  // due, not yet removed
+    CHECK(d.read({"TTL", "k"}, c + 5'000) == ":0\r\n");
+    CHECK(d.machine.version_of("k") == version);
+    // Inside a block stamped past the deadline, by a proposer whose clock is ahead.
+    d.clock = c + 5'000;
+    CHECK(d.block({{"GET", "k"}, {"EXISTS", "k"}, {"PTTL", "k"}, {"DBSIZE"}}) ==
+          "*4\r\n$1\r\nv\r\n:1\r\n:0\r\n:1\r\n");
+    CHECK(d.block({{"SET", "w", "1"}}, {{"k", version}}) == "*1\r\n+OK\r\n");  // unchanged
+    // A TICK short of the deadline removes nothing; one at it removes the key.
+    d.clock = c + 99;
+    d.tick();
+    CHECK(d.read({"GET", "k"}, c + 5'000) == "$1\r\nv\r\n");
+    d.clock = c + 100;
+    d.tick();
+    CHECK(d.read({"GET", "k"}, c) == "$-1\r\n");
+    CHECK(d.read({"EXISTS", "k"}, c) == ":0\r\n");
+    CHECK(d.read({"TTL", "k"}, c) == ":-2\r\n");
+    CHECK(d.read({"DBSIZE"}, c) == ":1\r\n");  // w
+    CHECK(d.machine.version_of("k") == 0);
+    // A watch taken before the expiry sees the key changed.
+    CHECK(d.block({{"SET", "w", "2"}}, {{"k", version}}) == "*-1\r\n");
+}
+
+TEST_CASE("kv state machine: relative expiries count from the command's time; the stamp "
+          "never moves the clock",
+          "[kv][redis][expiry]") {
+    // The command's time is the later of the map's clock (the last TICK) and its stamp (its
+    // proposer's clock): both are in the log, so every replica computes the same deadline.
+    redis_driver d;
+    const std::uint64_t c = d.clock;
+    d.tick();
+    // A proposer ahead of the map's clock: its own clock is the base.
+    CHECK(d.call_stamped(c + 500, {"SET", "a", "v", "PX", "100"}) == "+OK\r\n");
+    CHECK(d.machine.expiry_of("a") == c + 600);
+    CHECK(d.call_stamped(c + 500, {"SETEX", "b", "2", "v"}) == "+OK\r\n");
+    CHECK(d.machine.expiry_of("b") == c + 2'500);
+    // A proposer behind it: the map's clock is the base (a key never gets a deadline the
+    // clock already passed from a relative TTL).
+    CHECK(d.call_stamped(c - 500, {"SET", "s", "v", "EX", "1"}) == "+OK\r\n");
+    CHECK(d.machine.expiry_of("s") == c + 1'000);
+    CHECK(d.call_stamped(c - 500, {"PEXPIRE", "s", "300"}) == ":1\r\n");
+    CHECK(d.machine.expiry_of("s") == c + 300);
+    // A deadline at or before the command's time removes the key at once: a non-positive
+    // EXPIRE, or an absolute time its proposer's clock has passed.
+    d.call({"SET", "x", "v"});
+    d.call({"SET", "y", "v"});
+    CHECK(d.call_stamped(c + 500, {"EXPIRE", "x", "0"}) == ":1\r\n");
+    CHECK_FALSE(d.machine.exists("x"));
+    CHECK(d.call_stamped(c + 500, {"PEXPIREAT", "y", std::to_string(c + 200)}) == ":1\r\n");
+    CHECK_FALSE(d.machine.exists("y"));
+    // Inside a block, TTL shows the time left from the block's time.
+    CHECK(d.machine.now_ms() == c);
+    const command block{calls_op{{{"SET", "z", "v", "PX", "1000"}, {"PTTL", "z"}, {"PTTL", "a"}},
+                                 {},
+                                 true},
+                        {},
+                        c + 550};
+    CHECK(outcome_reply(d.run(block)) == "*3\r\n+OK\r\n:1000\r\n:50\r\n");
+    CHECK(d.machine.expiry_of("z") == c + 1'550);
+    // None of these moved the map's clock.
+    CHECK(d.machine.now_ms() == c);
+    CHECK(d.machine.exists("a"));
+}
+
+TEST_CASE("kv state machine: a conditional write on an expiring key agrees with every read "
+          "(two replicas, any clocks)",
+          "[kv][redis][expiry]") {
+    // The linearizability window the leader's clock closes: a key due at D; a SET NX (and
+    // an INCR, a WATCHed block) proposed by a follower whose clock reads just before D is
+    // forwarded slowly; meanwhile a replica whose clock is past D answers a read. Before, that
+    // read answered nil by its own clock while the write then applied against the value.
+    // Now both replicas, whatever their readers' clocks, answer the key present until the
+    // same TICK, and every write's answer agrees with those reads.
+    const std::uint64_t c = 1'000'000, due = c + 100;
+    const auto call = [](std::uint64_t stamp, std::vector<std::vector<std::string>> calls,
+                         std::vector<watched_key> watches = {}, bool multi = false) {
+        return encoded({calls_op{std::move(calls), std::move(watches), multi}, {}, stamp});
+    };
+    const auto tick = [](std::uint64_t stamp) { return encoded({tick_op{}, {}, stamp}); };
+    const std::vector<byte_vector> log = {
+        tick(c),
+        call(c, {{"SET", "k", "v", "PX", "100"}}),
+        call(c, {{"SET", "n", "5", "PX", "100"}}),
+        call(due - 1, {{"SET", "k", "nx", "NX"}}),  // the follower, just before D
+        call(due + 50, {{"INCR", "n"}}),            // a follower past D: n still holds 5
+        // WATCHed at k's version (the SET PX's zxid); KEEPTTL: still due at D.
+        call(due + 50, {{"SET", "k", "w", "KEEPTTL"}}, {{"k", zxid{1, 2}.value()}}, true),
+        tick(due),                                  // the leader's clock passes D
+        call(due + 1, {{"SET", "k", "nx2", "NX"}}),
+    };
+    kv_state_machine a, b;
+    // Replica a's reader clock is far ahead, b's behind; both answer the same after each
+    // transaction, and as the writes found it.
+    const std::uint64_t clock_a = c + 60'000, clock_b = c - 60'000;
+    std::vector<std::string> answers;
+    for (std::uint32_t i = 0; i < log.size(); ++i) {
+        const zxid z{1, i + 1};
+        a.apply(z, log[i]);
+        b.apply(z, log[i]);
+        REQUIRE(a.outcome_of(z) == b.outcome_of(z));
+        answers.push_back(outcome_reply(*a.outcome_of(z)));
+        for (const char* key : {"k", "n"}) {
+            CHECK(a.read_call({"GET", key}, clock_a) == b.read_call({"GET", key}, clock_b));
+            CHECK(a.read_call({"EXISTS", key}, clock_a) == b.read_call({"EXISTS", key}, clock_b));
+        }
+        if (i == 2) {
+            // Past D by a's clock, before the TICK: present, so the NX must fail next.
+            CHECK(a.read_call({"GET", "k"}, clock_a) == "$1\r\nv\r\n");
+        }
+    }
+    CHECK(answers[3] == "$-1\r\n");             // NX: k still held v
+    CHECK(answers[4] == ":6\r\n");              // INCR counted from the value, kept its TTL
+    CHECK(answers[5] == "*1\r\n+OK\r\n");     // the watch saw k unchanged
+    CHECK(answers[7] == "+OK\r\n");             // after the TICK: k absent, NX applies
+    CHECK(a.read_call({"GET", "k"}, clock_b) == "$3\r\nnx2\r\n");
+    CHECK(a.get("k") == "nx2");
+    CHECK_FALSE(a.exists("n"));  // INCR kept n's deadline; the TICK removed it
+    CHECK(a.state() == b.state());
+}
+
+TEST_CASE("kv command: version-2 records replay as before (every stamp moved the clock)",
+          "[kv][codec][expiry]") {
+    // A log an older kv_server wrote: a version-2 SET PX, then a version-2 SET stamped past
+    // its deadline, which then removed the key on every replica. Replayed today, it must
+    // still (a replica restored from an older snapshot replays the records after it).
+    const auto v2 = [](std::uint64_t stamp, std::vector<std::string> args) {
+        command c{calls_op{{std::move(args)}, {}, false}, {}, stamp};
+        c.legacy_clock = true;
+        return encoded(c);
+    };
+    const byte_vector px = v2(1000, {"SET", "k", "v", "PX", "100"});
+    CHECK(px.front() == std::byte{2});
+    const auto decoded = decode(px);
+    REQUIRE(decoded);
+    CHECK(decoded.value().legacy_clock);
+    kv_state_machine m;
+    m.apply(zxid{1, 1}, px);
+    CHECK(m.now_ms() == 1000);
+    m.apply(zxid{1, 2}, v2(1100, {"SET", "other", "w"}));
+    CHECK(m.now_ms() == 1100);
+    CHECK_FALSE(m.exists("k"));
+    // The same as version 3: only the TICK moves the clock.
+    const auto v3 = [](std::uint64_t stamp, std::vector<std::string> args) {
+        return encoded({calls_op{{std::move(args)}, {}, false}, {}, stamp});
+    };
+    kv_state_machine n;
+    n.apply(zxid{1, 1}, v3(1000, {"SET", "k", "v", "PX", "100"}));
+    n.apply(zxid{1, 2}, v3(1100, {"SET", "other", "w"}));
+    CHECK(n.now_ms() == 0);
+    CHECK(n.exists("k"));
+    n.apply(zxid{1, 3}, encoded({tick_op{}, {}, 1100}));
+    CHECK_FALSE(n.exists("k"));
 }
 
 TEST_CASE("kv state machine: replicas agree on every key and expiry whatever their clocks",
@@ -1051,7 +1272,10 @@ TEST_CASE("kv state machine: replicas agree on every key and expiry whatever the
         for (int k = 0; k < 20; ++k) {
             const std::string key = "k" + std::to_string(k);
             // Reads with different clocks: equal once both clocks are at or below the map's.
-            CHECK(a.read_call({"PTTL", key}, 0) == b.read_call({"PTTL", key}, a.now_ms() - 1));
+            CHECK(a.read_call({"PTTL", key}, 0) ==
+                  b.read_call({"PTTL", key}, a.now_ms() > 0 ? a.now_ms() - 1 : 0));
+            // Presence is the map's alone, whatever the reader's clock.
+            CHECK(a.read_call({"EXISTS", key}, 0) == b.read_call({"EXISTS", key}, ~0ull));
         }
     }
     CHECK(a.state() == b.state());
@@ -1072,13 +1296,18 @@ TEST_CASE("kv command: version-1 records (before stamps) still decode, CALLS and
     const auto old = decode(bytes_of({1, 1, 0, 1, 0, 0, 0, 'k', 1, 0, 0, 0, 'v'}));
     REQUIRE(old);
     CHECK(old.value() == command{set_op{"k", "v"}, {}, 0});
-    // Stamped: version 2, the stamp after the flags.
+    // Stamped: version 3, the stamp after the flags; version 2 the same bytes (legacy_clock).
     CHECK(encoded({set_op{"k", "v"}, {}, 0x0102}) ==
-          bytes_of({2, 1, 0, 2, 1, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 'k', 1, 0, 0, 0, 'v'}));
-    CHECK(encoded({tick_op{}, {}, 7}) == bytes_of({2, 6, 0, 7, 0, 0, 0, 0, 0, 0, 0}));
-    // A version-2 typed op stamped 0 would be a second encoding of the version-1 bytes.
-    CHECK(decode_error(bytes_of({2, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 'k', 1, 0, 0, 0,
-                                 'v'})) == errc::malformed);
+          bytes_of({3, 1, 0, 2, 1, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 'k', 1, 0, 0, 0, 'v'}));
+    CHECK(encoded({tick_op{}, {}, 7}) == bytes_of({3, 6, 0, 7, 0, 0, 0, 0, 0, 0, 0}));
+    const auto v2_tick = decode(bytes_of({2, 6, 0, 7, 0, 0, 0, 0, 0, 0, 0}));
+    REQUIRE(v2_tick);
+    CHECK(v2_tick.value() == command{tick_op{}, {}, 7, true});
+    CHECK(decode_error(bytes_of({4, 6, 0, 7, 0, 0, 0, 0, 0, 0, 0})) == errc::unsupported_version);
+    // A version-2 or -3 typed op stamped 0 would be a second encoding of the version-1 bytes.
+    for (const unsigned version : {2u, 3u})
+        CHECK(decode_error(bytes_of({version, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 'k', 1,
+                                     0, 0, 0, 'v'})) == errc::malformed);
     // CALLS that is not a block holds exactly one call and no watches; no empty call.
     byte_vector two_calls = encoded({calls_op{{{"GET", "a"}, {"GET", "b"}}, {}, true}, {}, 1});
     two_calls[2] = std::byte{0};  // clear the block flag

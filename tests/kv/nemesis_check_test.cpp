@@ -51,12 +51,11 @@ write_record written(std::uint64_t client, std::uint64_t seq, std::string key,
     return w;
 }
 
-session_event read(std::uint64_t session, std::string key, std::optional<std::string> value,
-                   std::uint64_t wall_ms = 0) {
-    return {session, true, std::move(key), std::move(value), {}, wall_ms};
+session_event read(std::uint64_t session, std::string key, std::optional<std::string> value) {
+    return {session, true, std::move(key), std::move(value), {}};
 }
 session_event acked(std::uint64_t session, std::uint64_t client, std::uint64_t seq) {
-    return {session, false, {}, {}, request_tag{client, seq}, 0};
+    return {session, false, {}, {}, request_tag{client, seq}};
 }
 
 // The log used below: a = a1 (pos 1), b = b1 (2), a = a2 (3), a duplicate retry of a2 (4),
@@ -336,17 +335,67 @@ TEST_CASE("nemesis replay and sessions: blocks write several keys, expiry remove
     CHECK(r.expiries.at("e")[1] == 1100);
     CHECK(r.values.at("e")[2] == std::pair<std::uint64_t, std::optional<std::string>>{3, std::nullopt});
 
-    // Sessions: e = v (deadline 1100) is overwritten by w at position 3, before expiring.
-    const command over{set_op{"e", "w"}, request_tag{1, 2}, 1050};
-    const auto o = nemesis::replay_log(make_log({px, blk, over}));
+    // Sessions: after the TICK (position 3) a nil read of e is explained.
     std::vector<std::string> problems;
-    // Past the deadline by the reader's clock, a replica answers nil before any TICK.
-    nemesis::check_sessions({{read(1, "t0", "a"), read(1, "e", std::nullopt, 1100)}}, o, problems);
+    nemesis::check_sessions({{read(1, "t0", "a"), read(1, "e", std::nullopt)}}, r, problems);
     CHECK(problems.empty());
-    // Before the deadline it may not: v was current, and absent only before position 1.
-    nemesis::check_sessions({{read(1, "t0", "a"), read(1, "e", std::nullopt, 1099)}}, o, problems);
+
+    // A write stamped past the deadline (a follower whose clock is ahead) is no TICK: e = v
+    // stays until a TICK, here until w overwrites it at position 3.
+    const command over{set_op{"e", "w"}, request_tag{1, 2}, 1150};
+    const auto o = nemesis::replay_log(make_log({px, blk, over}));
+    CHECK(o.values.at("e").size() == 3);  // absent, v, w: never absent in between
+    // So a replica that answers nil past the deadline by its own clock, before any TICK,
+    // is caught: v was current, and e absent only before position 1.
+    nemesis::check_sessions({{read(1, "t0", "a"), read(1, "e", std::nullopt)}}, o, problems);
     REQUIRE(problems.size() == 1);
     CHECK_THAT(problems[0], Catch::Contains("replaced at position 1"));
+}
+
+TEST_CASE("nemesis group model: conditional writes on expiring keys", "[kv][nemesis]") {
+    // SET e v PX 100 called at 0 (returned at 10): its expiry is open from 100 on. A read
+    // at 150-160 saw e gone: the expiry took effect by then, once, for every operation.
+    const auto nx = [](const std::string& v) { return model::set_if_absent("e", "e", v); };
+    const auto wcas = [](std::optional<std::string> seen, const std::string& v) {
+        return model::watch_cas("e", "e", std::move(seen), {{"e", v}});
+    };
+    std::vector<op_t> h = {
+        done(1, 0, 10, put("e", "v"), model::write_returned()),
+        open(1, 100, model::expire("e", "e", "v")),
+        done(2, 150, 160, get("e"), model::read_returned({std::nullopt})),
+    };
+    REQUIRE(verdict(h) == linearizable);
+
+    SECTION("SET NX after the read succeeds") {
+        h.push_back(done(3, 170, 180, nx("w"), model::cas_returned(true)));
+        CHECK(verdict(h) == linearizable);
+    }
+    SECTION("SET NX after the read fails on the value the read saw expired") {
+        h.push_back(done(3, 170, 180, nx("w"), model::cas_returned(false)));
+        CHECK(verdict(h) == violation);
+    }
+    SECTION("SET NX concurrent with the read may fail: it applied before the expiry") {
+        h.push_back(done(3, 90, 180, nx("w"), model::cas_returned(false)));
+        CHECK(verdict(h) == linearizable);
+    }
+    SECTION("SET NX before the deadline succeeds on a key that had not expired") {
+        h.push_back(done(3, 20, 30, nx("w"), model::cas_returned(true)));
+        CHECK(verdict(h) == violation);
+    }
+    SECTION("a WATCHed CAS that saw v applies after a read saw v gone") {
+        // The window the leader's clock closed: the block proposed before the deadline by a
+        // follower, forwarded slowly, applied after the read; its new value w is read next.
+        h.push_back(done(3, 90, 200, wcas("v", "x"), model::exec_returned({"OK"})));
+        h.push_back(open(3, 290, model::expire("e", "e", "x")));
+        h.push_back(done(2, 210, 220, get("e"), model::read_returned({"x"})));
+        CHECK(verdict(h) == violation);
+    }
+    SECTION("a WATCHed CAS that saw v aborts once v expired; one that saw nil applies") {
+        h.push_back(done(3, 90, 200, wcas("v", "x"), model::exec_aborted()));
+        h.push_back(done(4, 170, 200, wcas(std::nullopt, "y"), model::exec_returned({"OK"})));
+        h.push_back(done(2, 210, 220, get("e"), model::read_returned({"y"})));
+        CHECK(verdict(h) == linearizable);
+    }
 }
 
 TEST_CASE("nemesis group model: expiries of values overwritten in time are dropped",

@@ -10,7 +10,8 @@
 //
 //   get(k) / mget(k...)        the values read (nullopt: absent)
 //   put(k, v)                  SET k v, with or without PX (the expiry is its own op, below)
-//   cas(k, expected, desired)  CAS: stores desired iff k holds expected; answers whether
+//   cas(k, expected, desired)  CAS: stores desired iff k holds expected; answers whether.
+//                              SET k v NX is the CAS expecting k absent (set_if_absent)
 //   multi(writes)              MULTI; SET k v | INCR k ...; EXEC: the writes in order,
 //                              answered the array of their replies ("OK", or INCR's value)
 //   watch_cas(k, seen, writes) WATCH k; GET k -> seen; MULTI; writes; EXEC. Answered the
@@ -22,16 +23,21 @@
 //   expire(k, v)               the removal of v by its expiry: k becomes absent if it still
 //                              holds v (values are unique, so "v" names one SET PX).
 //
-// Expiry, as kv_server promises it: the deadline is the proposing replica's clock stamped in
-// the transaction plus the TTL, so it is no earlier than the SET's call plus the TTL; the
-// removal is replicated (a TICK, or any later transaction stamped past the deadline), so a
-// read after the deadline may still see the value for a while. The workload therefore adds,
-// for every SET PX that may have applied, an expire(k, v) called at the SET's call + TTL
-// (less a small clock margin) whose outcome is unknown: it takes effect at one instant after
-// that, or never within the history. What stays checked: no read answers nil for v's key
-// before v's earliest deadline; once a read saw v gone, no later read sees v again (the
-// expiry took effect, once, and nothing writes v again); a value overwritten is never read
-// again; and a watched CAS or a block never applies on a value that expired.
+// Expiry, as kv_server promises it (kv_state_machine.hpp): the deadline is the TTL plus the
+// command's time, the later of the map's clock and the proposing replica's clock stamped in
+// the transaction, so it is no earlier than the SET's call plus the TTL (one machine's
+// clock here). The removal is a transaction of its own, the TICK the leader proposes once
+// its clock passed the deadline, and it takes effect at the TICK's position in the order,
+// for every read and write alike: no reader's clock hides a key before it. So a read after
+// the deadline may still see the value for a while. The workload therefore adds, for every
+// SET PX (plain, NX, or in a WATCHed block) that may have applied, an expire(k, v) called
+// at the SET's call + TTL (less a small clock margin) whose outcome is unknown: it takes
+// effect at one instant after that, or never within the history. What stays checked: no
+// read answers nil for v's key before v's earliest deadline; once a read saw v gone, no
+// later read sees v again (the expiry took effect, once, and nothing writes v again); a
+// value overwritten is never read again; a watched CAS, a SET NX or a block never applies
+// on a value that a read already saw expire, and a SET NX never fails on a key a read
+// already saw gone (unless written since).
 #pragma once
 
 #include <algorithm>
@@ -113,6 +119,11 @@ struct group_model {
                            std::vector<queued> writes) {
         return {kind::watch_cas, std::move(group), {std::move(key)}, {}, std::move(seen),
                 std::move(writes)};
+    }
+    /// SET key value NX: the CAS expecting `key` absent (answered cas_returned: set or not).
+    static input set_if_absent(std::string group, std::string key, std::string value) {
+        return {kind::cas, std::move(group), {std::move(key)}, std::move(value), std::nullopt,
+                {}};
     }
     static input expire(std::string group, std::string key, std::string value) {
         return {kind::expire, std::move(group), {std::move(key)}, std::move(value), {}, {}};

@@ -17,10 +17,10 @@
 // Values are unique per write (the client id and sequence number are in them), so a value
 // read names the one write that stored it.
 //
-// Expiry: a replica answers a read of a key whose deadline passed by its own clock as
-// absent, before the TICK that removes the key is in the log. So a nil read is also
-// explained by a stretch of the log where the key held a value whose deadline (the log's
-// own, replayed) is at or before the read's wall-clock time (`session_event::wall_ms`).
+// Expiry: a key is removed only by a replicated TICK (kv_state_machine.hpp), and a replica
+// answers a read from the log prefix it applied whatever its own clock says. So a nil read
+// is explained only by a stretch of the log where the key is absent, as any other read; a
+// replica hiding a key by its reader's clock before the TICK is a violation here.
 #pragma once
 
 #include <cstdint>
@@ -47,8 +47,9 @@ struct write_record {
     std::string key;
     std::string value;
     std::optional<std::string> expected;  ///< CAS: the value it expected; nullopt for SET
+    bool if_absent = false;    ///< SET ... NX (`expected` nullopt): set only if absent
     fate result = fate::unknown;
-    bool cas_matched = false;  ///< acknowledged CAS: the answer (:1)
+    bool cas_matched = false;  ///< acknowledged CAS: the answer (:1); SET NX: it was set
     std::string refusal;       ///< refused: the error text
 };
 
@@ -59,9 +60,6 @@ struct session_event {
     std::string key;                   ///< read
     std::optional<std::string> value;  ///< read: what it returned (nullopt: nil)
     request_tag tag;                   ///< an acknowledged write
-    /// read: the client's wall clock (ms since the epoch) when the answer came; 0: unknown
-    /// (a nil read is then explained only by the key's absence).
-    std::uint64_t wall_ms = 0;
 };
 
 /// The committed log replayed through the key-value state machine.
@@ -75,7 +73,8 @@ struct replay {
     std::map<std::string, std::vector<std::pair<std::uint64_t, std::optional<std::string>>>>
         values;
     /// For each key, parallel to `values`: the deadline of that value (ms since the epoch by
-    /// the map's clock), 0 for none.
+    /// the map's clock), 0 for none. For reports and tests: a read is explained by the
+    /// values alone.
     std::map<std::string, std::vector<std::uint64_t>> expiries;
     /// For each key, where each value stands in `values` (the last time it was stored).
     std::map<std::string, std::unordered_map<std::string, std::size_t>> value_positions;
@@ -132,8 +131,8 @@ inline replay replay_log(const std::vector<log_record>& records,
                                                  command.value().tag->sequence, record.id));
             }
         }
-        // Every key that changed: a block writes several, and any stamped transaction (a
-        // TICK above all) may remove keys that expired.
+        // Every key that changed: a block writes several, and a TICK (or a version-2 record)
+        // may remove keys that expired.
         std::vector<std::string> changed;
         for (const auto& [key, entry] : machine.contents())
             if (!r.values.contains(key) || r.values.at(key).back().second != entry.value)
@@ -163,8 +162,9 @@ inline void check_writes(const std::vector<write_record>& writes, const replay& 
                          std::vector<std::string>& out) {
     for (const write_record& w : writes) {
         const auto it = r.applied.find(tag_key(w.tag));
-        const std::string name = fmt::format("write {}/{} ({} {})", w.tag.client_id,
-                                             w.tag.sequence, w.expected ? "CAS" : "SET", w.key);
+        const std::string name =
+            fmt::format("write {}/{} ({} {})", w.tag.client_id, w.tag.sequence,
+                        w.expected ? "CAS" : w.if_absent ? "SET NX" : "SET", w.key);
         switch (w.result) {
             case write_record::fate::acknowledged: {
                 if (it == r.applied.end()) {
@@ -172,6 +172,15 @@ inline void check_writes(const std::vector<write_record>& writes, const replay& 
                     break;
                 }
                 const outcome& o = it->second.second;
+                if (w.if_absent) {  // a call: its reply, +OK if it was set, nil if not
+                    const std::string want = w.cas_matched ? "+OK\r\n" : "$-1\r\n";
+                    if (o.kind != outcome_kind::reply || o.reply != want)
+                        out.push_back(fmt::format("{}: the client was answered {} but the log "
+                                                  "applies it as outcome {} '{}'",
+                                                  name, w.cas_matched ? "OK" : "nil",
+                                                  static_cast<int>(o.kind), o.reply));
+                    break;
+                }
                 const outcome_kind expected_kind =
                     !w.expected ? outcome_kind::ok
                                 : (w.cas_matched ? outcome_kind::cas_matched
@@ -228,12 +237,11 @@ inline void check_sessions(const std::vector<std::vector<session_event>>& client
                 const auto& h = history->second;
                 std::optional<std::size_t> i;
                 if (!e.value) {
-                    // Absent (maybe more than once, after a DEL): the earliest such stretch
-                    // still open at the floor, or the last one (then reported below).
-                    const auto& deadlines = r.expiries.at(e.key);
+                    // Absent (maybe more than once, after a DEL or an expiry): the earliest
+                    // such stretch still open at the floor, or the last one (then reported
+                    // below).
                     for (std::size_t j = 0; j < h.size(); ++j) {
-                        if (h[j].second && (deadlines[j] == 0 || deadlines[j] > e.wall_ms))
-                            continue;
+                        if (h[j].second) continue;
                         i = j;
                         if (j + 1 == h.size() || h[j + 1].first > floor) break;
                     }
