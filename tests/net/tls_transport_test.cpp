@@ -753,6 +753,30 @@ TEST_CASE("tls_transport: a member that keeps sending bad frames is dropped each
     h.exchange(0);
 }
 
+TEST_CASE("tls_transport: the certificates README.md's openssl commands make are accepted, "
+          "and member 2's refused as 3", "[.][openssl-cli]") {
+    // Run by the ctest zab_tls_openssl_cli, which names the script (the README's commands).
+    const char* script = std::getenv("ZAB_TLS_CERTIFICATE_SCRIPT");
+    REQUIRE(script != nullptr);
+    harness h;
+    const auto pki = h.dir.path / "pki";
+    REQUIRE(std::system(fmt::format("sh '{}' '{}' 1 2 3 4 >/dev/null 2>&1", script,
+                                    pki.string()).c_str()) == 0);
+    const auto credentials = [&](peer_id id) {
+        tls_options o;
+        o.ca_file = (pki / "ca.pem").string();
+        o.certificate_file = (pki / fmt::format("member-{}.pem", id)).string();
+        o.private_key_file = (pki / fmt::format("member-{}.key", id)).string();
+        return o;
+    };
+    for (peer_id id = 1; id <= 3; ++id) h.start(id, credentials(id));
+    REQUIRE(h.run_until([&] { return h.all_connected(); }));
+    h.exchange(0);
+    tls_client four{h.io, h.ports.at(1), credentials(4)};
+    handshake_as(h, four, 4, 1);
+    expect_refused(h, credentials(2), 3, &zab::asio::handshake_rejections::refused_tls_wrong_identity);
+}
+
 // === A group of zab::asio::node over TLS =====================================================
 
 TEST_CASE("node over tls_transport: three replicas elect and replicate, survive a flood of "
