@@ -390,9 +390,14 @@ class tls_client {
 public:
     /// Connects to `port` presenting `credentials` (none: no certificate). It does not check
     /// the server's certificate: the server is what is under test.
-    tls_client(net::io_context& io, std::uint16_t port, const std::optional<tls_options>& credentials)
+    tls_client(net::io_context& io, std::uint16_t port, const std::optional<tls_options>& credentials,
+               const char* from = nullptr)
         : state_{std::make_shared<state>(io, credentials)} {
         const tcp::endpoint where{net::ip::make_address("127.0.0.1"), port};
+        if (from != nullptr) {  // another source address (all of 127/8 is loopback)
+            state_->stream.lowest_layer().open(tcp::v4());
+            state_->stream.lowest_layer().bind(tcp::endpoint{net::ip::make_address(from), 0});
+        }
         state_->stream.lowest_layer().async_connect(where, [s = state_](boost::system::error_code ec) {
             if (ec) {
                 s->closed = true;
@@ -738,6 +743,15 @@ TEST_CASE("tls_transport: a member that keeps sending bad frames is dropped each
         CHECK(h[1].rejected().quarantined == 1);
         CHECK(h[1].connects[4] == 3);
     }
+    CHECK(logged("is quarantined at 127.0.0.1"));
+    // The quarantine is of that address: from another one (over plaintext, the real member
+    // while someone misbehaves in its name) member 4 is still accepted.
+    {
+        tls_client elsewhere{h.io, h.ports.at(1), h.ca.member(4), "127.0.0.2"};
+        handshake_as(h, elsewhere, 4, 1);
+        CHECK(h[1].connects[4] == 4);
+    }
+    REQUIRE(h.run_until([&] { return h[1].disconnects[4] == 4; }));
     // …until it ends (waited for as an event: retried until accepted, never before 1.5 s/2).
     const auto quarantined_at = std::chrono::steady_clock::now();
     for (;;) {

@@ -50,7 +50,8 @@ struct basic_connection {
     /// frames of every step that runs before it into one system call).
     bool write_posted = false;
     std::string remote;        ///< the other end's address, for log lines
-    std::string remote_host;   ///< accepted: its address without the port (the per-address cap)
+    /// Accepted: its address without the port (the per-address cap, quarantines); dialed: empty.
+    std::string remote_host;
     std::uint64_t remote_instance = 0;  ///< the other end's process (its handshake's instance)
 
     Stream stream;             ///< the TCP socket is `stream.lowest_layer()`

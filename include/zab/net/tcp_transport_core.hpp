@@ -120,8 +120,7 @@ public:
             const std::uint64_t peer_seed = seed ^ (options_.self * 0x9E3779B97F4A7C15u) ^ id;
             peers_.try_emplace(id, executor_, id < options_.self,
                                backoff{options_.reconnect_min, options_.reconnect_max, peer_seed},
-                               backoff{options_.quarantine_min, options_.quarantine_max,
-                                       ~peer_seed});
+                               ~peer_seed);
         }
     }
 
@@ -235,10 +234,19 @@ private:
     using connection_ptr = std::shared_ptr<connection_type>;
     using clock = std::chrono::steady_clock;
 
+    /// One member's bad-frame drops from one address.
+    struct misbehaviour {
+        unsigned drops = 0;
+        clock::time_point last;
+        clock::time_point until;  ///< quarantined until then
+        backoff penalty;
+    };
+
     struct peer_slot {
         peer_slot(const boost::asio::any_io_executor& executor, bool dialed, backoff retry_,
-                  backoff penalty_)
-            : dialed_by_us{dialed}, redial_timer{executor}, retry{retry_}, penalty{penalty_} {}
+                  std::uint64_t penalty_seed_)
+            : dialed_by_us{dialed}, redial_timer{executor}, retry{retry_},
+              penalty_seed{penalty_seed_} {}
 
         const bool dialed_by_us;
         std::vector<tcp::endpoint> endpoints;  ///< where to dial (resolved by start)
@@ -251,12 +259,20 @@ private:
         /// Accepting side: process instances whose connection a newer instance replaced, and
         /// where they connected from (the newest last, at most `max_retired`).
         std::vector<std::pair<std::uint64_t, std::string>> retired;
-        /// Bad frames after the handshake (options: misbehaviour_burst, quarantine_*).
-        unsigned misbehaviours = 0;
-        clock::time_point last_misbehaviour;
-        clock::time_point quarantined_until;
-        backoff penalty;
+        /// Bad frames after the handshake (options: misbehaviour_burst, quarantine_*), per
+        /// source address: over plaintext anyone can claim this member's id, and must not get
+        /// the real member quarantined by misbehaving in its name from elsewhere.
+        std::map<std::string, misbehaviour> misbehaving;
+        std::uint64_t penalty_seed;
+
+        /// The latest end of a quarantine of this member (any address), or the epoch.
+        clock::time_point quarantined_until() const {
+            clock::time_point until{};
+            for (const auto& [host, record] : misbehaving) until = std::max(until, record.until);
+            return until;
+        }
     };
+    static constexpr std::size_t max_misbehaving_addresses = 64;
     static constexpr std::size_t max_retired = 8;
 
     enum class notify { now, later };
@@ -383,7 +399,9 @@ private:
         if (auto why = security_.check_peer(connection->stream, from)) {
             return reject(connection, *why);
         }
-        if (auto why = quarantine_of(from)) return reject(connection, *why);
+        if (auto why = quarantine_of(from, connection->remote_host)) {
+            return reject(connection, *why);
+        }
         if (peers_.at(from).dialed_by_us) {
             return reject(connection,
                           {&handshake_rejections::wrong_direction,
@@ -445,7 +463,7 @@ private:
         peer_slot& slot = peers_.at(id);
         slot.redial_scheduled = false;
         if (stopped_ || !started_ || slot.current || slot.dialing) return;
-        if (clock::now() < slot.quarantined_until) return schedule_redial(id, slot);
+        if (clock::now() < slot.quarantined_until()) return schedule_redial(id, slot);
         auto connection = std::make_shared<connection_type>(
             security_.make_stream(tcp::socket{executor_}), next_id_++, false, id, options_);
         const tcp_endpoint& where = options_.peers.at(id);
@@ -520,9 +538,8 @@ private:
         slot.redial_scheduled = true;
         auto delay = slot.retry.next_delay();
         const auto now = clock::now();
-        if (now < slot.quarantined_until) {
-            delay = std::max(delay, std::chrono::ceil<std::chrono::milliseconds>(
-                                        slot.quarantined_until - now));
+        if (const auto until = slot.quarantined_until(); now < until) {
+            delay = std::max(delay, std::chrono::ceil<std::chrono::milliseconds>(until - now));
         }
         zab::log(log_level::debug, "tcp_transport {}: dialing peer {} again in {} ms",
                  options_.self, id, delay.count());
@@ -786,41 +803,57 @@ private:
                  "(max_frame_size {})",
                  options_.self, connection->id, connection->peer, error.message(),
                  options_.max_frame_size);
-        penalize(connection->peer);
+        penalize(connection->peer, connection->remote_host);
         close_connection(connection, notify::now);
     }
 
-    /// `peer` was dropped for bad frames after its handshake: past `misbehaviour_burst` such
-    /// drops, it is quarantined (its handshakes refused, not dialed) for a doubling delay.
-    void penalize(peer_id peer) {
+    /// `peer`, connected from `host`, was dropped for bad frames after its handshake: past
+    /// `misbehaviour_burst` such drops from that address, it is quarantined there (its
+    /// handshakes from it refused; if we dial it, not dialed) for a doubling delay.
+    void penalize(peer_id peer, const std::string& host) {
         const auto it = peers_.find(peer);
         if (it == peers_.end()) return;
         peer_slot& slot = it->second;
         const auto now = clock::now();
-        if (slot.misbehaviours > 0 && now - slot.last_misbehaviour > options_.quarantine_max) {
-            slot.misbehaviours = 0;  // it behaved for a long while: start afresh
-            slot.penalty.reset();
+        // Forget addresses that behaved for quarantine_max, then bound what is kept.
+        std::erase_if(slot.misbehaving, [&](const auto& entry) {
+            return now - entry.second.last > options_.quarantine_max && now >= entry.second.until;
+        });
+        if (!slot.misbehaving.contains(host) &&
+            slot.misbehaving.size() >= max_misbehaving_addresses) {
+            const auto oldest = std::min_element(
+                slot.misbehaving.begin(), slot.misbehaving.end(),
+                [](const auto& a, const auto& b) { return a.second.last < b.second.last; });
+            slot.misbehaving.erase(oldest);
         }
-        slot.last_misbehaviour = now;
-        if (++slot.misbehaviours <= options_.misbehaviour_burst) return;
-        const auto delay = slot.penalty.next_delay();
-        slot.quarantined_until = now + delay;
+        auto [entry, fresh] = slot.misbehaving.try_emplace(
+            host, misbehaviour{0, now, {},
+                               backoff{options_.quarantine_min, options_.quarantine_max,
+                                       slot.penalty_seed ^ std::hash<std::string>{}(host)}});
+        misbehaviour& record = entry->second;
+        record.last = now;
+        if (++record.drops <= options_.misbehaviour_burst) return;
+        const auto delay = record.penalty.next_delay();
+        record.until = now + delay;
         ++counters_.quarantines;
         zab::log(log_level::warn,
-                 "tcp_transport {}: peer {} sent bad frames {} times: its connections are "
-                 "refused for {} ms (quarantine)",
-                 options_.self, peer, slot.misbehaviours, delay.count());
+                 "tcp_transport {}: peer {} sent bad frames {} times from {}: its connections "
+                 "from there are refused for {} ms (quarantine)",
+                 options_.self, peer, record.drops, host.empty() ? "our dial" : host,
+                 delay.count());
     }
 
-    /// Why `peer`'s handshake is refused now, if it is quarantined.
-    std::optional<rejection> quarantine_of(peer_id peer) const {
+    /// Why `peer`'s handshake from `host` is refused now, if it is quarantined there.
+    std::optional<rejection> quarantine_of(peer_id peer, const std::string& host) const {
         const peer_slot& slot = peers_.at(peer);
+        const auto it = slot.misbehaving.find(host);
         const auto now = clock::now();
-        if (now >= slot.quarantined_until) return std::nullopt;
+        if (it == slot.misbehaving.end() || now >= it->second.until) return std::nullopt;
         return rejection{&handshake_rejections::quarantined,
-                         fmt::format("peer {} is quarantined for {} ms more (bad frames)", peer,
+                         fmt::format("peer {} is quarantined at {} for {} ms more (bad frames)",
+                                     peer, host,
                                      std::chrono::ceil<std::chrono::milliseconds>(
-                                         slot.quarantined_until - now)
+                                         it->second.until - now)
                                          .count())};
     }
 

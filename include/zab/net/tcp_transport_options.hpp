@@ -82,10 +82,12 @@ struct tcp_transport_options {
     std::size_t max_pending_handshakes_per_address = 16;
 
     /// A member whose connection is closed for bad frames (after its handshake: it is
-    /// authenticated, and misbehaving) is forgiven `misbehaviour_burst` times; after that its
-    /// handshakes are refused (`quarantined`), and this replica does not dial it, for a delay
-    /// that doubles with each further drop, from `quarantine_min` to `quarantine_max` (with
-    /// jitter, as backoff.hpp). A member that behaves for `quarantine_max` starts afresh.
+    /// authenticated, and misbehaving) is forgiven `misbehaviour_burst` times per source
+    /// address; after that its handshakes from that address are refused (`quarantined`), and
+    /// if this replica dials it, it is not dialed, for a delay that doubles with each further
+    /// drop, from `quarantine_min` to `quarantine_max` (with jitter, as backoff.hpp). Per
+    /// address, so that over plaintext someone claiming the member's id elsewhere cannot get
+    /// the real one quarantined. An address that behaves for `quarantine_max` starts afresh.
     unsigned misbehaviour_burst = 8;
     std::chrono::milliseconds quarantine_min{1000};
     std::chrono::milliseconds quarantine_max{60000};
