@@ -36,8 +36,10 @@
 //                               tells a restarted process from a second live one with the
 //                               same id (see tcp_transport_core.hpp)
 //
-// This is identification, not authentication: anyone who can reach the port and knows the
-// cluster id can claim a member's id. Run the replicas on a trusted network.
+// This is identification, not authentication: over `tcp_transport` anyone who can reach the
+// port and knows the cluster id can claim a member's id, so run the replicas on a trusted
+// network. Over `tls_transport` (tls_security.hpp) the hello is sent inside mutual TLS, and
+// an id is accepted only from a peer whose certificate, signed by the cluster CA, names it.
 //
 // Pure code (no Boost.Asio): decoding treats the bytes as hostile and returns an error value.
 #pragma once

@@ -1,5 +1,8 @@
-// zab/net/tcp_transport.hpp — `zab::asio::tcp_transport`: the replicas of one zab group
-// talking over TCP, modelling `zab::transport` (concepts.hpp).
+// zab/net/tcp_transport.hpp — `zab::asio::basic_transport<Security>`: the replicas of one zab
+// group talking over TCP, modelling `zab::transport` (concepts.hpp); `tcp_transport` is the
+// plaintext one. The stream under each connection and how it is secured is the `Security`
+// policy (transport_security.hpp): `plaintext_security` here, `tls_security` in
+// tls_transport.hpp (`tls_transport`). Everything else below is the same code for both.
 //
 // What it does:
 // - Keeps one connection to every other member. The higher id of each pair dials the lower
@@ -12,6 +15,11 @@
 //   connection that sends anything else. Nothing a remote sends can crash it or make it
 //   allocate beyond its bounds; every refusal is logged (zab's logger hook) and counted.
 // - Writes from a bounded queue per connection, several frames per system call, TCP_NODELAY.
+// - Resists hostile connections: every handshake (the stream's and zab's) within
+//   `handshake_timeout`, at most `max_pending_handshakes` in progress (and
+//   `max_pending_handshakes_per_address` from one address), a member that keeps sending bad
+//   frames quarantined (tcp_transport_options.hpp). A connection replaces a member's only
+//   once its handshake, the security policy's identity check included, has passed.
 //
 // Threading: `executor` is the application's (an io_context's executor, or a strand). Every
 // member function must be called on it, every handler runs on it, and the transport starts
@@ -19,9 +27,11 @@
 #pragma once
 
 #include <cstddef>
+#include <concepts>
 #include <cstdint>
 #include <memory>
 #include <utility>
+#include <vector>
 
 #include <boost/asio/any_io_executor.hpp>
 
@@ -31,23 +41,27 @@
 #include "zab/core/types.hpp"
 #include "zab/net/tcp_transport_core.hpp"
 #include "zab/net/tcp_transport_options.hpp"
+#include "zab/net/transport_security.hpp"
 
 namespace zab::asio {
 
-class tcp_transport {
+template <transport_security Security>
+class basic_transport {
 public:
+    using security_type = Security;
+
     /// Does no I/O: `start()` does. `handler` receives the events (tcp_transport_options.hpp).
-    tcp_transport(boost::asio::any_io_executor executor, tcp_transport_options options,
-                  transport_handler handler)
-        : core_{std::make_shared<detail::transport_core>(std::move(executor), std::move(options),
-                                                         std::move(handler))} {}
+    basic_transport(boost::asio::any_io_executor executor, tcp_transport_options options,
+                    transport_handler handler, Security security = Security{})
+        : core_{std::make_shared<detail::transport_core<Security>>(
+              std::move(executor), std::move(options), std::move(handler), std::move(security))} {}
 
     /// Movable (the state lives behind a pointer, so handlers already posted stay valid); a
     /// moved-from transport may only be destroyed or assigned to.
-    tcp_transport(const tcp_transport&) = delete;
-    tcp_transport& operator=(const tcp_transport&) = delete;
-    tcp_transport(tcp_transport&&) noexcept = default;
-    tcp_transport& operator=(tcp_transport&& other) noexcept {
+    basic_transport(const basic_transport&) = delete;
+    basic_transport& operator=(const basic_transport&) = delete;
+    basic_transport(basic_transport&&) noexcept = default;
+    basic_transport& operator=(basic_transport&& other) noexcept {
         if (this != &other) {
             stop();
             core_ = std::move(other.core_);
@@ -56,7 +70,7 @@ public:
     }
 
     /// Stops (see `stop()`).
-    ~tcp_transport() { stop(); }
+    ~basic_transport() { stop(); }
 
     /// Validates the options, resolves the peers' host names (synchronously: IP literals need
     /// no resolver), binds and listens on self's endpoint, and starts dialing. Errors:
@@ -104,9 +118,28 @@ public:
     /// `max_pending_handshakes`).
     std::size_t pending_handshakes() const noexcept { return core_->pending_handshakes(); }
 
+    /// The security policy (its credentials). Call on the executor.
+    Security& security() noexcept { return core_->security(); }
+    const Security& security() const noexcept { return core_->security(); }
+
+    /// Replaces the policy's credentials for the connections made from now on (certificate
+    /// rotation: tls_security::reload_credentials); established connections are kept. Only
+    /// for a policy that has credentials. Call on the executor.
+    template <typename Credentials>
+        requires requires(Security& s, Credentials&& c) {
+            { s.reload_credentials(std::forward<Credentials>(c)) } -> std::same_as<result<void>>;
+        }
+    result<void> reload_credentials(Credentials&& credentials) {
+        return core_->security().reload_credentials(std::forward<Credentials>(credentials));
+    }
+
 private:
-    std::shared_ptr<detail::transport_core> core_;
+    std::shared_ptr<detail::transport_core<Security>> core_;
 };
+
+/// The plaintext transport: the hello's ids are trusted (handshake.hpp). Run it on a network
+/// only the replicas reach, or use `tls_transport` (tls_transport.hpp).
+using tcp_transport = basic_transport<plaintext_security>;
 
 static_assert(zab::transport<tcp_transport>);
 

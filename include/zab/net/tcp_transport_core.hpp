@@ -27,6 +27,18 @@
 //   the core is kept alive by the handler that called it, and every step re-checks `stopped_`
 //   and the connection's state after calling out. `send()` and `close()` never call out: a
 //   disconnection they cause is posted, and delivered before that peer's next on_connected.
+// - The stream. `Security` (transport_security.hpp) says what a connection's stream is and how
+//   it is secured: a connection is accepted or dialed as TCP, then goes through the policy's
+//   own handshake (TLS; nothing for plaintext), then zab's hello. The policy checks that the
+//   stream's credentials belong to the member id the hello claims (or that we dialed) before
+//   that id is used for anything: an impostor is refused before it could replace, or be taken
+//   for a duplicate of, a member's connection. Everything else here is the same code for every
+//   policy.
+// - Hostile connections (issue 20). The handshake deadline covers the connect, the policy's
+//   handshake and the hello; at most `max_pending_handshakes` inbound connections are in their
+//   handshake, and at most `max_pending_handshakes_per_address` from one source address; a
+//   member dropped for bad frames more than `misbehaviour_burst` times is quarantined (its
+//   handshakes refused, not dialed) for a doubling delay.
 // - Writes. `send()` only queues; the write is posted (one per connection at a time), so the
 //   frames sent by every handler that runs before it leave in one gathered system call.
 #pragma once
@@ -68,6 +80,7 @@
 #include "zab/net/handshake.hpp"
 #include "zab/net/tcp_connection.hpp"
 #include "zab/net/tcp_transport_options.hpp"
+#include "zab/net/transport_security.hpp"
 
 namespace zab::asio::detail {
 
@@ -79,13 +92,15 @@ inline std::string to_string(const tcp::endpoint& endpoint) {
                            : fmt::format("{}:{}", address.to_string(), endpoint.port());
 }
 
-class transport_core : public std::enable_shared_from_this<transport_core> {
+template <transport_security Security>
+class transport_core : public std::enable_shared_from_this<transport_core<Security>> {
 public:
     transport_core(boost::asio::any_io_executor executor, tcp_transport_options options,
-                   transport_handler handler)
+                   transport_handler handler, Security security)
         : executor_{std::move(executor)},
           options_{std::move(options)},
           handler_{std::move(handler)},
+          security_{std::move(security)},
           acceptor_{executor_},
           accept_retry_timer_{executor_} {
         const auto seed = static_cast<std::uint64_t>(
@@ -102,9 +117,10 @@ public:
         if (claim_.instance == 0) claim_.instance = 1;
         for (const auto& [id, endpoint] : options_.peers) {
             if (id == options_.self) continue;
+            const std::uint64_t peer_seed = seed ^ (options_.self * 0x9E3779B97F4A7C15u) ^ id;
             peers_.try_emplace(id, executor_, id < options_.self,
-                               backoff{options_.reconnect_min, options_.reconnect_max,
-                                       seed ^ (options_.self * 0x9E3779B97F4A7C15u) ^ id});
+                               backoff{options_.reconnect_min, options_.reconnect_max, peer_seed},
+                               ~peer_seed);
         }
     }
 
@@ -122,6 +138,7 @@ public:
                      problem);
             return make_error_code(errc::invalid_options);
         }
+        if (auto prepared = security_.prepare(options_.self); !prepared) return prepared.error();
         for (auto& [id, slot] : peers_) {
             if (!slot.dialed_by_us) continue;
             auto endpoints = resolve(options_.peers.at(id), false);
@@ -209,13 +226,27 @@ public:
     const membership_claim& claim() const noexcept { return claim_; }
     std::uint16_t local_port() const noexcept { return local_port_; }
     std::size_t pending_handshakes() const noexcept { return pending_.size(); }
+    Security& security() noexcept { return security_; }
+    const Security& security() const noexcept { return security_; }
 
 private:
-    using connection_ptr = std::shared_ptr<tcp_connection>;
+    using connection_type = basic_connection<typename Security::stream_type>;
+    using connection_ptr = std::shared_ptr<connection_type>;
+    using clock = std::chrono::steady_clock;
+
+    /// One member's bad-frame drops from one address.
+    struct misbehaviour {
+        unsigned drops = 0;
+        clock::time_point last;
+        clock::time_point until;  ///< quarantined until then
+        backoff penalty;
+    };
 
     struct peer_slot {
-        peer_slot(const boost::asio::any_io_executor& executor, bool dialed, backoff retry_)
-            : dialed_by_us{dialed}, redial_timer{executor}, retry{retry_} {}
+        peer_slot(const boost::asio::any_io_executor& executor, bool dialed, backoff retry_,
+                  std::uint64_t penalty_seed_)
+            : dialed_by_us{dialed}, redial_timer{executor}, retry{retry_},
+              penalty_seed{penalty_seed_} {}
 
         const bool dialed_by_us;
         std::vector<tcp::endpoint> endpoints;  ///< where to dial (resolved by start)
@@ -228,7 +259,20 @@ private:
         /// Accepting side: process instances whose connection a newer instance replaced, and
         /// where they connected from (the newest last, at most `max_retired`).
         std::vector<std::pair<std::uint64_t, std::string>> retired;
+        /// Bad frames after the handshake (options: misbehaviour_burst, quarantine_*), per
+        /// source address: over plaintext anyone can claim this member's id, and must not get
+        /// the real member quarantined by misbehaving in its name from elsewhere.
+        std::map<std::string, misbehaviour> misbehaving;
+        std::uint64_t penalty_seed;
+
+        /// The latest end of a quarantine of this member (any address), or the epoch.
+        clock::time_point quarantined_until() const {
+            clock::time_point until{};
+            for (const auto& [host, record] : misbehaving) until = std::max(until, record.until);
+            return until;
+        }
     };
+    static constexpr std::size_t max_misbehaving_addresses = 64;
     static constexpr std::size_t max_retired = 8;
 
     enum class notify { now, later };
@@ -240,7 +284,7 @@ private:
     template <typename... Results>
     auto guarded(connection_ptr connection,
                  void (transport_core::*step)(const connection_ptr&, Results...)) {
-        return [weak = weak_from_this(), connection = std::move(connection),
+        return [weak = this->weak_from_this(), connection = std::move(connection),
                 step](Results... results) {
             const std::shared_ptr<transport_core> core = weak.lock();
             if (!core || core->stopped_) return;
@@ -252,7 +296,7 @@ private:
 
     void accept_next() {
         acceptor_.async_accept(
-            [weak = weak_from_this()](boost::system::error_code ec, tcp::socket socket) {
+            [weak = this->weak_from_this()](boost::system::error_code ec, tcp::socket socket) {
                 const std::shared_ptr<transport_core> core = weak.lock();
                 if (!core || core->stopped_) return;
                 core->on_accept(ec, std::move(socket));
@@ -266,7 +310,7 @@ private:
             zab::log(log_level::warn, "tcp_transport {}: accept failed: {}", options_.self,
                      ec.message());
             accept_retry_timer_.expires_after(options_.reconnect_min);
-            accept_retry_timer_.async_wait([weak = weak_from_this()](boost::system::error_code e) {
+            accept_retry_timer_.async_wait([weak = this->weak_from_this()](boost::system::error_code e) {
                 const std::shared_ptr<transport_core> core = weak.lock();
                 if (!core || core->stopped_ || e) return;
                 core->accept_next();
@@ -275,27 +319,61 @@ private:
         }
         ++counters_.connections_accepted;
         boost::system::error_code ignored;
-        const std::string remote = to_string(socket.remote_endpoint(ignored));
-        if (pending_.size() >= options_.max_pending_handshakes) {
+        const tcp::endpoint endpoint = socket.remote_endpoint(ignored);
+        const std::string remote = to_string(endpoint);
+        std::string host = endpoint.address().to_string();
+        const std::size_t from_host = pending_by_host_.contains(host) ? pending_by_host_[host] : 0;
+        const bool listener_full = pending_.size() >= options_.max_pending_handshakes;
+        if (listener_full || from_host >= options_.max_pending_handshakes_per_address) {
             ++counters_.rejected.too_many_pending;
+            if (!listener_full) ++counters_.rejected.too_many_pending_from_address;
             // One warning per saturation, not one per connection of a flood.
             zab::log(pending_full_logged_ ? log_level::debug : log_level::warn,
                      "tcp_transport {}: refused connection from {}: {} handshakes already "
-                     "pending (max_pending_handshakes)",
-                     options_.self, remote, pending_.size());
+                     "pending{}",
+                     options_.self, remote, listener_full ? pending_.size() : from_host,
+                     listener_full ? " (max_pending_handshakes)"
+                                   : " from that address (max_pending_handshakes_per_address)");
             pending_full_logged_ = true;
             socket.close(ignored);
             accept_next();
             return;
         }
         socket.set_option(tcp::no_delay(true), ignored);
-        auto connection = std::make_shared<tcp_connection>(std::move(socket), next_id_++, true,
-                                                           peer_id{0}, options_);
+        auto connection = std::make_shared<connection_type>(
+            security_.make_stream(std::move(socket)), next_id_++, true, peer_id{0}, options_);
         connection->remote = remote;
+        connection->remote_host = std::move(host);
         pending_.insert(connection);
+        ++pending_by_host_[connection->remote_host];
         start_handshake_timer(connection);
-        read_hello(connection, &transport_core::on_hello);
+        secure(connection);
         accept_next();
+    }
+
+    /// The stream's own handshake (TLS), if it has one, then zab's hello exchange. Both are
+    /// under the handshake deadline and the caps on pending handshakes.
+    void secure(const connection_ptr& connection) {
+        if constexpr (Security::has_handshake) {
+            security_.async_handshake(connection->stream,
+                                      connection->inbound ? handshake_role::server
+                                                          : handshake_role::client,
+                                      guarded(connection, &transport_core::on_secured));
+        } else {
+            on_secured(connection, {});
+        }
+    }
+
+    void on_secured(const connection_ptr& connection, boost::system::error_code ec) {
+        if (connection->state != connection_state::handshaking) return;
+        if (ec) return reject(connection, security_.classify_failure(connection->stream, ec));
+        if (connection->inbound) return read_hello(connection, &transport_core::on_hello);
+        // Dialing: the member we dialed must be the one whose credentials answered.
+        if (auto why = security_.check_peer(connection->stream, connection->peer)) {
+            return reject(connection, *why);
+        }
+        write_hello(connection, handshake(hello_kind::hello, connection->peer),
+                    &transport_core::on_hello_written);
     }
 
     void on_hello(const connection_ptr& connection, boost::system::error_code ec, std::size_t) {
@@ -314,6 +392,15 @@ private:
             return reject(connection,
                           {&handshake_rejections::unexpected_peer,
                            fmt::format("peer {} meant to reach peer {}, not us", from, hello.to)});
+        }
+        // The stream's credentials must be that member's (TLS), before anything else is
+        // decided about it: an impostor can neither replace a connection nor be taken for a
+        // duplicate or a member with another member list.
+        if (auto why = security_.check_peer(connection->stream, from)) {
+            return reject(connection, *why);
+        }
+        if (auto why = quarantine_of(from, connection->remote_host)) {
+            return reject(connection, *why);
         }
         if (peers_.at(from).dialed_by_us) {
             return reject(connection,
@@ -376,13 +463,14 @@ private:
         peer_slot& slot = peers_.at(id);
         slot.redial_scheduled = false;
         if (stopped_ || !started_ || slot.current || slot.dialing) return;
-        auto connection = std::make_shared<tcp_connection>(tcp::socket{executor_}, next_id_++,
-                                                           false, id, options_);
+        if (clock::now() < slot.quarantined_until()) return schedule_redial(id, slot);
+        auto connection = std::make_shared<connection_type>(
+            security_.make_stream(tcp::socket{executor_}), next_id_++, false, id, options_);
         const tcp_endpoint& where = options_.peers.at(id);
         connection->remote = fmt::format("{}:{}", where.host, where.port);
         slot.dialing = connection;
         start_handshake_timer(connection);
-        boost::asio::async_connect(connection->socket, slot.endpoints,
+        boost::asio::async_connect(connection->stream.lowest_layer(), slot.endpoints,
                                    guarded(connection, &transport_core::on_connect));
     }
 
@@ -399,9 +487,8 @@ private:
         connection->tcp_connected = true;
         connection->remote = to_string(endpoint);
         boost::system::error_code ignored;
-        connection->socket.set_option(tcp::no_delay(true), ignored);
-        write_hello(connection, handshake(hello_kind::hello, connection->peer),
-                    &transport_core::on_hello_written);
+        connection->stream.lowest_layer().set_option(tcp::no_delay(true), ignored);
+        secure(connection);
     }
 
     void on_hello_written(const connection_ptr& connection, boost::system::error_code ec,
@@ -449,11 +536,15 @@ private:
     void schedule_redial(peer_id id, peer_slot& slot) {
         if (stopped_ || !started_ || slot.current || slot.dialing || slot.redial_scheduled) return;
         slot.redial_scheduled = true;
-        const auto delay = slot.retry.next_delay();
+        auto delay = slot.retry.next_delay();
+        const auto now = clock::now();
+        if (const auto until = slot.quarantined_until(); now < until) {
+            delay = std::max(delay, std::chrono::ceil<std::chrono::milliseconds>(until - now));
+        }
         zab::log(log_level::debug, "tcp_transport {}: dialing peer {} again in {} ms",
                  options_.self, id, delay.count());
         slot.redial_timer.expires_after(delay);
-        slot.redial_timer.async_wait([weak = weak_from_this(), id](boost::system::error_code ec) {
+        slot.redial_timer.async_wait([weak = this->weak_from_this(), id](boost::system::error_code ec) {
             const std::shared_ptr<transport_core> core = weak.lock();
             if (!core || core->stopped_ || ec) return;
             core->dial(id);
@@ -463,10 +554,7 @@ private:
     // --- The handshake, both sides -----------------------------------------------------------
 
     /// A handshake failure: which counter moves, and why (for the log line).
-    struct rejection {
-        std::uint64_t handshake_rejections::*counter;
-        std::string reason;
-    };
+    using rejection = handshake_refusal;
 
     void start_handshake_timer(const connection_ptr& connection) {
         connection->handshake_timer.expires_after(options_.handshake_timeout);
@@ -489,20 +577,20 @@ private:
 
     template <typename Step>
     void read_hello(const connection_ptr& connection, Step step) {
-        boost::asio::async_read(connection->socket, boost::asio::buffer(connection->hello_in),
+        boost::asio::async_read(connection->stream, boost::asio::buffer(connection->hello_in),
                                 guarded(connection, step));
     }
 
     template <typename Step>
     void write_hello(const connection_ptr& connection, const hello_message& message, Step step) {
         connection->hello_out = encode_hello(message);
-        boost::asio::async_write(connection->socket, boost::asio::buffer(connection->hello_out),
+        boost::asio::async_write(connection->stream, boost::asio::buffer(connection->hello_out),
                                  guarded(connection, step));
     }
 
     /// Decodes the message just read into `message` and checks what every handshake message
     /// must satisfy; the reason to refuse it, if any.
-    std::optional<rejection> check_hello(const tcp_connection& connection, hello_kind expected,
+    std::optional<rejection> check_hello(const connection_type& connection, hello_kind expected,
                                          hello_message& message) const {
         const auto decoded = decode_hello(connection.hello_in);
         if (!decoded) {
@@ -568,7 +656,7 @@ private:
     }
 
     /// `replaced`, the connection of another process instance than `by`, ends: remember it.
-    void retire(peer_slot& slot, const tcp_connection& replaced, std::uint64_t by) {
+    void retire(peer_slot& slot, const connection_type& replaced, std::uint64_t by) {
         if (replaced.remote_instance == by) return;  // the same process, a new connection
         std::erase_if(slot.retired, [&](const auto& r) { return r.first == replaced.remote_instance; });
         slot.retired.emplace_back(replaced.remote_instance, replaced.remote);
@@ -646,7 +734,7 @@ private:
         close_connection(connection, notify::now);
     }
 
-    std::string describe(const tcp_connection& connection) const {
+    std::string describe(const connection_type& connection) const {
         return connection.inbound ? fmt::format("connection from {}", connection.remote)
                                   : fmt::format("connection to peer {} at {}", connection.peer,
                                                 connection.remote);
@@ -673,7 +761,7 @@ private:
 
     void read_frames(const connection_ptr& connection) {
         const std::span<std::byte> buffer = connection->reader.read_buffer();
-        connection->socket.async_read_some(boost::asio::buffer(buffer.data(), buffer.size()),
+        connection->stream.async_read_some(boost::asio::buffer(buffer.data(), buffer.size()),
                                            guarded(connection, &transport_core::on_frames_read));
     }
 
@@ -715,7 +803,58 @@ private:
                  "(max_frame_size {})",
                  options_.self, connection->id, connection->peer, error.message(),
                  options_.max_frame_size);
+        penalize(connection->peer, connection->remote_host);
         close_connection(connection, notify::now);
+    }
+
+    /// `peer`, connected from `host`, was dropped for bad frames after its handshake: past
+    /// `misbehaviour_burst` such drops from that address, it is quarantined there (its
+    /// handshakes from it refused; if we dial it, not dialed) for a doubling delay.
+    void penalize(peer_id peer, const std::string& host) {
+        const auto it = peers_.find(peer);
+        if (it == peers_.end()) return;
+        peer_slot& slot = it->second;
+        const auto now = clock::now();
+        // Forget addresses that behaved for quarantine_max, then bound what is kept.
+        std::erase_if(slot.misbehaving, [&](const auto& entry) {
+            return now - entry.second.last > options_.quarantine_max && now >= entry.second.until;
+        });
+        if (!slot.misbehaving.contains(host) &&
+            slot.misbehaving.size() >= max_misbehaving_addresses) {
+            const auto oldest = std::min_element(
+                slot.misbehaving.begin(), slot.misbehaving.end(),
+                [](const auto& a, const auto& b) { return a.second.last < b.second.last; });
+            slot.misbehaving.erase(oldest);
+        }
+        auto [entry, fresh] = slot.misbehaving.try_emplace(
+            host, misbehaviour{0, now, {},
+                               backoff{options_.quarantine_min, options_.quarantine_max,
+                                       slot.penalty_seed ^ std::hash<std::string>{}(host)}});
+        misbehaviour& record = entry->second;
+        record.last = now;
+        if (++record.drops <= options_.misbehaviour_burst) return;
+        const auto delay = record.penalty.next_delay();
+        record.until = now + delay;
+        ++counters_.quarantines;
+        zab::log(log_level::warn,
+                 "tcp_transport {}: peer {} sent bad frames {} times from {}: its connections "
+                 "from there are refused for {} ms (quarantine)",
+                 options_.self, peer, record.drops, host.empty() ? "our dial" : host,
+                 delay.count());
+    }
+
+    /// Why `peer`'s handshake from `host` is refused now, if it is quarantined there.
+    std::optional<rejection> quarantine_of(peer_id peer, const std::string& host) const {
+        const peer_slot& slot = peers_.at(peer);
+        const auto it = slot.misbehaving.find(host);
+        const auto now = clock::now();
+        if (it == slot.misbehaving.end() || now >= it->second.until) return std::nullopt;
+        return rejection{&handshake_rejections::quarantined,
+                         fmt::format("peer {} is quarantined at {} for {} ms more (bad frames)",
+                                     peer, host,
+                                     std::chrono::ceil<std::chrono::milliseconds>(
+                                         it->second.until - now)
+                                         .count())};
     }
 
     /// Writes what `send` queued once the handler that called it has returned, rather than
@@ -726,7 +865,7 @@ private:
     void schedule_write(const connection_ptr& connection) {
         if (connection->write_posted || connection->queue.writing()) return;
         connection->write_posted = true;
-        boost::asio::post(executor_, [weak = weak_from_this(), connection] {
+        boost::asio::post(executor_, [weak = this->weak_from_this(), connection] {
             connection->write_posted = false;
             const std::shared_ptr<transport_core> core = weak.lock();
             if (!core || core->stopped_) return;
@@ -739,7 +878,7 @@ private:
             !connection->queue.ready_to_write()) {
             return;
         }
-        boost::asio::async_write(connection->socket, connection->queue.begin_write(),
+        boost::asio::async_write(connection->stream, connection->queue.begin_write(),
                                  guarded(connection, &transport_core::on_frames_written));
     }
 
@@ -780,7 +919,7 @@ private:
             return;
         }
         slot.owed_disconnect = connection->id;
-        boost::asio::post(executor_, [weak = weak_from_this(), peer = connection->peer] {
+        boost::asio::post(executor_, [weak = this->weak_from_this(), peer = connection->peer] {
             const std::shared_ptr<transport_core> core = weak.lock();
             if (!core || core->stopped_) return;
             core->deliver_owed_disconnect(peer);
@@ -801,15 +940,18 @@ private:
     }
 
     void forget_pending(const connection_ptr& connection) {
-        if (pending_.erase(connection) > 0) pending_full_logged_ = false;
+        if (pending_.erase(connection) == 0) return;
+        pending_full_logged_ = false;
+        const auto it = pending_by_host_.find(connection->remote_host);
+        if (it != pending_by_host_.end() && --it->second == 0) pending_by_host_.erase(it);
     }
 
     /// Closes the socket (pending operations complete with operation_aborted) and the timer.
     /// The buffers stay with the connection until the last operation has completed.
-    static void abort_io(tcp_connection& connection) noexcept {
+    static void abort_io(connection_type& connection) noexcept {
         connection.state = connection_state::closed;
         boost::system::error_code ignored;
-        connection.socket.close(ignored);
+        connection.stream.lowest_layer().close(ignored);
         connection.handshake_timer.cancel();
     }
 
@@ -839,6 +981,7 @@ private:
     boost::asio::any_io_executor executor_;
     const tcp_transport_options options_;
     const transport_handler handler_;  // kept until the core dies: a running handler is safe
+    Security security_;                // the streams' credentials (transport_security.hpp)
     transport_counters counters_;
     membership_claim claim_;  // what our handshake messages say about us
     std::vector<member_conflict> conflicts_;
@@ -846,6 +989,7 @@ private:
     boost::asio::steady_timer accept_retry_timer_;
     std::map<peer_id, peer_slot> peers_;  // every member but self; fixed after construction
     std::set<connection_ptr> pending_;    // inbound, handshake not complete
+    std::map<std::string, std::size_t> pending_by_host_;  // pending_, per source address
     bool pending_full_logged_ = false;
     connection_id next_id_ = 1;
     std::uint16_t local_port_ = 0;

@@ -77,6 +77,21 @@ struct tcp_transport_options {
     /// descriptors, and the real peers, already connected, are not disturbed).
     std::size_t max_pending_handshakes = 64;
 
+    /// At most this many of those may come from one source address (a host that floods the
+    /// port cannot take every slot from the members). Counted in `too_many_pending` too.
+    std::size_t max_pending_handshakes_per_address = 16;
+
+    /// A member whose connection is closed for bad frames (after its handshake: it is
+    /// authenticated, and misbehaving) is forgiven `misbehaviour_burst` times per source
+    /// address; after that its handshakes from that address are refused (`quarantined`), and
+    /// if this replica dials it, it is not dialed, for a delay that doubles with each further
+    /// drop, from `quarantine_min` to `quarantine_max` (with jitter, as backoff.hpp). Per
+    /// address, so that over plaintext someone claiming the member's id elsewhere cannot get
+    /// the real one quarantined. An address that behaves for `quarantine_max` starts afresh.
+    unsigned misbehaviour_burst = 8;
+    std::chrono::milliseconds quarantine_min{1000};
+    std::chrono::milliseconds quarantine_max{60000};
+
     /// Empty if the options are usable, else the first problem found, naming the field.
     std::string problem() const {
         if (self == 0) return "self must not be 0 (peer id 0 is reserved)";
@@ -97,6 +112,11 @@ struct tcp_transport_options {
             return "reconnect_min must be positive";
         if (reconnect_max < reconnect_min) return "reconnect_max must not be below reconnect_min";
         if (max_pending_handshakes == 0) return "max_pending_handshakes must be at least 1";
+        if (max_pending_handshakes_per_address == 0)
+            return "max_pending_handshakes_per_address must be at least 1";
+        if (quarantine_min <= std::chrono::milliseconds::zero())
+            return "quarantine_min must be positive";
+        if (quarantine_max < quarantine_min) return "quarantine_max must not be below quarantine_min";
         return {};
     }
 
@@ -140,11 +160,26 @@ struct handshake_rejections {
     std::uint64_t wrong_direction = 0;   ///< a member that this replica dials dialed it
     std::uint64_t timeout = 0;           ///< not finished within handshake_timeout
     std::uint64_t too_many_pending = 0;  ///< closed at once: max_pending_handshakes reached
+    /// Of those, closed because max_pending_handshakes_per_address was reached.
+    std::uint64_t too_many_pending_from_address = 0;
+    std::uint64_t quarantined = 0;       ///< a member quarantined for bad frames (see options)
     std::uint64_t closed_by_remote = 0;  ///< the other end closed (or failed) mid-handshake
     /// Members that contradict this one (answered with a refusal, see `member_conflict`):
     std::uint64_t different_membership = 0;  ///< same configuration version, other members
     std::uint64_t duplicate_id = 0;  ///< a second live process with a member's id
     std::uint64_t refused_by_peer = 0;  ///< a member refused us (our conflicts say why)
+    /// Refused by the stream's credentials (tls_security.hpp; never with plaintext):
+    std::uint64_t refused_tls_no_certificate = 0;  ///< the peer presented no certificate
+    std::uint64_t refused_tls_untrusted = 0;    ///< not signed by the cluster CA (or invalid)
+    std::uint64_t refused_tls_expired = 0;      ///< expired, or not valid yet
+    std::uint64_t refused_tls_wrong_identity = 0;  ///< does not name the member id claimed
+    std::uint64_t refused_tls_handshake = 0;    ///< any other TLS failure (not TLS, a version)
+};
+
+/// Why a handshake failed: the counter that moves and the reason logged.
+struct handshake_refusal {
+    std::uint64_t handshake_rejections::*counter = nullptr;
+    std::string reason;
 };
 
 /// A member that contradicts this replica, as the handshakes found it: the latest finding
@@ -175,6 +210,7 @@ struct transport_counters {
     std::uint64_t oversized_frames = 0;         ///< a frame above max_frame_size
     std::uint64_t queue_overflows = 0;          ///< connections closed by a full send queue
     std::uint64_t replaced_connections = 0;     ///< closed because the peer connected again
+    std::uint64_t quarantines = 0;              ///< quarantines begun (bad frames, see options)
     std::uint64_t stale_sends_dropped = 0;      ///< sends naming a connection no longer current
 };
 

@@ -1,6 +1,7 @@
 // zab/runtime/node.hpp — zab::asio::node: one replica of a zab group, driven by Boost.Asio.
 //
-// A node owns a `zab::peer` and the TCP transport to the other replicas, and drives the peer
+// A node owns a `zab::peer` and the transport to the other replicas (plaintext TCP by default,
+// or TLS: the `Transport` parameter), and drives the peer
 // on the application's executor: a steady timer makes ticks, transport events become
 // `on_connected` / `on_disconnected` / `on_receive`, the log's flushes become durability
 // completions, and the client API completes Asio operations from the peer's completions.
@@ -110,23 +111,36 @@ struct node_status {
     std::vector<member_conflict> conflicts;
 };
 
-template <flushable_log Log, state_machine StateMachine, typename Policies = default_policies>
+/// `Transport` carries the frames between replicas: `tcp_transport` (plaintext, the default),
+/// `tls_transport` (mutual TLS, include/zab/net/tls_transport.hpp, target zab::asio_tls), or
+/// the application's own: a `zab::transport` constructible from (executor,
+/// tcp_transport_options, transport_handler, extra...) — the extra arguments are the node
+/// constructor's last ones, e.g. a `tls_security` — with `start()`, `stop()`, `conflicts()`,
+/// `local_port()` and `counters()` as `basic_transport` has them.
+template <flushable_log Log, state_machine StateMachine, typename Policies = default_policies,
+          zab::transport Transport = tcp_transport>
 class node {
 public:
-    using peer_type = peer<tcp_transport, Log, StateMachine, Policies>;
+    using peer_type = peer<Transport, Log, StateMachine, Policies>;
+    using transport_type = Transport;
     /// Every client operation completes with this signature, exactly once.
     using completion_signature = void(boost::system::error_code, reply);
 
     /// Does nothing yet (`start()` does). `log` and `machine` must outlive the node; the log
     /// holds what the replica recovered. See the threading contract above for the executors.
+    /// `transport_arguments` go to the transport's constructor after its handler (for
+    /// `tls_transport`: the `tls_security` with the replica's credentials).
+    template <typename... TransportArguments>
     node(boost::asio::any_io_executor executor, node_options options, Log& log,
-         StateMachine& machine, std::optional<boost::asio::any_io_executor> disk_executor = {})
+         StateMachine& machine, std::optional<boost::asio::any_io_executor> disk_executor = {},
+         TransportArguments&&... transport_arguments)
         : executor_{executor},
           disk_{std::move(disk_executor)},
           options_{std::move(options)},
           log_{log},
           machine_{machine},
-          transport_{executor, transport_options_of(options_), make_handler()},
+          transport_{executor, transport_options_of(options_), make_handler(),
+                     std::forward<TransportArguments>(transport_arguments)...},
           timer_{executor} {}
 
     node(const node&) = delete;
@@ -138,7 +152,7 @@ public:
     /// Creates the peer (its option, configuration and recovery checks: see peer::create),
     /// binds the peer port and starts dialing, then starts the protocol and the clock.
     /// Errors: those of `peer::create` (`invalid_options` for a self that is not a member)
-    /// and `tcp_transport::start`; `invalid_argument` when started twice or after `stop()`.
+    /// and the transport's `start`; `invalid_argument` when started twice or after `stop()`.
     result<void> start() {
         if (started_ || stopped_) return make_error_code(errc::invalid_argument);
         zab::options peer_options = options_.peer;
@@ -294,7 +308,9 @@ public:
 
     /// The peer (for observation: status, counters), or nullptr before `start()`.
     const peer_type* protocol_peer() const noexcept { return peer_.get(); }
-    const tcp_transport& transport() const noexcept { return transport_; }
+    const Transport& transport() const noexcept { return transport_; }
+    /// For `reload_credentials` (certificate rotation), on the node's executor.
+    Transport& transport() noexcept { return transport_; }
 
 private:
     using handler_type = boost::asio::any_completion_handler<completion_signature>;
@@ -469,7 +485,7 @@ private:
     node_options options_;
     Log& log_;
     StateMachine& machine_;
-    tcp_transport transport_;
+    Transport transport_;
     std::unique_ptr<peer_type> peer_;
     boost::asio::steady_timer timer_;
     std::chrono::steady_clock::time_point clock_origin_;
