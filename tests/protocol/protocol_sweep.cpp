@@ -75,7 +75,8 @@ int main(int argc, char** argv) {
         "clients: {} writes ({} done, {} refused, {} unknown), {} syncs ({} done); "
         "leadership transfers: {} asked, {} handed over, {} timed out, {} handovers followed; "
         "reconfigurations: {} asked, {} committed ({} voters added, {} observers added, {} "
-        "removals, {} type changes, {} replacements), refused: {} in progress, {} stale "
+        "removals, {} type changes, {} replacements, {} learners added, {} reweighted), {} "
+        "learners promoted, refused: {} in progress, {} stale "
         "version, {} new quorum not synced, {} other; {} unknown; {} leaders handed over on "
         "leaving, {} replicas removed, {} crashes with a change pending; {} "
         "invariant checks; recovery: worst {} us, bound {} us; {} determinism re-runs; trace "
@@ -91,6 +92,7 @@ int main(int argc, char** argv) {
         t.client_syncs, t.syncs_ok, t.transfers, t.handed_over, t.transfers_timed_out,
         t.handovers_followed, t.reconfigs, t.reconfigs_committed, t.reconfig_kinds[0],
         t.reconfig_kinds[1], t.reconfig_kinds[2], t.reconfig_kinds[3], t.reconfig_kinds[4],
+        t.reconfig_kinds[5], t.reconfig_kinds[6], t.learners_promoted,
         t.refused_in_progress, t.refused_version, t.refused_no_quorum, t.refused_other,
         t.reconfigs_unknown, t.leaving_handoffs, t.removed_replicas, t.crashes_in_reconfig,
         t.invariant_checks, t.worst_recovery, t.bound, t.determinism_checks, combined,
@@ -128,7 +130,8 @@ int main(int argc, char** argv) {
         for (auto k : t.reconfig_kinds) trivial = trivial || k == 0;
         trivial = trivial || t.refused_in_progress == 0 || t.refused_version == 0 ||
                   t.refused_no_quorum == 0 || t.leaving_handoffs == 0 ||
-                  t.removed_replicas == 0 || t.crashes_in_reconfig == 0;
+                  t.removed_replicas == 0 || t.crashes_in_reconfig == 0 ||
+                  t.learners_promoted == 0;
     }
     // A handful of seeds may legitimately miss a rare event; a real sweep may not.
     trivial = trivial && seeds >= 50;

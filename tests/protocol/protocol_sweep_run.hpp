@@ -20,6 +20,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <tuple>
 #include <optional>
@@ -56,8 +57,10 @@ struct protocol_totals {
     // they led to: leaders that handed over because a change left them without a vote,
     // replicas removed, crashes while a change was proposed and not committed.
     std::uint64_t reconfigs = 0, reconfigs_committed = 0, reconfigs_unknown = 0;
-    std::array<std::uint64_t, 5> reconfig_kinds{};  // added voter, added observer, removed,
-                                                    // type flipped, replaced
+    std::array<std::uint64_t, 7> reconfig_kinds{};  // added voter, added observer, removed,
+                                                    // type flipped, replaced, added learner
+                                                    // (promote), weights or groups redrawn
+    std::uint64_t learners_promoted = 0;
     std::uint64_t refused_in_progress = 0, refused_version = 0, refused_no_quorum = 0,
                   refused_other = 0;
     std::uint64_t leaving_handoffs = 0, removed_replicas = 0, crashes_in_reconfig = 0;
@@ -205,13 +208,15 @@ protocol_seed_result run_protocol_seed(std::uint64_t seed, protocol_totals& t, b
     // Reconfiguration requests in flight, by replica, incarnation and id, with their kind.
     std::map<std::tuple<peer_id, std::uint64_t, request_id>, std::size_t> reconfig_requests;
     std::optional<std::size_t> reconfig_call;  // the kind of the reconfigure call under way
-    std::set<std::tuple<peer_id, std::uint64_t, request_id>> completed_inside;
-    sim.set_completion_observer([&](peer_id at, const client_completion& c) {
+    std::vector<std::pair<peer_id, client_completion>> completed_in_call;
+    std::function<void(peer_id, const client_completion&)> on_completion;
+    on_completion = [&](peer_id at, const client_completion& c) {
         const auto& n = sim.at(at);
-        if (reconfig_call && c.op == client_op::write) {
-            // Completed inside the reconfigure call (a refusal): known by its call, not its id.
-            reconfig_requests[{at, n.incarnation, c.id}] = *reconfig_call;
-            completed_inside.insert({at, n.incarnation, c.id});
+        if (reconfig_call) {
+            // Inside a reconfigure call: its own refusal, or other requests that the catch-up
+            // before it completed. Sorted out once the call returns the reconfiguration's id.
+            completed_in_call.push_back({at, c});
+            return;
         }
         if (const auto it = reconfig_requests.find({at, n.incarnation, c.id});
             it != reconfig_requests.end()) {
@@ -234,7 +239,8 @@ protocol_seed_result run_protocol_seed(std::uint64_t seed, protocol_totals& t, b
             return;
         }
         clients.completed(at, n.incarnation, c, n.machine->applied(), n.machine->last_applied());
-    });
+    };
+    sim.set_completion_observer([&](peer_id at, const client_completion& c) { on_completion(at, c); });
     std::uint64_t client_number = 0;
     auto client_request = [&] {
         const auto at = static_cast<peer_id>(1 + draw.below(sim.nodes().size()));
@@ -269,6 +275,7 @@ protocol_seed_result run_protocol_seed(std::uint64_t seed, protocol_totals& t, b
             t.handed_over += c.transfers_handed_over - last_counters[n.id].transfers_handed_over;
             t.transfers_timed_out += c.transfers_timed_out - last_counters[n.id].transfers_timed_out;
             t.handovers_followed += c.handovers_followed - last_counters[n.id].handovers_followed;
+            t.learners_promoted += c.learners_promoted - last_counters[n.id].learners_promoted;
             last_counters[n.id] = c;
             if (n.peer->status().removed && !removed_seen.contains({n.id, n.incarnation})) {
                 removed_seen.insert({n.id, n.incarnation});
@@ -314,7 +321,7 @@ protocol_seed_result run_protocol_seed(std::uint64_t seed, protocol_totals& t, b
             if (!ever_member.contains(n.id) && n.id > o.voters + o.observers)
                 outside.push_back(n.id);
         const std::size_t voter_count = current.voters().size();
-        std::size_t kind = reconfig_draw.below(5);
+        std::size_t kind = reconfig_draw.below(7);
         auto pick = [&](auto&& pred) -> std::optional<std::size_t> {
             std::vector<std::size_t> at;
             for (std::size_t i = 0; i < members.size(); ++i)
@@ -324,8 +331,21 @@ protocol_seed_result run_protocol_seed(std::uint64_t seed, protocol_totals& t, b
         };
         auto voter = [](const member& m) { return m.type == learner_type::participant; };
         bool changed = false;
-        if ((kind == 0 || kind == 1 || kind == 4) && outside.empty()) kind = 3;
-        if (kind == 0 || kind == 1) {
+        if ((kind == 0 || kind == 1 || kind == 4 || kind == 5) && outside.empty()) kind = 3;
+        if (kind == 5) {
+            // A learner: follows without a vote, promoted by the leader once caught up.
+            members.push_back({outside[reconfig_draw.below(outside.size())],
+                               learner_type::observer, 0, 1, true});
+            changed = true;
+        } else if (kind == 6) {
+            // The same members, counted by new weights (1–3) or in groups (sites 1–3).
+            const bool groups = reconfig_draw.chance(0.5);
+            for (member& m : members) {
+                m.weight = static_cast<std::uint32_t>(reconfig_draw.between(1, 3));
+                m.group = groups ? static_cast<std::uint32_t>(reconfig_draw.between(1, 3)) : 0;
+            }
+            changed = true;
+        } else if (kind == 0 || kind == 1) {
             members.push_back({outside[reconfig_draw.below(outside.size())],
                                kind == 0 ? learner_type::participant : learner_type::observer});
             changed = true;
@@ -363,10 +383,11 @@ protocol_seed_result run_protocol_seed(std::uint64_t seed, protocol_totals& t, b
             reconfig_call = kind;
             const auto id = sim.reconfigure(at, reconfig_request{members, expected});
             reconfig_call.reset();
-            if (!id) continue;
-            ++t.reconfigs;
-            const std::tuple<peer_id, std::uint64_t, request_id> key{at, sim.at(at).incarnation, *id};
-            if (!completed_inside.contains(key)) reconfig_requests.emplace(key, kind);
+            if (id) {
+                ++t.reconfigs;
+                reconfig_requests.emplace(std::tuple{at, sim.at(at).incarnation, *id}, kind);
+            }
+            for (const auto& [where, c] : std::exchange(completed_in_call, {})) on_completion(where, c);
         }
     };
     // Crashes while a reconfiguration is proposed and not committed (pending somewhere).
@@ -508,6 +529,17 @@ protocol_seed_result run_protocol_seed(std::uint64_t seed, protocol_totals& t, b
     // and none that a committed configuration removed still takes part.
     std::string config_report;
     if (live && variant.reconfigurations) {
+        // A reconfiguration the leader made after the final write (a learner's promotion)
+        // may still be on its way: let every replica apply what the leader committed.
+        const zxid committed = sim.peer_of(established_leader(sim))->last_committed();
+        sim.run_until(
+            [&] {
+                for (const auto& n : sim.nodes())
+                    if (n.peer && !n.peer->status().removed && n.peer->last_applied() < committed)
+                        return false;
+                return true;
+            },
+            sim.now() + 2 * o.peer.sync_limit_ticks * o.tick_us);
         const auto* leader = sim.peer_of(established_leader(sim));
         const configuration& agreed = leader->configuration_in_force();
         for (const auto& n : sim.nodes()) {

@@ -223,3 +223,118 @@ TEST_CASE("a reconfiguration that removes the leader hands over to the best new 
     CHECK(in_force.is_voter(last));
     CHECK(complete(sim, out, last, sim.submit(last, as_bytes("after restart"))));
 }
+
+TEST_CASE("weighted and hierarchical verifiers count weights and groups (ZooKeeper's "
+          "QuorumHierarchical)") {
+    auto weighted = configuration::make({{1, learner_type::participant, 0, 3},
+                                         {2, learner_type::participant, 0, 1},
+                                         {3, learner_type::participant, 0, 1},
+                                         {4, learner_type::observer}})
+                        .value();
+    const auto w = quorum_system::of(weighted);
+    peer_set one;
+    one.insert(1);
+    CHECK(w.contains_quorum(one));
+    peer_set two_three;
+    two_three.insert(2);
+    two_three.insert(3);
+    two_three.insert(4);  // an observer adds nothing
+    CHECK_FALSE(w.contains_quorum(two_three));
+    CHECK_FALSE(w.is_voter(4));
+
+    // Three sites: {1,2,3}, {4}, {5}; a majority of sites, each by a majority of its weight.
+    auto sites = configuration::make({{1, learner_type::participant, 1, 1},
+                                      {2, learner_type::participant, 1, 1},
+                                      {3, learner_type::participant, 1, 1},
+                                      {4, learner_type::participant, 2, 1},
+                                      {5, learner_type::participant, 3, 1}})
+                     .value();
+    const auto h = quorum_system::of(sites);
+    auto set_of = [](std::initializer_list<peer_id> ids) {
+        peer_set s;
+        for (peer_id id : ids) s.insert(id);
+        return s;
+    };
+    CHECK(h.contains_quorum(set_of({4, 5})));        // two sites of three
+    CHECK(h.contains_quorum(set_of({1, 2, 5})));     // site 1 by 2 of 3, and site 3
+    CHECK_FALSE(h.contains_quorum(set_of({1, 2, 3})));  // one site only
+    CHECK_FALSE(h.contains_quorum(set_of({1, 4})));     // site 1 by 1 of 3: not a majority
+    CHECK(h.simple_majority() == std::nullopt);
+
+    // Invalid: groups for some voters only, a total weight of 0, promotion of a voter.
+    CHECK_FALSE(configuration::make({{1, learner_type::participant, 1, 1},
+                                     {2, learner_type::participant, 0, 1}}));
+    CHECK_FALSE(configuration::make({{1, learner_type::participant, 0, 0}}));
+    CHECK_FALSE(configuration::make({{1, learner_type::participant, 0, 1, true}}));
+    // Groups and weights travel with the reconfiguration.
+    auto back = decode_reconfig(encode_reconfig({sites.members(), {}}).view());
+    REQUIRE(back);
+    CHECK(back.value().members == sites.members());
+}
+
+TEST_CASE("a hierarchical configuration keeps committing with two sites of three up, where a "
+          "majority of heads would not") {
+    cluster_options o;
+    o.seed = 23;
+    o.voters = 5;
+    sim_type sim{o};
+    outcomes out{sim};
+    sim.start();
+    REQUIRE(sim.run_until([&] { return settled(sim); }, 30'000'000));
+    const peer_id leader = leader_of(sim);
+    std::vector<member> sites{{1, learner_type::participant, 1, 1},
+                              {2, learner_type::participant, 1, 1},
+                              {3, learner_type::participant, 1, 1},
+                              {4, learner_type::participant, 2, 1},
+                              {5, learner_type::participant, 3, 1}};
+    REQUIRE(complete(sim, out, leader, sim.reconfigure(leader, {sites, {}})));
+    REQUIRE(sim.run_until(
+        [&] {
+            for (peer_id id = 1; id <= 5; ++id)
+                if (!sim.peer_of(id)->configuration_in_force().hierarchical()) return false;
+            return true;
+        },
+        sim.now() + 10'000'000));
+    // Site 1 goes down whole: 2 replicas of 5 are left, two sites of three.
+    for (peer_id id = 1; id <= 3; ++id) sim.crash(id);
+    REQUIRE(sim.run_until([&] { return leader_of(sim) != 0; }, sim.now() + 60'000'000));
+    const peer_id now = leader_of(sim);
+    CHECK((now == 4 || now == 5));
+    CHECK(complete(sim, out, now, sim.submit(now, as_bytes("two sites"))));
+}
+
+TEST_CASE("learner promotion: members marked promote follow without a vote and the leader makes "
+          "each a voter once caught up — a single voter grows to three") {
+    cluster_options o;
+    o.seed = 5;
+    o.voters = 1;
+    o.joiners = 2;
+    sim_type sim{o};
+    outcomes out{sim};
+    sim.start();
+    REQUIRE(sim.run_until([&] { return settled(sim); }, 30'000'000));
+    REQUIRE(leader_of(sim) == 1);
+    for (int i = 0; i < 5; ++i) REQUIRE(complete(sim, out, 1, sim.submit(1, as_bytes("w"))));
+    // Learners: the leader makes each a voter once it is caught up, one reconfiguration at a
+    // time, each checked against the followers synced then.
+    std::vector<member> grow{{1, learner_type::participant},
+                             {2, learner_type::observer, 0, 1, true},
+                             {3, learner_type::observer, 0, 1, true}};
+    REQUIRE(complete(sim, out, 1, sim.reconfigure(1, {grow, 0})));
+    // Until every replica knows the last promotion committed, losing the leader would leave
+    // the others with {1, 2} and the pending {1, 2, 3} — rightly stuck without 1.
+    REQUIRE(sim.run_until(
+        [&] {
+            for (peer_id id = 1; id <= 3; ++id)
+                if (sim.peer_of(id)->configuration_in_force().voters() != std::vector<peer_id>{1, 2, 3})
+                    return false;
+            return true;
+        },
+        sim.now() + 20'000'000));
+    CHECK(sim.peer_of(1)->counters().learners_promoted == 2);
+    // Three voters: the first one may go, and the group still commits.
+    sim.crash(1);
+    REQUIRE(sim.run_until([&] { return leader_of(sim) != 0; }, sim.now() + 60'000'000));
+    const peer_id now = leader_of(sim);
+    CHECK(complete(sim, out, now, sim.submit(now, as_bytes("three"))));
+}

@@ -95,13 +95,13 @@ public:
             return make_error_code(errc::version_mismatch);
         auto next = configuration::make(request.value().members, 0);
         if (!next) return make_error_code(errc::invalid_argument);
-        const majority_verifier verifier{next.value()};
+        const auto verifier = make_verifier(next.value());
         peer_set synced;
         synced.insert(ctx_.self());
         for (const auto& link : leader.links)
             if (link.type == learner_type::participant && link.at == learner_link::stage::broadcasting)
                 synced.insert(link.id);
-        if (!verifier.contains_quorum(synced)) return make_error_code(errc::new_config_no_quorum);
+        if (!verifier->contains_quorum(synced)) return make_error_code(errc::new_config_no_quorum);
         return success();
     }
 
@@ -371,6 +371,14 @@ protected:  // the building blocks of the phase, for policies derived from this 
         auto& learner = *ctx_.learning;
         const zxid last = ctx_.last_zxid_visible;
         if (record.id <= last) return false;  // a duplicate of a synced proposal
+        // After NEWLEADER, broadcast carries only the leader's own epoch's transactions
+        // (§5.5), and counter 0 is never one (§1): anything else is a leader that lies — a
+        // record it logged would be advertised, win elections, and clash with the real
+        // history (found by the cluster fuzzer: a PROPOSAL <4, 0> from a leader of epoch 1).
+        if (record.id.epoch() != learner.epoch || record.id.counter() == 0) {
+            ctx_.leader_misbehaved("a proposal outside the leader's epoch (§1, §5.5)");
+            return false;
+        }
         if (!last.continued_by(record.id)) {
             ctx_.leader_misbehaved("a hole in the proposals (§10.13 contiguity)");
             return false;

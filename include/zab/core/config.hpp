@@ -19,6 +19,17 @@ namespace zab {
 struct member {
     peer_id id = 0;
     learner_type type = learner_type::participant;
+    /// Hierarchical quorums (ZooKeeper's QuorumHierarchical, docs/protocol.md §9): the group
+    /// this voter belongs to, 0 for none. When any voter names a group, every voter must,
+    /// and a quorum is a majority of the groups, each by a majority of its weight.
+    std::uint32_t group = 0;
+    /// The voter's weight (1 by default; 0 makes a voter that never counts). When weights
+    /// differ and there are no groups, a quorum is more than half the total weight.
+    std::uint32_t weight = 1;
+    /// An observer that joins as a follower without a vote — it is synced and acknowledges
+    /// proposals — and that the leader makes a voter by a reconfiguration of its own once it
+    /// is caught up (options::promotion_max_lag): etcd's learner promotion (§9).
+    bool promote = false;
     friend bool operator==(const member&, const member&) = default;
 };
 
@@ -38,10 +49,25 @@ public:
                 return m.type == learner_type::participant;
             }))
             problem = "a configuration needs at least one voting member";
+        bool grouped = false, ungrouped = false;
         for (std::size_t i = 0; i < members.size() && problem.empty(); ++i) {
-            if (members[i].id == 0) problem = "peer id 0 is reserved";
-            if (i > 0 && members[i].id == members[i - 1].id)
-                problem = fmt::format("peer id {} appears twice", members[i].id);
+            const member& m = members[i];
+            if (m.id == 0) problem = "peer id 0 is reserved";
+            if (i > 0 && m.id == members[i - 1].id)
+                problem = fmt::format("peer id {} appears twice", m.id);
+            if (m.type == learner_type::participant) (m.group != 0 ? grouped : ungrouped) = true;
+            if (m.promote && m.type != learner_type::observer)
+                problem = fmt::format("peer {} is to be promoted but is a voter already", m.id);
+            if (m.weight > max_weight)
+                problem = fmt::format("peer {} has weight {} (at most {})", m.id, m.weight, max_weight);
+        }
+        if (problem.empty() && grouped && ungrouped)
+            problem = "some voters name a group and some do not: name one for every voter";
+        if (problem.empty()) {
+            std::uint64_t total = 0;
+            for (const member& m : members)
+                if (m.type == learner_type::participant) total += m.weight;
+            if (total == 0) problem = "the voters' weights add up to 0: nothing could be a quorum";
         }
         if (!problem.empty()) {
             log(log_level::error, "invalid configuration: {}", problem);
@@ -52,6 +78,9 @@ public:
         c.version_ = version;
         return c;
     }
+
+    /// The largest weight a voter may have (keeps sums far from overflow).
+    static constexpr std::uint32_t max_weight = 1u << 16;
 
     /// Voters `1..voters`, then observers `voters+1..voters+observers`.
     static result<configuration> numbered(std::size_t voters, std::size_t observers = 0) {
@@ -65,10 +94,27 @@ public:
     std::uint64_t version() const noexcept { return version_; }
 
     std::optional<learner_type> type_of(peer_id id) const noexcept {
+        const member* m = find(id);
+        if (m == nullptr) return std::nullopt;
+        return m->type;
+    }
+    /// Member `id`, or nullptr.
+    const member* find(peer_id id) const noexcept {
         auto it = std::lower_bound(members_.begin(), members_.end(), id,
                                    [](const member& m, peer_id i) { return m.id < i; });
-        if (it == members_.end() || it->id != id) return std::nullopt;
-        return it->type;
+        if (it == members_.end() || it->id != id) return nullptr;
+        return &*it;
+    }
+    /// Whether quorums are counted by groups (hierarchical) or weights rather than heads.
+    bool hierarchical() const noexcept {
+        return std::any_of(members_.begin(), members_.end(), [](const member& m) {
+            return m.type == learner_type::participant && m.group != 0;
+        });
+    }
+    bool weighted() const noexcept {
+        return std::any_of(members_.begin(), members_.end(), [](const member& m) {
+            return m.type == learner_type::participant && m.weight != 1;
+        });
     }
     bool contains(peer_id id) const noexcept { return type_of(id).has_value(); }
     bool is_voter(peer_id id) const noexcept {
@@ -92,6 +138,13 @@ public:
         for (const member& m : sorted) {
             mix(m.id, 8);
             mix(static_cast<std::uint64_t>(m.type), 1);
+            // Groups, weights and promotion only when not the defaults: the digest of a plain
+            // member list is what it always was.
+            if (m.group != 0 || m.weight != 1 || m.promote) {
+                mix(m.group, 4);
+                mix(m.weight, 4);
+                mix(m.promote ? 1 : 0, 1);
+            }
         }
         return hash;
     }

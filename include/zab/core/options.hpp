@@ -111,6 +111,11 @@ struct options {
     /// cluster is created: every replica is unsynced then, and none would vote.
     bool non_voter_until_synced = false;
 
+    /// Learner promotion (member::promote, docs/protocol.md §9): the leader makes such a
+    /// member a voter, by a reconfiguration of its own, once it is synced and has
+    /// acknowledged all but at most this many of the transactions committed in the epoch.
+    std::uint32_t promotion_max_lag = 16;
+
     /// Hooks for tests only; production leaves them at their defaults.
     struct test_hooks {
         /// §1, ZOOKEEPER-1277: the counter an established leader's epoch starts after, so a

@@ -91,6 +91,15 @@ public:
                      self, stored.accepted, stored.current);
             return make_error_code(errc::corrupt);
         }
+        // §2: no record of epoch e is logged before e was durably promised. A log that ends
+        // in a later epoch than the accepted one was not written by this protocol.
+        if (const zxid last = log.last_zxid(); last.epoch() > stored.accepted) {
+            zab::log(log_level::error,
+                     "peer {}: the log ends at {}, of an epoch above the accepted epoch {}; "
+                     "refusing to start (docs/protocol.md §2)",
+                     self, last, stored.accepted);
+            return make_error_code(errc::corrupt);
+        }
         // A snapshot in the log is committed state: a state machine behind it starts from it.
         std::optional<configuration> snapshot_config;
         if (auto snapshot = log.snapshot()) {
@@ -136,6 +145,7 @@ public:
         if (election_started_) election_.on_tick();
         if (ctx_.leading) broadcast_.leader_tick();
         if (ctx_.learning) broadcast_.learner_tick();
+        if (ctx_.leading) promote_caught_up_learners();
         give_up_late_transfer();
         if (const auto deadline = establish_deadline(); deadline && ctx_.now_tick >= *deadline) {
             // §4: discovery and synchronization must finish within initLimit, on the leader
@@ -757,6 +767,45 @@ private:
         }
         if (ctx_.learning && ctx_.learning->info_sent && ctx_.learning->joined_as != ctx_.self_type())
             ctx_.request_election("a reconfiguration changed what this replica is");
+    }
+
+    /// Learner promotion (§9): an established leader with no reconfiguration in progress
+    /// proposes one that makes a member marked `promote` a voter, once its link is synced
+    /// and within options::promotion_max_lag of the commit point (compare-and-set on the
+    /// committed version, so it never races an operator's change). A refusal (the new
+    /// configuration's voters not synced) is tried again at the next tick.
+    void promote_caught_up_learners() {
+        auto& leader = *ctx_.leading;
+        if (!leader.established() || leader.transfer || !ctx_.pending_configs().empty() ||
+            ctx_.election_requested_)  // stepping down at the end of this step
+            return;
+        const zxid committed = ctx_.last_committed;
+        for (const member& m : ctx_.config().members()) {
+            if (!m.promote || m.type != learner_type::observer) continue;
+            const learner_link* link = leader.find_link(m.id);
+            if (link == nullptr || link->type != learner_type::participant ||
+                link->at != learner_link::stage::broadcasting)
+                continue;
+            const std::uint64_t lag =
+                committed.epoch() != leader.epoch ? 0
+                : link->last_acked.epoch() == leader.epoch
+                    ? committed.counter() - std::min(committed.counter(), link->last_acked.counter())
+                    : committed.counter();
+            if (lag > ctx_.opts().promotion_max_lag) continue;
+            std::vector<member> members = ctx_.config().members();
+            for (member& n : members)
+                if (n.id == m.id) {
+                    n.type = learner_type::participant;
+                    n.promote = false;
+                }
+            const shared_bytes txn = encode_reconfig({std::move(members), ctx_.config().version()});
+            if (auto proposed = broadcast_.propose(txn.view()); proposed) {
+                ++ctx_.counters.learners_promoted;
+                zab::log(log_level::info, "peer {}: learner {} caught up (lag {}): promoting it "
+                         "to voter as {}", ctx_.self(), m.id, lag, proposed.value());
+            }
+            return;  // one at a time
+        }
     }
 
     /// A committed reconfiguration left this replica out: it leaves its role, closes its

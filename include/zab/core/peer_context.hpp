@@ -48,8 +48,8 @@ struct election_decision {
     vote decided;                ///< the vote returned (state = what this peer became)
     basis how = basis::looking_quorum;
     std::vector<std::pair<peer_id, vote>> counted;  ///< the votes that formed the quorum
-    /// The voters of the configuration the votes were counted in (its committed one, §9).
-    std::vector<peer_id> voters;
+    /// The configuration the votes were counted in (the decider's committed one, §9).
+    configuration counted_in;
     std::uint64_t tick = 0;      ///< when
 };
 
@@ -127,6 +127,7 @@ struct peer_counters {
     std::uint64_t transfers_handed_over = 0;///< leader: leadership handed to a caught-up voter (§6.4)
     std::uint64_t transfers_timed_out = 0;  ///< leader: the target did not catch up in time
     std::uint64_t handovers_followed = 0;   ///< a HANDOVER from this replica's leader adopted
+    std::uint64_t learners_promoted = 0;    ///< leader: promotions to voter proposed (§9)
 };
 
 /// The log, as the policies see it: the peer adapts the user's `log_store` to this, so the
@@ -176,7 +177,7 @@ public:
         : self_{self},
           config_{std::move(config)},
           initial_config_version_{config_.version()},
-          quorums_{quorum_system::majority(config_)},
+          quorums_{quorum_system::of(config_)},
           election_quorums_{quorums_},
           options_{opts} {}
 
@@ -227,7 +228,17 @@ public:
     /// reconfiguration makes it a voter.
     learner_type self_type() const {
         if (voting_suspended) return learner_type::observer;
+        if (promoted_learner(self_)) return learner_type::participant;
         return member_type(self_).value_or(learner_type::participant);
+    }
+    /// An observer of an active configuration marked to be promoted (member::promote): it
+    /// follows without a vote until the leader makes it a voter.
+    bool promoted_learner(peer_id id) const {
+        if (quorums_.is_voter(id)) return false;
+        if (const member* m = config_.find(id); m != nullptr && m->promote) return true;
+        for (const auto& c : pending_)
+            if (const member* m = c.find(id); m != nullptr && m->promote) return true;
+        return false;
     }
     /// This replica was removed from the group by a committed reconfiguration (§9): it has
     /// left every role and takes no part in the protocol any more.
@@ -719,7 +730,7 @@ public:
     /// policy's call returns (never inside it).
     void decide(election_decision decision) {
         decision.sequence = ++decisions_;
-        decision.voters = config_.voters();
+        decision.counted_in = config_;
         decision.tick = now_tick;
         pending_decision_ = std::move(decision);
     }
@@ -847,15 +858,15 @@ private:
         const broken rule = options_.test_only.broken_reconfig;
         std::vector<std::shared_ptr<const quorum_verifier>> verifiers;
         if (rule == broken::effective_at_proposal && !pending_.empty()) {
-            verifiers.push_back(std::make_shared<majority_verifier>(pending_.back()));
+            verifiers.push_back(make_verifier(pending_.back()));
         } else {
-            verifiers.push_back(std::make_shared<majority_verifier>(config_));
+            verifiers.push_back(make_verifier(config_));
             if (rule != broken::old_quorum_only)
                 for (const auto& c : pending_)
-                    verifiers.push_back(std::make_shared<majority_verifier>(c));
+                    verifiers.push_back(make_verifier(c));
         }
         quorums_ = quorum_system{std::move(verifiers)};
-        election_quorums_ = quorum_system::majority(config_);
+        election_quorums_ = quorum_system::of(config_);
     }
 
     peer_id self_;

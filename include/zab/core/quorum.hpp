@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -83,6 +84,86 @@ private:
     std::uint64_t version_;
 };
 
+/// More than half the voters' total weight (a voter of weight 0 never counts).
+class weighted_verifier final : public quorum_verifier {
+public:
+    explicit weighted_verifier(const configuration& config) : version_{config.version()} {
+        for (const member& m : config.members())
+            if (m.type == learner_type::participant && m.weight > 0) {
+                weights_.emplace_back(m.id, m.weight);
+                total_ += m.weight;
+            }
+    }
+    bool is_voter(peer_id id) const override { return weight_of(id) > 0; }
+    bool contains_quorum(const peer_set& acks) const override {
+        std::uint64_t sum = 0;
+        for (peer_id id : acks) sum += weight_of(id);
+        return sum * 2 > total_;
+    }
+    std::uint64_t version() const override { return version_; }
+
+private:
+    std::uint64_t weight_of(peer_id id) const {
+        auto it = std::lower_bound(weights_.begin(), weights_.end(), id,
+                                   [](const auto& w, peer_id i) { return w.first < i; });
+        return it != weights_.end() && it->first == id ? it->second : 0;
+    }
+    std::vector<std::pair<peer_id, std::uint64_t>> weights_;  // by id
+    std::uint64_t total_ = 0;
+    std::uint64_t version_;
+};
+
+/// ZooKeeper's QuorumHierarchical: voters in groups, each with a weight; a quorum is more
+/// than half of the groups (those of positive total weight), each by more than half of its
+/// weight. A majority of groups survives the loss of a minority of whole groups (sites).
+class hierarchical_verifier final : public quorum_verifier {
+public:
+    explicit hierarchical_verifier(const configuration& config) : version_{config.version()} {
+        for (const member& m : config.members())
+            if (m.type == learner_type::participant && m.weight > 0) {
+                members_.push_back({m.id, m.group, m.weight});
+                auto& total = group_totals_[m.group];
+                total += m.weight;
+            }
+        std::sort(members_.begin(), members_.end(),
+                  [](const entry& a, const entry& b) { return a.id < b.id; });
+    }
+    bool is_voter(peer_id id) const override { return find(id) != nullptr; }
+    bool contains_quorum(const peer_set& acks) const override {
+        std::map<std::uint32_t, std::uint64_t> acked;
+        for (peer_id id : acks)
+            if (const entry* e = find(id)) acked[e->group] += e->weight;
+        std::size_t groups = 0;
+        for (const auto& [group, sum] : acked)
+            if (sum * 2 > group_totals_.at(group)) ++groups;
+        return groups * 2 > group_totals_.size();
+    }
+    std::uint64_t version() const override { return version_; }
+
+private:
+    struct entry {
+        peer_id id;
+        std::uint32_t group;
+        std::uint64_t weight;
+    };
+    const entry* find(peer_id id) const {
+        auto it = std::lower_bound(members_.begin(), members_.end(), id,
+                                   [](const entry& e, peer_id i) { return e.id < i; });
+        return it != members_.end() && it->id == id ? &*it : nullptr;
+    }
+    std::vector<entry> members_;
+    std::map<std::uint32_t, std::uint64_t> group_totals_;
+    std::uint64_t version_;
+};
+
+/// The verifier a configuration calls for: hierarchical when its voters name groups,
+/// weighted when their weights differ, else a plain majority.
+inline std::shared_ptr<const quorum_verifier> make_verifier(const configuration& config) {
+    if (config.hierarchical()) return std::make_shared<hierarchical_verifier>(config);
+    if (config.weighted()) return std::make_shared<weighted_verifier>(config);
+    return std::make_shared<majority_verifier>(config);
+}
+
 /// The verifiers every quorum decision must satisfy (one; two or more during a reconfiguration).
 class quorum_system {
 public:
@@ -104,6 +185,8 @@ public:
     static quorum_system majority(const configuration& config) {
         return quorum_system{std::make_shared<majority_verifier>(config)};
     }
+    /// The system `config` calls for (make_verifier).
+    static quorum_system of(const configuration& config) { return quorum_system{make_verifier(config)}; }
 
     /// True if every active verifier finds a quorum in `acks`.
     bool contains_quorum(const peer_set& acks) const {

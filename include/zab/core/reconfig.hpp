@@ -13,7 +13,8 @@
 //        9    1 has_expected      0 or 1
 //       10    8 expected_version  the configuration version the change applies to (CAS), if set
 //       18    4 member count      1 … max_members
-//       22   9n members           id u64, type u8 (0 participant, 1 observer), ascending ids
+//       22  18n members           id u64, type u8 (0 participant, 1 observer), group u32,
+//                                 weight u32, flags u8 (bit 0: promote), ascending ids
 //
 // A snapshot taken after a reconfiguration carries the configuration in force at its zxid,
 // in front of the state machine's bytes, so that a log compacted past the reconfiguration (or
@@ -21,7 +22,7 @@
 //
 //        0    8 magic             "\0zab-cfg"
 //        8    8 version
-//       16    4 member count, then 9n member bytes as above
+//       16    4 member count, then 18n member bytes as above
 //        …    4 CRC32C of everything before it
 //        …      the state machine's snapshot
 //
@@ -76,9 +77,10 @@ struct reconfig_request {
 namespace detail {
 
 inline constexpr std::uint8_t system_txn_reconfig = 1;
+inline constexpr std::size_t member_bytes = 18;
 
 inline std::size_t members_size(const std::vector<member>& members) noexcept {
-    return 4 + 9 * members.size();
+    return 4 + member_bytes * members.size();
 }
 
 inline void put_members(wire_writer& w, const std::vector<member>& members) noexcept {
@@ -86,13 +88,17 @@ inline void put_members(wire_writer& w, const std::vector<member>& members) noex
     for (const member& m : members) {
         w.put(std::uint64_t{m.id});
         w.put(static_cast<std::uint8_t>(m.type));
+        w.put(std::uint32_t{m.group});
+        w.put(std::uint32_t{m.weight});
+        w.put(static_cast<std::uint8_t>(m.promote ? 1 : 0));
     }
 }
 
 /// Reads a member list; nullopt (with `r` failed) for a short, oversized or invalid one.
 inline std::optional<std::vector<member>> get_members(wire_reader& r) {
     std::uint32_t count = 0;
-    if (!r.get(count) || count == 0 || count > max_members || r.remaining() < 9u * count) {
+    if (!r.get(count) || count == 0 || count > max_members ||
+        r.remaining() < member_bytes * count) {
         r.fail();
         return std::nullopt;
     }
@@ -100,14 +106,18 @@ inline std::optional<std::vector<member>> get_members(wire_reader& r) {
     members.reserve(count);
     for (std::uint32_t i = 0; i < count; ++i) {
         std::uint64_t id = 0;
-        std::uint8_t type = 0;
+        std::uint8_t type = 0, flags = 0;
+        std::uint32_t group = 0, weight = 0;
         r.get(id);
         r.get(type);
-        if (type > 1 || id == 0 || (!members.empty() && id <= members.back().id)) {
+        r.get(group);
+        r.get(weight);
+        r.get(flags);
+        if (type > 1 || flags > 1 || id == 0 || (!members.empty() && id <= members.back().id)) {
             r.fail();
             return std::nullopt;
         }
-        members.push_back({id, static_cast<learner_type>(type)});
+        members.push_back({id, static_cast<learner_type>(type), group, weight, flags == 1});
     }
     return members;
 }

@@ -202,6 +202,13 @@ public:
         }
         const zxid last = synced_last();
         if (record.id <= last) return;  // a duplicate (protocol-spec issue 2)
+        // The history a leader of epoch e syncs holds transactions of epochs up to e, never
+        // counter 0 (§1).
+        if (record.id.epoch() > learner.epoch || record.id.counter() == 0) {
+            ctx_.leader_misbehaved("a synced transaction of a later epoch than the leader's, or "
+                                   "counter 0 (§1)");
+            return;
+        }
         if (!last.continued_by(record.id)) {
             ctx_.leader_misbehaved("a hole in the synced history");
             return;

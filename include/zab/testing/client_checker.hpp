@@ -42,10 +42,10 @@ public:
             fail(fmt::format("replica {} request {} submitted twice", at, id));
         ++(op == client_op::write ? writes_ : syncs_);
         if (const auto early = early_.find(k); early != early_.end()) {
-            const client_completion c = early->second;
+            const auto [c, last_applied] = early->second;
             early_.erase(early);
             const std::vector<no_txn> nothing;
-            completed(at, incarnation, c, nothing, zxid{});
+            completed(at, incarnation, c, nothing, last_applied);
         }
     }
 
@@ -62,8 +62,11 @@ public:
         const key k{at, incarnation, c.id};
         const auto it = requests_.find(k);
         if (it == requests_.end()) {
-            // Completed inside the submitting call: only a failure can be that quick.
-            if (c.outcome || !early_.emplace(k, c).second)
+            // Completed inside the submitting call: only a failure can be that quick — or a
+            // sync at a leader that is a quorum on its own (a single voter, or one whose
+            // weight is a majority, docs/protocol.md §9), which needs no round trip.
+            if ((c.outcome && c.op != client_op::sync) ||
+                !early_.emplace(k, std::pair{c, last_applied}).second)
                 fail(fmt::format("replica {} completed request {}, never submitted", at, c.id));
             return;
         }
@@ -110,7 +113,7 @@ public:
     /// any replica (`applied_sequences`: each replica's applied sequence).
     template <typename AppliedSequences>
     void finish(const AppliedSequences& applied_sequences) {
-        for (const auto& [k, c] : early_)
+        for (const auto& [k, early] : early_)
             fail(fmt::format("replica {} completed request {}, never submitted", std::get<0>(k),
                              std::get<2>(k)));
         for (const auto& [k, r] : requests_)
@@ -143,7 +146,7 @@ private:
         zxid id;
         shared_bytes txn;
     };
-    std::map<key, client_completion> early_;
+    std::map<key, std::pair<client_completion, zxid>> early_;  ///< with last_applied then
     struct request {
         client_op op;
         std::string txn;

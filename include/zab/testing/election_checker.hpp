@@ -96,10 +96,9 @@ private:
     /// Whether the votes counted are a majority of the voters of the configuration the
     /// decision counted them in (§9 step 7: the decider's committed one, recorded with it).
     static bool is_quorum(const election_decision& d) {
-        std::size_t counted = 0;
-        for (const auto& [id, v] : d.counted)
-            if (std::find(d.voters.begin(), d.voters.end(), id) != d.voters.end()) ++counted;
-        return counted * 2 > d.voters.size();
+        peer_set ids;
+        for (const auto& [id, v] : d.counted) ids.insert(id);
+        return quorum_system::of(d.counted_in).contains_quorum(ids);
     }
     bool is_voter_at(peer_id at, peer_id id) const {
         if (const auto* p = sim_.peer_of(at)) return internals(*p).quorums().is_voter(id);
@@ -155,7 +154,7 @@ private:
         }
         if (!is_quorum(d))
             fail(at, fmt::format("decided {} without a quorum ({} votes of voters {}, basis {})", d.decided,
-                                 d.counted.size(), fmt::join(d.voters, " "), static_cast<int>(d.how)));
+                                 d.counted.size(), fmt::join(d.counted_in.voters(), " "), static_cast<int>(d.how)));
         if (d.how == basis::looking_quorum) {
             ++by_looking_;
             vote target = d.decided;

@@ -179,7 +179,7 @@ private:
     void report_commit_holders(peer_id leader, const txn_id& t) {
         const auto in_force = configs_for_commit(leader, t.id);
         std::vector<std::shared_ptr<const quorum_verifier>> verifiers;
-        for (const auto& c : in_force) verifiers.push_back(std::make_shared<majority_verifier>(c));
+        for (const auto& c : in_force) verifiers.push_back(make_verifier(c));
         const quorum_system quorums{std::move(verifiers)};
         peer_set holders;
         std::vector<peer_id> listed;
