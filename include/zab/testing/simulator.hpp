@@ -743,7 +743,8 @@ private:
                 if (!armed_.empty()) {
                     const std::uint64_t bit = frame_bit(frame);
                     happened(id).received |= bit;
-                    happened(from).handled |= bit;
+                    // A sender that is no replica (a stranger's forged frame) has no journal.
+                    if (from < happened_.size()) happened(from).handled |= bit;
                 }
                 p.on_receive(from, c, frame);
             });
