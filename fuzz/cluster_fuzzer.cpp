@@ -600,8 +600,7 @@ private:
             }
         }
         if (!report.empty())
-            oracle_failed(fmt::format("{}a member lied: {}\n{}", "",
-                                      liar_ ? "yes" : "no", report));
+            oracle_failed(fmt::format("a member lied: {}\n{}", liar_ ? "yes" : "no", report));
     }
 
     program_reader& in_;
