@@ -2,25 +2,33 @@
 // frame for each decoding error. libFuzzer mutates from these, so every payload decoder and
 // every error branch is reachable from the first run. With RESP_DIR, also the seeds of the
 // RESP fuzzer (resp_fuzzer.cpp): an 8-byte schedule, then what a client sends — pipelines,
-// MULTI/EXEC/WATCH blocks, RESP3, inline commands, and malformed frames.
+// MULTI/EXEC/WATCH blocks, RESP3, inline commands, and malformed frames. With CLUSTER_DIR,
+// also the seeds of the cluster fuzzer (cluster_fuzzer.cpp): programs in its byte code
+// (cluster_program.hpp) — a quiet cluster, writes, syncs, crashes, partitions, stalls,
+// reconfigurations, transfers, armed crashes, and every message type forged by a stranger and
+// by a member, each to every replica.
 //
-//   zab_fuzz_make_corpus write DIR [RESP_DIR]   write the seeds (fuzz/corpus/decode/, resp/)
-//   zab_fuzz_make_corpus check DIR [RESP_DIR]   fail unless the dirs hold every seed, byte
-//                                               for byte
+//   zab_fuzz_make_corpus write DIR [RESP_DIR [CLUSTER_DIR]]   write the seeds (fuzz/corpus/
+//                                                             decode/, resp/, cluster/)
+//   zab_fuzz_make_corpus check DIR [RESP_DIR [CLUSTER_DIR]]   fail unless the dirs hold
+//                                                             every seed, byte for byte
 //
 // `check` runs under ctest: after a format change the seeds would stop being valid frames
 // and the fuzzer would start far from the decoders; regenerate them with `write`.
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <initializer_list>
 #include <iterator>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "cluster_program.hpp"
 #include "zab/core/codec.hpp"
 
 namespace {
@@ -183,6 +191,214 @@ std::vector<std::pair<std::string, bytes>> resp_seeds() {
     return out;
 }
 
+// --- cluster fuzzer seeds --------------------------------------------------------------------
+
+using zab::fuzz::op;
+using zab::fuzz::program_writer;
+using program = std::vector<std::uint8_t>;
+
+bytes to_seed(const program_writer& p) {
+    bytes out;
+    for (const std::uint8_t b : p.bytes()) out.push_back(static_cast<std::byte>(b));
+    return out;
+}
+
+/// The frame operand of a forged message of variant index `index` (wire::message), with its
+/// fields spelled near the cluster's state (cluster_program.hpp: zxid mode 1 is the receiver's
+/// last logged, 7 the one after it, 5 with epoch byte 3/4 the epoch marker of the accepted
+/// epoch/the next; epoch byte 3 is the receiver's accepted epoch).
+program forged(std::size_t index) {
+    static const std::array<program, 21> fields{{
+        {0, 1, 1, 0, 3},        // NOTIFICATION: LOOKING, for 1, the receiver's zxid and epoch
+        {3, 0},                 // FOLLOWERINFO: accepted epoch, protocol version
+        {3, 0},                 // OBSERVERINFO
+        {4, 0},                 // LEADERINFO: the next epoch
+        {1, 1, 3},              // ACKEPOCH: last logged, current epoch
+        {1},                    // DIFF
+        {3, 0, 0xff},           // TRUNC: one below the receiver's last logged
+        {5, 3, 4, 2, 7, 8, 0},  // SNAP: at (e, 0), a snapshot of two entries
+        {0},                    // SNAPACK
+        {1},                    // SYNCACK
+        {5, 3},                 // NEWLEADER (e, 0)
+        {7},                    // ACK of the zxid after the receiver's last logged
+        {},                     // UPTODATE
+        {7, 3, 42},             // PROPOSAL of the next zxid
+        {1},                    // COMMIT of the receiver's last logged
+        {7, 3, 1},              // INFORM of the next zxid
+        {1, 0, 3, 5},           // REQUEST: a write
+        {1, 0},                 // PING
+        {1},                    // SYNC answer
+        {1, 0, 1},              // REPLY: accepted
+        {2, 1, 3, 0},           // HANDOVER to 2
+    }};
+    program out{static_cast<std::uint8_t>(index), 0};
+    out.insert(out.end(), fields[index].begin(), fields[index].end());
+    return out;
+}
+
+constexpr const char* message_names[21] = {
+    "notification", "followerinfo", "observerinfo", "leaderinfo", "ackepoch", "diff", "trunc",
+    "snap", "snapack", "syncack", "newleader", "ack", "uptodate", "proposal", "commit", "inform",
+    "request", "ping", "sync", "reply", "handover"};
+
+program operands(std::initializer_list<std::uint8_t> first, const program& rest) {
+    program out{first};
+    out.insert(out.end(), rest.begin(), rest.end());
+    return out;
+}
+
+std::vector<std::pair<std::string, bytes>> cluster_seeds() {
+    const auto r = program_writer::replica;
+    std::vector<std::pair<std::string, bytes>> out;
+    auto add = [&](std::string name, const program_writer& p) {
+        out.emplace_back("cluster-" + std::move(name), to_seed(p));
+    };
+    auto writes = [&](program_writer& p, int n) {
+        for (int i = 0; i < n; ++i) p(op::submit, {r(1 + i % 3), 2, 'a', 'b'});
+        p(op::propose, {1, 'p'});
+    };
+    {
+        program_writer p{1};
+        p(op::run, {255})(op::run, {255});
+        add("quiet", p);
+    }
+    {
+        program_writer p{2};
+        p(op::run, {150});
+        writes(p, 6);
+        p(op::run, {20});
+        writes(p, 3);
+        p(op::run, {100});
+        add("writes", p);
+    }
+    {
+        program_writer p{3};
+        p(op::run, {150})(op::sync, {r(1)})(op::sync, {r(2)})(op::submit, {r(3), 0})(op::sync, {r(3)});
+        p(op::run, {100});
+        add("syncs", p);
+    }
+    {
+        program_writer p{4};
+        p(op::run, {150});
+        for (std::uint8_t k = 1; k <= 3; ++k) {
+            writes(p, 3);
+            p(op::crash, {r(k)})(op::run, {60})(op::restart, {r(k)})(op::run, {80});
+        }
+        add("crash-restart", p);
+    }
+    {
+        program_writer p{5};
+        p(op::run, {150})(op::partition, {0x1});
+        writes(p, 3);
+        p(op::run, {120})(op::partition, {0x6})(op::run, {120})(op::heal)(op::run, {150});
+        add("partition", p);
+    }
+    {
+        program_writer p{6};
+        p(op::run, {150})(op::pause, {r(1)})(op::pause, {r(2)});
+        writes(p, 3);
+        p(op::run, {100})(op::resume, {r(1)})(op::run, {50})(op::resume, {r(2)})(op::run, {150});
+        add("pause-resume", p);
+    }
+    {
+        program_writer p{7};
+        p(op::run, {150});
+        writes(p, 2);
+        p(op::break_link, {r(1), r(2)})(op::block_one_way, {r(2), r(3)});
+        writes(p, 2);
+        p(op::run, {200})(op::block_one_way, {r(3), r(1)})(op::run, {50})(op::heal)(op::run, {150});
+        add("links", p);
+    }
+    {
+        program_writer p{8, 1};  // one joiner, replica 4
+        p(op::run, {150});
+        writes(p, 3);
+        p(op::reconfigure, {r(1), 0x0f, 0, 1})(op::run, {150});
+        writes(p, 3);
+        p(op::run, {100});
+        add("reconfig-add-voter", p);
+    }
+    {
+        program_writer p{9, 2};  // two joiners
+        p(op::run, {150})(op::reconfigure, {r(2), 0x07, 0x18, 0})(op::run, {150});
+        writes(p, 2);
+        p(op::reconfigure, {r(1), 0x0b, 0, 1})(op::run, {150});
+        writes(p, 2);
+        p(op::run, {100});
+        add("reconfig-observers-replace", p);
+    }
+    {
+        program_writer p{10};
+        p(op::run, {150})(op::reconfigure, {r(3), 0x03, 0x04, 1})(op::run, {150});
+        writes(p, 2);
+        p(op::reconfigure, {r(1), 0x07, 0, 5})(op::reconfigure, {r(1), 0x00, 0x07, 0});
+        p(op::run, {100});
+        add("reconfig-flip-stale-invalid", p);
+    }
+    {
+        program_writer p{11};
+        p(op::run, {150});
+        writes(p, 2);
+        p(op::transfer, {r(1), 0})(op::transfer, {r(2), 3})(op::transfer, {r(3), 7});
+        p(op::run, {100})(op::transfer, {r(1), 2});
+        writes(p, 2);
+        p(op::run, {100});
+        add("transfer", p);
+    }
+    for (std::uint8_t batch = 0; batch < 3; ++batch) {
+        program_writer p{12u + batch};
+        for (std::uint8_t i = 0; i < 5; ++i)
+            p(op::crash_at, {static_cast<std::uint8_t>(i % 4), static_cast<std::uint8_t>(batch * 5 + i)});
+        p(op::run, {150});
+        writes(p, 3);
+        p(op::crash, {r(1)})(op::run, {100})(op::restart, {r(1)});
+        writes(p, 3);
+        p(op::run, {150});
+        add("crash-points-" + std::to_string(batch), p);
+    }
+    {
+        // Every message type from a stranger, to every replica, while the cluster works.
+        program_writer p{20};
+        p(op::run, {150});
+        for (std::size_t i = 0; i < 21; ++i) {
+            for (std::uint8_t k = 1; k <= 3; ++k) p(op::stranger_frame, operands({r(k)}, forged(i)));
+            if (i % 5 == 4) writes(p, 1);
+            p(op::run, {5});
+        }
+        p(op::stranger_reset, {r(1)})(op::run, {100});
+        add("stranger-every-message", p);
+    }
+    {
+        // Damaged frames: flipped, cut short, raw bytes, another group, a newer configuration.
+        program_writer p{21};
+        p(op::run, {150});
+        for (std::uint8_t k = 1; k <= 3; ++k) {
+            p(op::stranger_frame, {r(k), zab::fuzz::frame_flipped + 14, 0, 1, 40, 0x10});
+            p(op::stranger_frame, {r(k), zab::fuzz::frame_truncated + 11, 0, 7, 33});
+            p(op::stranger_frame, {r(k), zab::fuzz::frame_raw, 6, 0x5a, 0x41, 0x42, 0x31, 3, 0});
+            p(op::member_frame, {r(k), r(k % 3 + 1), 14, 1, 9, 0, 0, 0, 0, 0, 0, 0, 1});
+            p(op::member_frame, {r(k), r(k % 3 + 1), 17, 2, 5, 0, 0, 0, 0, 0, 0, 0, 1, 0});
+        }
+        writes(p, 2);
+        p(op::run, {150});
+        add("damaged-frames", p);
+    }
+    for (std::size_t i = 0; i < 21; ++i) {
+        // Message type i forged by every member to every other, as leader and as learner.
+        program_writer p{100 + i, static_cast<std::uint8_t>(i % 3)};
+        p(op::run, {150});
+        writes(p, 2);
+        p(op::run, {10});
+        for (std::uint8_t k = 1; k <= 3; ++k)
+            for (std::uint8_t j = 1; j <= 3; ++j)
+                if (j != k) p(op::member_frame, operands({r(k), r(j)}, forged(i)));
+        writes(p, 2);
+        p(op::run, {150});
+        add(std::string{"member-"} + message_names[i], p);
+    }
+    return out;
+}
+
 bytes read_file(const std::filesystem::path& path) {
     std::ifstream in{path, std::ios::binary};
     const std::vector<char> chars{std::istreambuf_iterator<char>{in},
@@ -195,9 +411,9 @@ bytes read_file(const std::filesystem::path& path) {
 }  // namespace
 
 int main(int argc, char** argv) {
-    if ((argc != 3 && argc != 4) ||
+    if (argc < 3 || argc > 5 ||
         (std::strcmp(argv[1], "write") != 0 && std::strcmp(argv[1], "check") != 0)) {
-        std::fprintf(stderr, "usage: %s write|check DIR [RESP_DIR]\n", argv[0]);
+        std::fprintf(stderr, "usage: %s write|check DIR [RESP_DIR [CLUSTER_DIR]]\n", argv[0]);
         return 2;
     }
     const bool write = std::strcmp(argv[1], "write") == 0;
@@ -212,9 +428,12 @@ int main(int argc, char** argv) {
         }
         files.emplace_back(std::filesystem::path{argv[2]} / name, std::move(frame));
     }
-    if (argc == 4)
+    if (argc >= 4)
         for (auto& [name, stream] : resp_seeds())
             files.emplace_back(std::filesystem::path{argv[3]} / name, std::move(stream));
+    if (argc == 5)
+        for (auto& [name, program] : cluster_seeds())
+            files.emplace_back(std::filesystem::path{argv[4]} / name, std::move(program));
     for (const auto& [path, frame] : files) {
         const std::filesystem::path dir = path.parent_path();
         const std::string name = path.filename().string();

@@ -162,6 +162,7 @@ struct network_stats {
     std::uint64_t nodes_up = 0;
     std::uint64_t frame_faults_fired = 0;  ///< frames a frame fault acted on
     std::uint64_t frames_delayed = 0;      ///< of which frame_action::delay
+    std::uint64_t frames_injected = 0;     ///< forged frames queued by `inject`
 };
 
 class sim_network;
@@ -393,6 +394,30 @@ public:
     bool frame_fault_armed(std::uint64_t id) const {
         return std::any_of(faults_.begin(), faults_.end(),
                            [id](const armed_fault& f) { return f.id == id; });
+    }
+
+    // --- forged frames (test-only: fuzz/cluster_fuzzer.cpp) --------------------------------
+
+    /// Puts `frame` on the current connection between `from` and `to`, toward `to`, as if
+    /// `from` had sent it: what an impostor on that connection, or a member that lies, makes
+    /// `to` receive. It takes its place in FIFO order behind what is in flight and arrives
+    /// after a drawn latency, like any frame. No `send` event is emitted — observers that
+    /// hold a sender to what it promises (protocol_observer, election_checker) must not
+    /// take it for `from`'s own — and no frame fault applies; it arrives as a `deliver`.
+    /// False (nothing queued) when there is no current connection, or `to` is down.
+    bool inject(peer_id from, peer_id to, const shared_bytes& frame) {
+        if (from == to || !nodes_.contains(from) || !nodes_.contains(to)) return false;
+        if (!node_at(to).up) return false;
+        const auto key = key_of(from, to);
+        auto& pair = pair_at(key);
+        if (pair.current == 0) return false;
+        ++stats_.frames_injected;
+        auto& stream = pair.toward[index_of(key, to)];
+        const sim_time arrival = std::max(events_.now() + draw_delay(from, to), stream.last_delivery);
+        stream.last_delivery = arrival;
+        stream.in_flight.push_back({frame, arrival, false});
+        start_pump(key, to);
+        return true;
     }
 
 private:

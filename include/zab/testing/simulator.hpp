@@ -22,7 +22,8 @@
 //   - the network (network()): break_connection, partition, block_one_way, heal;
 //     set_link_delay / set_pair_delay (one slow direction or pair); add_frame_fault, or here
 //     break_link_at(from, to, message_type) and delay_frames(from, to, message_type, n, d)
-//     (sim_network.hpp says what a frame fault means on a TCP-like link);
+//     (sim_network.hpp says what a frame fault means on a TCP-like link); network().inject
+//     puts a forged frame on a connection, as if its other end had sent it (fuzzing);
 //   - the disk (at(id).log): inject(storage_fault) per operation kind, terminal or transient,
 //     once or until heal_storage_faults; set_slow(kind, extra); set_options (a slow or lying
 //     disk); the same calls on sim_log and sim_file_log (sim_log.hpp).
@@ -743,7 +744,8 @@ private:
                 if (!armed_.empty()) {
                     const std::uint64_t bit = frame_bit(frame);
                     happened(id).received |= bit;
-                    happened(from).handled |= bit;
+                    // A sender that is no replica (a stranger's forged frame) has no journal.
+                    if (from < happened_.size()) happened(from).handled |= bit;
                 }
                 p.on_receive(from, c, frame);
             });
