@@ -338,3 +338,109 @@ TEST_CASE("learner promotion: members marked promote follow without a vote and t
     const peer_id now = leader_of(sim);
     CHECK(complete(sim, out, now, sim.submit(now, as_bytes("three"))));
 }
+
+// ZooKeeper's reconfiguration bugs, as schedules (issue 18). Each names the failure it guards.
+
+TEST_CASE("ZOOKEEPER-3814: a replica down during a reconfiguration takes the new configuration "
+          "when it comes back, also from a snapshot after compaction") {
+    cluster_options o;
+    o.seed = 31;
+    o.joiners = 1;
+    o.peer.snapshot_every = 3;
+    sim_type sim{o};
+    outcomes out{sim};
+    sim.start();
+    REQUIRE(sim.run_until([&] { return settled(sim); }, 30'000'000));
+    const peer_id leader = leader_of(sim);
+    const peer_id down = leader == 3 ? 2 : 3;
+    sim.crash(down);
+    const auto version = complete(sim, out, leader,
+                                  sim.reconfigure(leader, {voters({1, 2, 3, 4}), 0}));
+    REQUIRE(version);
+    for (int i = 0; i < 12; ++i)  // compacts past the reconfiguration on the others
+        REQUIRE(complete(sim, out, leader, sim.submit(leader, as_bytes("c" + std::to_string(i)))));
+    sim.restart(down);
+    REQUIRE(sim.run_until(
+        [&] { return sim.peer_of(down)->established() && config_version(sim, down) >= version.value().value(); },
+        sim.now() + 30'000'000));
+    CHECK(sim.peer_of(down)->configuration_in_force().voters() == std::vector<peer_id>{1, 2, 3, 4});
+}
+
+TEST_CASE("ZOOKEEPER-3830: a member added by a reconfiguration can lead, and the group commits "
+          "under it") {
+    cluster_options o;
+    o.seed = 37;
+    o.joiners = 1;
+    sim_type sim{o};
+    outcomes out{sim};
+    sim.start();
+    REQUIRE(sim.run_until([&] { return settled(sim); }, 30'000'000));
+    const peer_id leader = leader_of(sim);
+    REQUIRE(complete(sim, out, leader, sim.reconfigure(leader, {voters({1, 2, 3, 4}), 0})));
+    REQUIRE(sim.run_until([&] { return config_version(sim, 4) != 0; }, sim.now() + 10'000'000));
+    REQUIRE(complete(sim, out, leader, sim.transfer_leadership(leader, 4)));
+    REQUIRE(sim.run_until([&] { return leader_of(sim) == 4 && settled(sim); }, sim.now() + 20'000'000));
+    CHECK(complete(sim, out, 4, sim.submit(4, as_bytes("under the new member"))));
+    const peer_id follower = leader == 1 ? 2 : 1;
+    CHECK(complete(sim, out, follower, sim.submit(follower, as_bytes("through a follower"))));
+}
+
+TEST_CASE("ZOOKEEPER-2746 / ZOOKEEPER-2865: a reconfiguration removing the leader, interrupted by "
+          "its isolation, is completed by the next leader; the old one, back, learns it was "
+          "removed and stops; every replica agrees") {
+    cluster_options o;
+    o.seed = 41;
+    o.voters = 5;
+    sim_type sim{o};
+    outcomes out{sim};
+    sim.start();
+    REQUIRE(sim.run_until([&] { return settled(sim); }, 30'000'000));
+    const peer_id leader = leader_of(sim);
+    std::vector<peer_id> rest;
+    for (peer_id id = 1; id <= 5; ++id)
+        if (id != leader) rest.push_back(id);
+    const auto change = sim.reconfigure(leader, {voters({rest[0], rest[1], rest[2], rest[3]}), {}});
+    REQUIRE(change);
+    // Cut the leader off once a follower logged the change, before it can commit.
+    REQUIRE(sim.run_until(
+        [&] {
+            for (peer_id id : rest)
+                if (!sim.peer_of(id)->pending_configurations().empty()) return true;
+            return false;
+        },
+        sim.now() + 5'000'000));
+    const bool committed_already = out.find(leader, *change) != nullptr;
+    sim.network().partition({{leader}});
+    REQUIRE(sim.run_until([&] { return leader_of(sim) != 0 && leader_of(sim) != leader; },
+                          sim.now() + 60'000'000));
+    const peer_id now = leader_of(sim);
+    REQUIRE(complete(sim, out, now, sim.submit(now, as_bytes("under the next leader"))));
+    // The next leader's history held the change: committed at its establishment, if not before.
+    CHECK(sim.peer_of(now)->configuration_in_force().voters() == rest);
+    sim.network().heal();
+    REQUIRE(sim.run_until([&] { return sim.peer_of(leader)->status().removed; },
+                          sim.now() + 60'000'000));
+    INFO("the change had committed before the cut: " << committed_already);
+    for (peer_id id : rest) {
+        REQUIRE(sim.run_until([&] { return config_version(sim, id) == config_version(sim, now); },
+                              sim.now() + 10'000'000));
+        CHECK(sim.peer_of(id)->configuration_in_force().voters() == rest);
+    }
+}
+
+TEST_CASE("ZOOKEEPER-2172: joiners started to join cannot elect each other, whatever they are "
+          "started with") {
+    cluster_options o;
+    o.seed = 43;
+    o.joiners = 2;
+    sim_type sim{o};
+    sim.start();
+    REQUIRE(sim.run_until([&] { return settled(sim); }, 30'000'000));
+    // The members go away; the two joiners are alone, both unsynced with any quorum of theirs.
+    for (peer_id id = 1; id <= 3; ++id) sim.crash(id);
+    sim.run_for(30'000'000);
+    for (peer_id j : {4, 5}) {
+        CHECK(sim.peer_of(j)->state() != peer_state::leading);
+        CHECK_FALSE(sim.peer_of(j)->established());
+    }
+}
