@@ -56,6 +56,7 @@
 //     std::uint64_t version_of(std::string_view key); // WATCH: kv_state_machine::version_of
 //     std::optional<std::string> redirect();          // the leader's client address if this
 //                                                     // replica is not the leader, else nullopt
+//     void auth_failed();                             // optional: an AUTH was refused
 //
 // A ticket names a slot for the connection's lifetime (tickets increase; the server may get
 // a completion for a slot of a session that closed meanwhile: it simply drops it).
