@@ -7,6 +7,9 @@
 #   kv_stop_all                  SIGTERM to everything started, and waits
 #   kv_benchmark PORT ARGS...    one redis-benchmark run (100-byte values, CSV);
 #                                prints "requests/s p50_ms p99_ms"
+# Set before kv_start_cluster / kv_benchmark (kv_tls_bench.sh does): kv_server_flags, extra
+# kv_server options ("{id}" in them becomes the replica's id), and kv_client_flags, extra
+# redis-cli / redis-benchmark options (--tls --cacert F -a P).
 
 kv_setup() {
     local name="$1" tool
@@ -21,6 +24,8 @@ kv_setup() {
     done
     work="$(mktemp -d "/tmp/zab-$name-XXXXXX")"
     pids=()
+    kv_server_flags=()
+    kv_client_flags=()
     base=$((20000 + RANDOM % 20000))
     peers="1=127.0.0.1:$((base + 1)),2=127.0.0.1:$((base + 2)),3=127.0.0.1:$((base + 3))"
     trap 'kv_stop_all; rm -rf "$work"' EXIT
@@ -43,14 +48,15 @@ kv_start_cluster() {
             storage=(--data "$work/$mode-$id")
         fi
         "$server" --id "$id" --peers "$peers" --client-port $((base + 10 + id)) \
-            "${storage[@]}" >"$work/$mode-$id.log" 2>&1 &
+            "${storage[@]}" "${kv_server_flags[@]//\{id\}/$id}" >"$work/$mode-$id.log" 2>&1 &
         pids+=($!)
     done
     # INFO on each replica until one says role:leading.
     leader_port=""
     for _ in $(seq 1 100); do
         for id in 1 2 3; do
-            if redis-cli -p $((base + 10 + id)) INFO 2>/dev/null | grep -q '^role:leading'; then
+            if redis-cli "${kv_client_flags[@]}" -p $((base + 10 + id)) INFO 2>/dev/null |
+                grep -q '^role:leading'; then
                 leader_port=$((base + 10 + id))
             fi
         done
@@ -65,7 +71,7 @@ kv_start_cluster() {
 kv_benchmark() {
     local port="$1"
     shift
-    redis-benchmark -p "$port" -d 100 -r 100000 --csv -q "$@" 2>/dev/null |
+    redis-benchmark "${kv_client_flags[@]}" -p "$port" -d 100 -r 100000 --csv -q "$@" 2>/dev/null |
         awk -F'","' 'NR == 2 { gsub(/"/, "", $2); gsub(/"/, "", $5); gsub(/"/, "", $7);
                                print $2, $5, $7 }'
 }

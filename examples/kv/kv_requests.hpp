@@ -13,7 +13,7 @@
 //   SYNC  ZSYNC  ZTRANSFER id|ANY  READMODE local|linearizable  COMMAND [COUNT|DOCS|INFO ...]  CONFIG GET p
 //   HELLO [2|3 [AUTH u p] [SETNAME n]]  SELECT 0  QUIT
 // and, kept per connection by resp_session.hpp: MULTI EXEC DISCARD WATCH UNWATCH RESET
-// CLIENT ID|SETNAME|GETNAME|SETINFO|INFO|REDIRECT.
+// CLIENT ID|SETNAME|GETNAME|SETINFO|INFO|REDIRECT, AUTH [user] pass (kv_auth.hpp).
 //
 // ZSYNC is SYNC under another name: redis-cli intercepts a command named SYNC (it starts a
 // Redis replication stream instead of sending it as a command), so from redis-cli use ZSYNC.

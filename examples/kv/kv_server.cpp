@@ -9,6 +9,27 @@
 //             [--max-clients 10000] [--timeout 0] [--max-input-bytes 536870912]
 //             [--output-soft-limit 8388608] [--output-hard-limit 268435456]
 //             [--client-addresses 1=127.0.0.1:6381,2=127.0.0.1:6382,3=127.0.0.1:6383]
+//             [--peer-tls-cert F --peer-tls-key F --peer-tls-ca F] [--tls-min-version 1.3]
+//             [--tls-cert F --tls-key F [--tls-ca-cert F] [--tls-auth-clients yes|no|optional]]
+//             [--requirepass P | --requirepass-file F]
+//             [--admin-user NAME (--admin-pass P | --admin-pass-file F)]
+//
+// Security (README.md, "Security"):
+// --peer-tls-*: mutual TLS between the replicas (zab::asio::tls_security: the cluster CA,
+//   this replica's certificate naming zab://member/<id>, its key). Without them, plaintext.
+//   Both run on one node type: kv_peer_security.hpp.
+// --tls-cert/--tls-key: the client port speaks TLS only (Redis's tls-port); a plaintext
+//   client is closed once its bytes fail the handshake (counted in INFO). --tls-ca-cert and
+//   --tls-auth-clients (default yes when a CA is given, as Redis): client certificates
+//   required, optional (checked if sent) or not asked for. A handshake not finished within
+//   5 s is closed; at most 256 are in progress at once (the next connection is closed).
+// --tls-min-version 1.2|1.3 (default 1.3): for both ports.
+// --requirepass / --admin-user: the users of kv_auth.hpp. The -file forms read the password
+//   from a file (its first line), so that it is not in `ps`; a password given on the command
+//   line is overwritten in the process's argv once read. Passwords are never logged.
+// SIGHUP reloads the credentials: the peer and client certificates and keys (for connections
+//   made afterwards; a reload that fails keeps the old ones) and the password files (for
+//   connections opened afterwards).
 //
 // Finding the leader: --client-addresses lists every member's client (RESP) address; INFO
 // then reports `client_address_<id>:<host:port>` lines and `leader_client_address`, and a
@@ -69,7 +90,9 @@
 #include <csignal>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <optional>
@@ -84,11 +107,16 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/signal_set.hpp>
+#include <boost/asio/ssl/context.hpp>
+#include <boost/asio/ssl/error.hpp>
+#include <boost/asio/ssl/stream.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/thread_pool.hpp>
 #include <boost/asio/write.hpp>
 #include <fmt/format.h>
 
+#include "kv/kv_auth.hpp"
+#include "kv/kv_peer_security.hpp"
 #include "kv/kv_requests.hpp"
 #include "kv/kv_state_machine.hpp"
 #include "kv/resp_session.hpp"
@@ -127,6 +155,15 @@ constexpr std::size_t read_chunk_bytes = 64 << 10;
 /// How long the acceptor waits when the process is out of descriptors.
 constexpr std::chrono::milliseconds accept_retry_delay{100};
 
+/// A client's TLS handshake must finish within this (as the peer transport's
+/// handshake_timeout), and at most this many are in progress at once: a client that opens
+/// connections and never finishes them holds neither memory nor CPU for long.
+constexpr std::chrono::seconds client_handshake_timeout{5};
+constexpr std::size_t max_pending_client_handshakes = 256;
+
+/// A TLS connection reads into a buffer of its own (a TLS record holds at most 16 KiB).
+constexpr std::size_t tls_read_chunk_bytes = 16 << 10;
+
 // --- command line ----------------------------------------------------------------------------
 
 struct server_args {
@@ -149,6 +186,26 @@ struct server_args {
     std::uint64_t output_soft_limit = std::uint64_t{8} << 20;
     std::uint64_t output_hard_limit = std::uint64_t{256} << 20;
     std::map<peer_id, std::string> client_addresses;  ///< --client-addresses: id → host:port
+    // --peer-tls-*: mutual TLS between replicas (all three, or none: plaintext).
+    std::string peer_tls_cert, peer_tls_key, peer_tls_ca;
+    zab::asio::tls_version tls_min_version = zab::asio::tls_version::tls1_3;
+    // --tls-*: the client port speaks TLS.
+    std::string tls_cert, tls_key, tls_ca_cert;
+    enum class client_auth : std::uint8_t { no, yes, optional };
+    std::optional<client_auth> tls_auth_clients;  ///< default: yes with a CA, else no
+    // --requirepass / --admin-*: the users (kv_auth.hpp); a -file form is read at start and
+    // on SIGHUP.
+    std::optional<std::string> requirepass;
+    std::string requirepass_file;
+    std::string admin_user;
+    std::optional<std::string> admin_pass;
+    std::string admin_pass_file;
+
+    bool peer_tls() const { return !peer_tls_cert.empty(); }
+    bool client_tls() const { return !tls_cert.empty(); }
+    zab::asio::tls_options peer_tls_options() const {
+        return {peer_tls_ca, peer_tls_cert, peer_tls_key, tls_min_version};
+    }
 };
 
 constexpr std::string_view usage_text =
@@ -159,6 +216,11 @@ constexpr std::string_view usage_text =
     "                 [--timeout 0] [--max-input-bytes 536870912]\n"
     "                 [--output-soft-limit 8388608] [--output-hard-limit 268435456]\n"
     "                 [--on-corruption refuse|resync] [--client-addresses ID=HOST:PORT,...]\n"
+    "                 [--peer-tls-cert F --peer-tls-key F --peer-tls-ca F]\n"
+    "                 [--tls-min-version 1.2|1.3] [--tls-cert F --tls-key F [--tls-ca-cert F]\n"
+    "                 [--tls-auth-clients yes|no|optional]]\n"
+    "                 [--requirepass P | --requirepass-file F]\n"
+    "                 [--admin-user NAME (--admin-pass P | --admin-pass-file F)]\n"
     "example: kv_server --id 1 --peers 1=127.0.0.1:7001,2=127.0.0.1:7002,3=127.0.0.1:7003 \\\n"
     "                   --client-port 6381 --data build/cluster/replica-1/data\n";
 
@@ -218,11 +280,15 @@ std::variant<server_args, std::string> parse_args(int argc, char** argv) {
             continue;
         }
         if (flag == "-h" || flag == "--help") return std::string{};
-        static constexpr std::array<std::string_view, 17> valued{"--client-addresses",
+        static constexpr std::array<std::string_view, 31> valued{"--client-addresses",
             "--id",           "--peers",           "--client-port",       "--client-host",
             "--data",         "--tick-ms",         "--snapshot-every",    "--snapshot-every-bytes",
             "--cluster-id",   "--log-level",       "--max-clients",       "--timeout",
-            "--max-input-bytes", "--output-soft-limit", "--output-hard-limit", "--on-corruption"};
+            "--max-input-bytes", "--output-soft-limit", "--output-hard-limit", "--on-corruption",
+            "--peer-tls-cert", "--peer-tls-key",   "--peer-tls-ca",       "--tls-min-version",
+            "--tls-cert",     "--tls-key",         "--tls-ca-cert",       "--tls-auth-clients",
+            "--requirepass",  "--requirepass-file", "--admin-user",       "--admin-pass",
+            "--admin-pass-file"};
         if (std::find(valued.begin(), valued.end(), flag) == valued.end())
             return fmt::format("unknown option '{}'", flag);
         if (i + 1 >= argc) return fmt::format("{} needs a value", flag);
@@ -283,6 +349,41 @@ std::variant<server_args, std::string> parse_args(int argc, char** argv) {
             if (value != "refuse" && value != "resync")
                 return fmt::format("--on-corruption: '{}' is not refuse or resync", value);
             a.resync_on_corruption = value == "resync";
+        } else if (flag == "--peer-tls-cert" || flag == "--peer-tls-key" ||
+                   flag == "--peer-tls-ca" || flag == "--tls-cert" || flag == "--tls-key" ||
+                   flag == "--tls-ca-cert" || flag == "--requirepass-file" ||
+                   flag == "--admin-pass-file") {
+            if (value.empty()) return fmt::format("{}: the file name is empty", flag);
+            (flag == "--peer-tls-cert"      ? a.peer_tls_cert
+             : flag == "--peer-tls-key"     ? a.peer_tls_key
+             : flag == "--peer-tls-ca"      ? a.peer_tls_ca
+             : flag == "--tls-cert"         ? a.tls_cert
+             : flag == "--tls-key"          ? a.tls_key
+             : flag == "--tls-ca-cert"      ? a.tls_ca_cert
+             : flag == "--requirepass-file" ? a.requirepass_file
+                                            : a.admin_pass_file) = value;
+        } else if (flag == "--tls-min-version") {
+            if (value != "1.2" && value != "1.3")
+                return fmt::format("--tls-min-version: '{}' is not 1.2 or 1.3", value);
+            a.tls_min_version =
+                value == "1.2" ? zab::asio::tls_version::tls1_2 : zab::asio::tls_version::tls1_3;
+        } else if (flag == "--tls-auth-clients") {
+            using ca = server_args::client_auth;
+            if (value != "yes" && value != "no" && value != "optional")
+                return fmt::format("--tls-auth-clients: '{}' is not yes, no or optional", value);
+            a.tls_auth_clients = value == "yes" ? ca::yes : value == "no" ? ca::no : ca::optional;
+        } else if (flag == "--requirepass" || flag == "--admin-pass") {
+            if (value.empty()) return fmt::format("{}: the password is empty", flag);
+            (flag == "--requirepass" ? a.requirepass : a.admin_pass) = std::string{value};
+            // Out of `ps` from now on (the kernel shows argv's memory).
+            std::memset(argv[i], '*', value.size());
+        } else if (flag == "--admin-user") {
+            if (value.empty() || value == zab::kv::user_table::default_name ||
+                value.find_first_of(" \t\r\n") != std::string_view::npos)
+                return fmt::format("--admin-user: '{}' is not a user name (not empty, not "
+                                   "'default', no spaces)",
+                                   value);
+            a.admin_user = value;
         } else if (flag == "--log-level") {
             const auto level = parse_log_level(value);
             if (!level) return fmt::format("--log-level: '{}' is not a level", value);
@@ -306,11 +407,100 @@ std::variant<server_args, std::string> parse_args(int argc, char** argv) {
         return fmt::format("--max-input-bytes must be at least {} (two of the largest writes)",
                            2 * max_txn_bytes);
     if (a.output_soft_limit == 0) return std::string{"--output-soft-limit must be at least 1"};
+    const int peer_tls_given =
+        !a.peer_tls_cert.empty() + !a.peer_tls_key.empty() + !a.peer_tls_ca.empty();
+    if (peer_tls_given != 0 && peer_tls_given != 3)
+        return std::string{"--peer-tls-cert, --peer-tls-key and --peer-tls-ca go together"};
+    if (a.tls_cert.empty() != a.tls_key.empty())
+        return std::string{"--tls-cert and --tls-key go together"};
+    if (!a.client_tls() && (!a.tls_ca_cert.empty() || a.tls_auth_clients))
+        return std::string{"--tls-ca-cert and --tls-auth-clients need --tls-cert and --tls-key"};
+    if (!a.tls_auth_clients)
+        a.tls_auth_clients = a.tls_ca_cert.empty() ? server_args::client_auth::no
+                                                   : server_args::client_auth::yes;
+    if (*a.tls_auth_clients != server_args::client_auth::no && a.tls_ca_cert.empty())
+        return std::string{"--tls-auth-clients yes|optional needs --tls-ca-cert"};
+    if (a.requirepass && !a.requirepass_file.empty())
+        return std::string{"--requirepass and --requirepass-file exclude each other"};
+    if (a.admin_pass && !a.admin_pass_file.empty())
+        return std::string{"--admin-pass and --admin-pass-file exclude each other"};
+    const bool admin_password = a.admin_pass || !a.admin_pass_file.empty();
+    if (a.admin_user.empty() == admin_password)
+        return std::string{"--admin-user and --admin-pass (or --admin-pass-file) go together"};
     if (a.output_hard_limit < a.output_soft_limit + max_reply_bytes)
         return fmt::format("--output-hard-limit must be at least --output-soft-limit + {} "
                            "(the largest reply)",
                            max_reply_bytes);
     return a;
+}
+
+// --- credentials -----------------------------------------------------------------------------
+
+/// The first line of a password file (without its line end) into `password`; an error text
+/// (naming the file, never its content) on failure.
+std::optional<std::string> read_password_file(const std::string& path, std::string& password) {
+    std::ifstream in{path, std::ios::binary};
+    if (!in) return fmt::format("cannot read the password file {}", path);
+    std::getline(in, password);
+    if (!password.empty() && password.back() == '\r') password.pop_back();
+    if (password.empty()) return fmt::format("the password file {} has an empty first line", path);
+    return std::nullopt;
+}
+
+/// The users of the command line (kv_auth.hpp), the password files read now; an error text.
+std::variant<std::shared_ptr<const zab::kv::user_table>, std::string> load_users(
+    const server_args& a) {
+    auto users = std::make_shared<zab::kv::user_table>();
+    users->default_password = a.requirepass;
+    if (!a.requirepass_file.empty()) {
+        std::string password;
+        if (auto problem = read_password_file(a.requirepass_file, password)) return *problem;
+        users->default_password = std::move(password);
+    }
+    users->admin_name = a.admin_user;
+    if (a.admin_pass) users->admin_password = *a.admin_pass;
+    if (!a.admin_pass_file.empty()) {
+        if (auto problem = read_password_file(a.admin_pass_file, users->admin_password))
+            return *problem;
+    }
+    return std::shared_ptr<const zab::kv::user_table>{std::move(users)};
+}
+
+/// The client port's TLS context (--tls-*): this server's certificate and key, and the CA
+/// client certificates are checked against; an error text on failure.
+std::variant<std::shared_ptr<boost::asio::ssl::context>, std::string> make_client_tls_context(
+    const server_args& a) {
+    namespace ssl = boost::asio::ssl;
+    auto context = std::make_shared<ssl::context>(ssl::context::tls_server);
+    boost::system::error_code ec;
+    context->set_options(ssl::context::default_workarounds | ssl::context::no_sslv2 |
+                             ssl::context::no_sslv3 | ssl::context::no_tlsv1 |
+                             ssl::context::no_tlsv1_1 | ssl::context::single_dh_use,
+                         ec);
+    if (ec) return fmt::format("client TLS options: {}", ec.message());
+    if (SSL_CTX_set_min_proto_version(context->native_handle(),
+                                      a.tls_min_version == zab::asio::tls_version::tls1_2
+                                          ? TLS1_2_VERSION
+                                          : TLS1_3_VERSION) != 1)
+        return std::string{"client TLS: cannot set the minimum TLS version"};
+    context->use_certificate_chain_file(a.tls_cert, ec);
+    if (ec) return fmt::format("--tls-cert {}: {}", a.tls_cert, ec.message());
+    context->use_private_key_file(a.tls_key, ssl::context::pem, ec);
+    if (ec) return fmt::format("--tls-key {}: {}", a.tls_key, ec.message());
+    if (SSL_CTX_check_private_key(context->native_handle()) != 1)
+        return fmt::format("--tls-key {} does not match --tls-cert {}", a.tls_key, a.tls_cert);
+    using ca = server_args::client_auth;
+    if (!a.tls_ca_cert.empty()) {
+        context->load_verify_file(a.tls_ca_cert, ec);
+        if (ec) return fmt::format("--tls-ca-cert {}: {}", a.tls_ca_cert, ec.message());
+    }
+    const auto mode = *a.tls_auth_clients == ca::yes
+                          ? ssl::verify_peer | ssl::verify_fail_if_no_peer_cert
+                      : *a.tls_auth_clients == ca::optional ? ssl::verify_peer
+                                                            : ssl::verify_none;
+    context->set_verify_mode(mode, ec);
+    if (ec) return fmt::format("client TLS verify mode: {}", ec.message());
+    return context;
 }
 
 // --- the server ------------------------------------------------------------------------------
@@ -330,6 +520,13 @@ struct server_counters {
     std::uint64_t syncs = 0;
     std::uint64_t syncs_failed = 0;
     std::uint64_t ticks_proposed = 0;  ///< TICKs proposed (expired keys due, as leader)
+    std::uint64_t auth_failures = 0;   ///< AUTH / HELLO AUTH refused
+    std::uint64_t tls_handshakes_pending = 0;
+    std::uint64_t tls_handshake_failures = 0;  ///< not TLS (a plaintext client), bad certificate
+    std::uint64_t tls_handshake_timeouts = 0;  ///< not finished within 5 s
+    std::uint64_t tls_handshakes_refused = 0;  ///< beyond the pending handshakes' bound
+    std::uint64_t credential_reloads = 0;      ///< SIGHUPs that reloaded everything
+    std::uint64_t credential_reload_failures = 0;
 };
 
 /// Milliseconds since the Unix epoch by this machine's clock: what writes and (as leader)
@@ -358,14 +555,20 @@ class connection : public std::enable_shared_from_this<connection<Node>> {
 public:
     using clock = std::chrono::steady_clock;
 
-    connection(server<Node>& owner, tcp::socket socket, std::uint64_t id)
+    /// `tls`: the client port's TLS context (null: plaintext); the connection keeps it.
+    connection(server<Node>& owner, tcp::socket socket, std::uint64_t id,
+               std::shared_ptr<boost::asio::ssl::context> tls)
         : owner_{owner},
           socket_{std::move(socket)},
           id_{id},
-          session_{*this, options(owner.args(), id)},
-          last_active_{clock::now()} {}
+          session_{*this, options(owner, id)},
+          last_active_{clock::now()},
+          tls_context_{std::move(tls)} {
+        if (tls_context_) tls_.emplace(socket_, *tls_context_);
+    }
 
     void start() {
+        if (tls_) return handshake();
         boost::system::error_code ignored;
         socket_.non_blocking(true, ignored);
         pump();
@@ -375,6 +578,7 @@ public:
     void close() {
         if (!open_) return;
         open_ = false;
+        handshake_over();
         boost::system::error_code ignored;
         socket_.shutdown(tcp::socket::shutdown_both, ignored);
         socket_.close(ignored);
@@ -382,12 +586,15 @@ public:
         input_counted_ = 0;
     }
 
-    /// Closes with a last error reply, best effort (the client may not be reading).
+    /// Closes with a last error reply, best effort (the client may not be reading). Over TLS
+    /// the connection just closes: a blocking TLS write could wait for the client forever.
     void close_with_error(std::string_view text) {
-        std::string out;
-        zab::kv::resp::write_error(out, text);
-        boost::system::error_code ignored;
-        socket_.send(boost::asio::buffer(out), 0, ignored);
+        if (!tls_) {
+            std::string out;
+            zab::kv::resp::write_error(out, text);
+            boost::system::error_code ignored;
+            socket_.send(boost::asio::buffer(out), 0, ignored);
+        }
         close();
     }
 
@@ -455,9 +662,18 @@ public:
 
     std::optional<std::string> redirect() { return owner_.redirect_target(); }
 
+    /// A refused AUTH: counted and logged (the user name cut, never the password).
+    void auth_failed() {
+        ++owner_.counters().auth_failures;
+        zab::log(zab::log_level::info, "kv_server: client {} ({}): authentication refused", id_,
+                 remote());
+    }
+
 private:
-    static zab::kv::session_options options(const server_args& args, std::uint64_t id) {
+    static zab::kv::session_options options(server<Node>& owner, std::uint64_t id) {
+        const server_args& args = owner.args();
         zab::kv::session_options o;
+        o.users = owner.users();
         o.client_id = id;
         o.max_txn_bytes = max_txn_bytes;
         o.parser_limits.max_bulk_bytes = max_bulk_bytes;
@@ -467,10 +683,58 @@ private:
         return o;
     }
 
+    std::string remote() const {
+        boost::system::error_code error;
+        const auto endpoint = socket_.remote_endpoint(error);
+        return error ? std::string{"?"}
+                     : fmt::format("{}:{}", endpoint.address().to_string(), endpoint.port());
+    }
+
+    /// The TLS handshake, under a deadline and counted among the pending ones until over.
+    void handshake() {
+        handshaking_ = true;
+        ++owner_.counters().tls_handshakes_pending;
+        handshake_timer_.emplace(socket_.get_executor());
+        handshake_timer_->expires_after(client_handshake_timeout);
+        handshake_timer_->async_wait([self = this->shared_from_this()](
+                                         boost::system::error_code e) {
+            if (e || !self->handshaking_) return;
+            ++self->owner_.counters().tls_handshake_timeouts;
+            zab::log(zab::log_level::info,
+                     "kv_server: client {} ({}): TLS handshake not finished within {} s; closed",
+                     self->id_, self->remote(), client_handshake_timeout.count());
+            self->close();
+        });
+        tls_->async_handshake(
+            boost::asio::ssl::stream_base::server,
+            [self = this->shared_from_this()](boost::system::error_code error) {
+                if (!self->open_) return;
+                self->handshake_over();
+                if (error) {
+                    // A plaintext client (its first bytes are no TLS record), an old TLS
+                    // version, a missing or untrusted client certificate.
+                    ++self->owner_.counters().tls_handshake_failures;
+                    zab::log(zab::log_level::info,
+                             "kv_server: client {} ({}): TLS handshake failed: {}; closed",
+                             self->id_, self->remote(), error.message());
+                    return self->close();
+                }
+                self->last_active_ = clock::now();
+                self->pump();
+            });
+    }
+
+    void handshake_over() {
+        if (!handshaking_) return;
+        handshaking_ = false;
+        --owner_.counters().tls_handshakes_pending;
+        if (handshake_timer_) handshake_timer_->cancel();
+    }
+
     /// After anything changed: write what is ready, close when finished, read when there is
     /// room. The only place that decides what the socket does next.
     void pump() {
-        if (!open_) return;
+        if (!open_ || handshaking_) return;
         if (session_.output_overflow()) {
             ++owner_.counters().evicted_clients;
             zab::log(zab::log_level::warn, "kv_server: client {} closed: {} bytes of unread replies",
@@ -495,6 +759,7 @@ private:
     /// read buffer and hands it to the session at once.
     void receive() {
         reading_ = true;
+        if (tls_) return receive_tls();
         socket_.async_wait(tcp::socket::wait_read, [self = this->shared_from_this()](
                                                        boost::system::error_code error) {
             self->reading_ = false;
@@ -515,6 +780,28 @@ private:
             }
             self->pump();
         });
+    }
+
+    /// Over TLS: what the stream decrypts goes into the connection's own buffer (the stream
+    /// may hold decrypted bytes the socket's readiness does not show).
+    void receive_tls() {
+        if (tls_read_buffer_.empty()) tls_read_buffer_.resize(tls_read_chunk_bytes);
+        auto received = [self = this->shared_from_this()](boost::system::error_code error,
+                                                          std::size_t n) {
+            self->reading_ = false;
+            if (!self->open_) return;
+            if (error == boost::asio::error::eof ||
+                error == boost::asio::ssl::error::stream_truncated) {
+                self->eof_ = true;  // answer what was sent, then close
+            } else if (error) {
+                return self->close();
+            } else {
+                self->last_active_ = clock::now();
+                self->session_.feed(std::string_view{self->tls_read_buffer_.data(), n});
+            }
+            self->pump();
+        };
+        tls_->async_read_some(boost::asio::buffer(tls_read_buffer_), std::move(received));
     }
 
     /// The write is posted rather than started at once: the completions of one commit
@@ -539,24 +826,30 @@ private:
     /// each part written counts as activity and lets the session go on below its bound.
     void write_some() {
         writing_ = true;
-        socket_.async_write_some(
-            boost::asio::buffer(write_buffer_.data() + written_, write_buffer_.size() - written_),
-            [self = this->shared_from_this()](boost::system::error_code error, std::size_t n) {
-                self->writing_ = false;
-                if (!self->open_) return;
-                if (error && error != boost::asio::error::would_block &&
-                    error != boost::asio::error::try_again)
-                    return self->close();
-                self->written_ += n;
-                if (n > 0) self->last_active_ = clock::now();
-                if (self->written_ < self->write_buffer_.size()) {
-                    self->write_some();
-                } else {
-                    self->write_buffer_ = {};
-                }
-                self->session_.output_written(n);  // may release more output: pump() sends it
-                self->pump();
-            });
+        const auto buffer =
+            boost::asio::buffer(write_buffer_.data() + written_, write_buffer_.size() - written_);
+        auto written = [self = this->shared_from_this()](boost::system::error_code error,
+                                                         std::size_t n) {
+            self->writing_ = false;
+            if (!self->open_) return;
+            if (error && error != boost::asio::error::would_block &&
+                error != boost::asio::error::try_again)
+                return self->close();
+            self->written_ += n;
+            if (n > 0) self->last_active_ = clock::now();
+            if (self->written_ < self->write_buffer_.size()) {
+                self->write_some();
+            } else {
+                self->write_buffer_ = {};
+            }
+            self->session_.output_written(n);  // may release more output: pump() sends it
+            self->pump();
+        };
+        if (tls_) {
+            tls_->async_write_some(buffer, std::move(written));
+        } else {
+            socket_.async_write_some(buffer, std::move(written));
+        }
     }
 
     server<Node>& owner_;
@@ -572,6 +865,13 @@ private:
     bool writing_ = false;
     bool write_posted_ = false;
     bool eof_ = false;
+    // TLS (--tls-cert): the context it was made with (a reload does not touch it), the stream
+    // over socket_, its read buffer, the handshake's deadline.
+    std::shared_ptr<boost::asio::ssl::context> tls_context_;
+    std::optional<boost::asio::ssl::stream<tcp::socket&>> tls_;
+    std::vector<char> tls_read_buffer_;
+    std::optional<boost::asio::steady_timer> handshake_timer_;
+    bool handshaking_ = false;
 };
 
 /// The listener, the node, and the connections.
@@ -584,6 +884,7 @@ public:
           args_{args},
           acceptor_{io},
           signals_{io, SIGINT, SIGTERM},
+          reload_signal_{io, SIGHUP},
           accept_retry_{io},
           idle_sweep_{io},
           expiry_timer_{io},
@@ -591,6 +892,14 @@ public:
 
     /// Binds the client port and starts accepting; an error text on failure.
     std::optional<std::string> start() {
+        auto users = load_users(args_);
+        if (auto* problem = std::get_if<std::string>(&users)) return *problem;
+        users_ = std::get<0>(std::move(users));
+        if (args_.client_tls()) {
+            auto context = make_client_tls_context(args_);
+            if (auto* problem = std::get_if<std::string>(&context)) return *problem;
+            client_tls_ = std::get<0>(std::move(context));
+        }
         boost::system::error_code error;
         const auto address = boost::asio::ip::make_address(args_.client_host, error);
         if (error) return fmt::format("--client-host '{}': {}", args_.client_host, error.message());
@@ -605,6 +914,7 @@ public:
         signals_.async_wait([this](boost::system::error_code e, int) {
             if (!e) shutdown();
         });
+        await_reload();
         accept();
         if (args_.timeout_s > 0) sweep_idle();
         expire_due();
@@ -613,6 +923,8 @@ public:
 
     Node& node() { return node_; }
     const server_args& args() const { return args_; }
+    /// The users new connections get (replaced by a reload).
+    const std::shared_ptr<const zab::kv::user_table>& users() const { return users_; }
 
     /// CLIENT REDIRECT: the leader's client address when this replica is not the leader and
     /// knows it; nullopt when it leads (or knows no leader: the write is then proposed here
@@ -741,6 +1053,24 @@ public:
         line("reads", counters_.reads);
         line("syncs", counters_.syncs);
         line("syncs_failed", counters_.syncs_failed);
+        out += "# Security\r\n";
+        line("client_tls", args_.client_tls() ? 1 : 0);
+        line("peer_tls", args_.peer_tls() ? 1 : 0);
+        line("requirepass", users_ && users_->auth_required() ? 1 : 0);
+        line("auth_failures", counters_.auth_failures);
+        line("tls_handshakes_pending", counters_.tls_handshakes_pending);
+        line("tls_handshake_failures", counters_.tls_handshake_failures);
+        line("tls_handshake_timeouts", counters_.tls_handshake_timeouts);
+        line("tls_handshakes_refused", counters_.tls_handshakes_refused);
+        line("credential_reloads", counters_.credential_reloads);
+        line("credential_reload_failures", counters_.credential_reload_failures);
+        if (const auto* tls = node_.transport().security().tls()) {
+            const auto& rejected = node_.transport().counters().rejected;
+            line("peer_tls_reloads", tls->reloads());
+            line("peer_refused_tls_untrusted", rejected.refused_tls_untrusted);
+            line("peer_refused_tls_wrong_identity", rejected.refused_tls_wrong_identity);
+            line("peer_refused_tls_handshake", rejected.refused_tls_handshake);
+        }
         if (const auto* peer = node_.protocol_peer()) {
             const auto& c = peer->counters();
             line("elections_started", c.elections_started);
@@ -790,20 +1120,31 @@ private:
         });
     }
 
-    /// A new client: served, or refused beyond --max-clients with Redis's error.
+    /// A new client: served, or refused beyond --max-clients with Redis's error (over TLS,
+    /// closed: the error would not be TLS), or beyond the pending TLS handshakes' bound.
     void admit(tcp::socket socket) {
         boost::system::error_code ignored;
         if (connections_.size() >= args_.max_clients) {
             ++counters_.rejected_connections;
             static constexpr std::string_view refusal = "-ERR max number of clients reached\r\n";
             socket.non_blocking(true, ignored);
-            socket.send(boost::asio::buffer(refusal.data(), refusal.size()), 0, ignored);
+            if (!client_tls_)
+                socket.send(boost::asio::buffer(refusal.data(), refusal.size()), 0, ignored);
+            socket.close(ignored);
+            return;
+        }
+        if (client_tls_ && counters_.tls_handshakes_pending >= max_pending_client_handshakes) {
+            if (counters_.tls_handshakes_refused++ % 1000 == 0)
+                zab::log(zab::log_level::warn,
+                         "kv_server {}: {} TLS handshakes in progress: refusing new clients "
+                         "until some finish ({} refused so far)",
+                         args_.id, max_pending_client_handshakes, counters_.tls_handshakes_refused);
             socket.close(ignored);
             return;
         }
         socket.set_option(tcp::no_delay(true), ignored);
         const std::uint64_t id = ++last_connection_id_;
-        auto c = std::make_shared<connection<Node>>(*this, std::move(socket), id);
+        auto c = std::make_shared<connection<Node>>(*this, std::move(socket), id, client_tls_);
         connections_.emplace(id, c);
         ++counters_.connections_accepted;
         ++counters_.connected_clients;
@@ -854,6 +1195,44 @@ private:
         });
     }
 
+    /// SIGHUP: reloads the credentials (the file comment); what fails keeps the old ones.
+    void await_reload() {
+        reload_signal_.async_wait([this](boost::system::error_code e, int) {
+            if (e || stopping_) return;
+            reload();
+            await_reload();
+        });
+    }
+
+    void reload() {
+        bool ok = true;
+        if (args_.peer_tls()) {
+            if (!node_.transport().reload_credentials(args_.peer_tls_options())) ok = false;
+        }
+        if (args_.client_tls()) {
+            auto context = make_client_tls_context(args_);
+            if (auto* problem = std::get_if<std::string>(&context)) {
+                zab::log(zab::log_level::error, "kv_server {}: client TLS not reloaded: {}",
+                         args_.id, *problem);
+                ok = false;
+            } else {
+                client_tls_ = std::get<0>(std::move(context));
+            }
+        }
+        auto users = load_users(args_);
+        if (auto* problem = std::get_if<std::string>(&users)) {
+            zab::log(zab::log_level::error, "kv_server {}: passwords not reloaded: {}", args_.id,
+                     *problem);
+            ok = false;
+        } else {
+            users_ = std::get<0>(std::move(users));
+        }
+        ++(ok ? counters_.credential_reloads : counters_.credential_reload_failures);
+        zab::log(ok ? zab::log_level::warn : zab::log_level::error,
+                 "kv_server {}: SIGHUP: credentials reloaded{} (new connections use them)",
+                 args_.id, ok ? "" : " in part: see the errors above");
+    }
+
     /// SIGINT/SIGTERM: stop taking clients, stop the node (its in-flight operations
     /// complete), close every connection. io_context::run then returns when all is done.
     void shutdown() {
@@ -862,6 +1241,7 @@ private:
         zab::log(zab::log_level::warn, "kv_server {}: stopping", args_.id);
         boost::system::error_code ignored;
         acceptor_.close(ignored);
+        reload_signal_.cancel(ignored);
         accept_retry_.cancel();
         idle_sweep_.cancel();
         expiry_timer_.cancel();
@@ -876,6 +1256,7 @@ private:
     const server_args& args_;
     tcp::acceptor acceptor_;
     boost::asio::signal_set signals_;
+    boost::asio::signal_set reload_signal_;
     boost::asio::steady_timer accept_retry_;
     boost::asio::steady_timer idle_sweep_;
     boost::asio::steady_timer expiry_timer_;
@@ -886,6 +1267,8 @@ private:
     server_counters counters_;
     bool stopping_ = false;
     bool out_of_descriptors_ = false;
+    std::shared_ptr<const zab::kv::user_table> users_;
+    std::shared_ptr<boost::asio::ssl::context> client_tls_;  ///< null: plaintext clients
 };
 
 zab::asio::node_options node_options_for(const server_args& args) {
@@ -910,7 +1293,9 @@ zab::asio::node_options node_options_for(const server_args& args) {
 
 template <typename Log>
 int serve(const server_args& args, Log& log) {
-    using node_type = zab::asio::node<Log, zab::kv::kv_state_machine>;
+    // One node type, plaintext or mutual TLS between replicas (kv_peer_security.hpp).
+    using node_type = zab::asio::node<Log, zab::kv::kv_state_machine, zab::default_policies,
+                                      zab::asio::basic_transport<zab::kv::peer_security>>;
     boost::asio::io_context io;
     boost::asio::thread_pool disk{1};
     zab::kv::kv_options machine_options;
@@ -925,7 +1310,9 @@ int serve(const server_args& args, Log& log) {
         std::optional<boost::asio::any_io_executor> disk_executor;
         if constexpr (!std::is_same_v<Log, zab::memory_log>) disk_executor = disk.get_executor();
         node_type node{io.get_executor(), node_options_for(args), log, machine,
-                       std::move(disk_executor)};
+                       std::move(disk_executor),
+                       args.peer_tls() ? zab::kv::peer_security{args.peer_tls_options()}
+                                       : zab::kv::peer_security{}};
         if (auto started = node.start(); !started) {
             fmt::print(stderr, "kv_server: replica {} cannot start: {}\n", args.id,
                        started.error().message());
@@ -937,9 +1324,11 @@ int serve(const server_args& args, Log& log) {
             node.stop();
             return 1;
         }
-        fmt::print("kv_server: replica {} serving RESP on {}:{} (peer port {}, {} log)\n",
-                   args.id, args.client_host, args.client_port, node.transport().local_port(),
-                   args.memory ? "memory" : "file");
+        fmt::print("kv_server: replica {} serving RESP{} on {}:{} (peer port {}{}, {} log{})\n",
+                   args.id, args.client_tls() ? " over TLS" : "", args.client_host,
+                   args.client_port, node.transport().local_port(),
+                   args.peer_tls() ? ", mutual TLS" : "", args.memory ? "memory" : "file",
+                   srv.users()->auth_required() ? ", password required" : "");
         std::fflush(stdout);
         io.run();
         node.stop();

@@ -35,7 +35,14 @@
 // - after HELLO 3, nulls are sent in RESP3's form (`_`); every other reply kv_server
 //   sends is the same in RESP2 and RESP3 (it has no maps, sets or doubles but HELLO's);
 // - CLIENT REDIRECT on: a write (or EXEC) on a replica that is not the leader is answered
-//   `-REDIRECT host:port` (the leader's client address, when known) instead of forwarded.
+//   `-REDIRECT host:port` (the leader's client address, when known) instead of forwarded;
+// - authentication (kv_auth.hpp, `session_options::users`): while a password is required
+//   and none was given, every command but AUTH, HELLO, QUIT and RESET is answered -NOAUTH
+//   and does nothing; AUTH [user] pass and HELLO <proto> AUTH user pass authenticate (in
+//   order: the commands pipelined after a successful AUTH run); RESET de-authenticates; an
+//   admin command (command_info::admin) from a user without admin rights gets -NOPERM. A
+//   failed attempt is counted (`auth_failures()`) and reported to the Backend's
+//   `auth_failed()` if it has one.
 //
 // The Backend does the work (kv_server: the zab node; tests: a fake). It must never complete
 // from inside a call — completions arrive later through `write_done` / `sync_done`:
@@ -49,6 +56,7 @@
 //     std::uint64_t version_of(std::string_view key); // WATCH: kv_state_machine::version_of
 //     std::optional<std::string> redirect();          // the leader's client address if this
 //                                                     // replica is not the leader, else nullopt
+//     void auth_failed();                             // optional: an AUTH was refused
 //
 // A ticket names a slot for the connection's lifetime (tickets increase; the server may get
 // a completion for a slot of a session that closed meanwhile: it simply drops it).
@@ -58,6 +66,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -65,6 +74,7 @@
 #include <variant>
 #include <vector>
 
+#include "kv_auth.hpp"
 #include "kv_calls.hpp"
 #include "kv_command.hpp"
 #include "kv_requests.hpp"
@@ -91,13 +101,17 @@ struct session_options {
     resp::limits parser_limits{};
     /// CLIENT ID / HELLO's id: the connection's number in the server.
     std::uint64_t client_id = 0;
+    /// The users (kv_auth.hpp); null: no password, the default user may run everything.
+    std::shared_ptr<const user_table> users;
 };
 
 template <typename Backend>
 class resp_session {
 public:
     resp_session(Backend& backend, session_options options = {})
-        : backend_{backend}, options_{options}, parser_{options.parser_limits} {}
+        : backend_{backend}, options_{std::move(options)}, parser_{options_.parser_limits} {
+        log_out();
+    }
 
     resp_session(const resp_session&) = delete;
     resp_session& operator=(const resp_session&) = delete;
@@ -176,6 +190,12 @@ public:
     /// Commands queued (not yet flushed).
     std::size_t outstanding() const noexcept { return slots_.size(); }
     read_mode mode() const noexcept { return mode_; }
+    /// Authenticated (always, when no password is required).
+    bool authenticated() const noexcept { return authenticated_; }
+    /// The user the connection runs as ("default" until AUTH says otherwise).
+    const std::string& user() const noexcept { return user_; }
+    /// AUTH / HELLO AUTH attempts refused on this connection.
+    std::uint64_t auth_failures() const noexcept { return auth_failures_; }
 
 private:
     enum class kind : std::uint8_t { immediate, write, read, sync, close, local };
@@ -250,6 +270,13 @@ private:
         const std::string name = detail::upper(args[0]);
         if (name == "QUIT") return push(request::quit{});
         if (name == "RESET") return reset();
+        if (!authenticated_ && name != "AUTH" && name != "HELLO")
+            return push(error_of(text::noauth));
+        if (const command_info* info = find_command(name);
+            info != nullptr && info->admin && rights_ != user_rights::admin) {
+            multi_dirty_ = multi_dirty_ || multi_open_;  // as a refused queued command
+            return push(error_of(text::noperm(user_, info->name)));
+        }
         if (!selected_.empty()) {
             const command_info* info = find_command(name);
             const bool data = info == nullptr || info->kind != call_kind::connection ||
@@ -263,6 +290,7 @@ private:
                                      "SELECT 0 first"));
         }
         if (multi_open_) return queue(std::move(args), name);
+        if (name == "AUTH") return push(auth(args));
         if (name == "SELECT" && args.size() == 2) {
             // Another database does not exist: refused, and so is every data command after
             // it until SELECT 0 (or RESET), so that a client that carries on after the error
@@ -359,11 +387,51 @@ private:
         redirect_ = false;
         proto_ = 2;
         selected_.clear();
+        log_out();
         slot s;
         s.what = kind::local;
         s.local = local_op::unwatch;
         s.reply = simple_of("RESET").reply;
         push_slot(std::move(s));
+    }
+
+    const user_table& users() const {
+        static const user_table none;
+        return options_.users ? *options_.users : none;
+    }
+
+    /// The state of a new connection (and after RESET): the default user, authenticated only
+    /// if it needs no password.
+    void log_out() {
+        authenticated_ = !users().auth_required();
+        user_ = user_table::default_name;
+        rights_ = users().default_rights();
+    }
+
+    /// Checks `user`/`password`: on success the connection runs as `user` from the next
+    /// command on; on failure nothing changes (an authenticated connection stays so).
+    bool log_in(std::string_view user, std::string_view password) {
+        const auto rights = users().check(user, password);
+        if (!rights) {
+            ++auth_failures_;
+            if constexpr (requires(Backend& b) { b.auth_failed(); }) backend_.auth_failed();
+            return false;
+        }
+        authenticated_ = true;
+        user_ = user;
+        rights_ = *rights;
+        return true;
+    }
+
+    /// AUTH password (the default user) | AUTH user password.
+    request::immediate auth(const resp::command& args) {
+        if (args.size() < 2) return detail::wrong_arity(args[0]);
+        if (args.size() > 3) return error_of("ERR syntax error");
+        if (args.size() == 2 && !users().auth_required())
+            return error_of(text::auth_without_password);
+        const bool ok = args.size() == 2 ? log_in(user_table::default_name, args[1])
+                                         : log_in(args[1], args[2]);
+        return ok ? simple_of("OK") : error_of(text::wrongpass);
     }
 
     /// CLIENT ID | SETNAME n | GETNAME | SETINFO LIB-NAME|LIB-VER v | INFO | REDIRECT ON|OFF.
@@ -396,7 +464,7 @@ private:
                                                  " name=" + name_ + " db=0 multi=" +
                                                  (multi_open_ ? "1" : "-1") +
                                                  " redirect=" + (redirect_ ? "on" : "off") +
-                                                 "\n");
+                                                 " user=" + user_ + "\n");
         } else if (sub == "REDIRECT" && args.size() == 3) {
             const std::string on = detail::upper(args[2]);
             if (on != "ON" && on != "OFF") return error_of("ERR CLIENT REDIRECT takes ON or OFF");
@@ -413,6 +481,7 @@ private:
     request::immediate hello(const resp::command& args) {
         int proto = proto_;
         std::optional<std::string> name;
+        std::optional<std::pair<std::string, std::string>> credentials;
         if (args.size() >= 2) {
             if (args[1] != "2" && args[1] != "3") {
                 if (!parse_int64(args[1]))
@@ -423,7 +492,8 @@ private:
             for (std::size_t i = 2; i < args.size(); ++i) {
                 const std::string opt = detail::upper(args[i]);
                 if (opt == "AUTH" && i + 2 < args.size()) {
-                    i += 2;  // no users: every user/password is accepted, as Redis's default
+                    credentials.emplace(args[i + 1], args[i + 2]);
+                    i += 2;
                 } else if (opt == "SETNAME" && i + 1 < args.size()) {
                     name = args[++i];
                 } else {
@@ -432,6 +502,10 @@ private:
                 }
             }
         }
+        // As Redis: the credentials first (a refusal changes nothing), then the protocol.
+        if (credentials && !log_in(credentials->first, credentials->second))
+            return error_of(text::wrongpass);
+        if (!authenticated_) return error_of(text::hello_noauth);
         if (name) {
             auto set = client({"CLIENT", "SETNAME", *name});
             if (set.reply.front() == '-') return set;
@@ -631,6 +705,10 @@ private:
     std::string name_;                  ///< CLIENT SETNAME
     bool redirect_ = false;             ///< CLIENT REDIRECT
     int proto_ = 2;                     ///< HELLO's protocol
+    bool authenticated_ = true;         ///< log_out() sets it from the users
+    std::string user_;                  ///< AUTH's user ("default" until then)
+    user_rights rights_ = user_rights::admin;
+    std::uint64_t auth_failures_ = 0;
     std::string selected_;              ///< a refused SELECT's database; empty: database 0
     bool closing_ = false;
     bool in_progress_ = false;

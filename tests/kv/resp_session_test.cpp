@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -549,4 +550,167 @@ TEST_CASE("kv_requests: a GET or MGET reply above the bound is refused before it
               " bytes; ask for fewer keys\r\n");
     CHECK(zab::kv::execute_read(machine, {"GET", "v"}, 1009) == "$1000\r\n" + std::string(1000, 'x') + "\r\n");
     CHECK(zab::kv::execute_read(machine, {"GET", "v"}, 1008).starts_with("-ERR reply too large"));
+}
+
+namespace {
+
+std::shared_ptr<const zab::kv::user_table> users(std::optional<std::string> requirepass,
+                                                 std::string admin = {},
+                                                 std::string admin_pass = {}) {
+    auto table = std::make_shared<zab::kv::user_table>();
+    table->default_password = std::move(requirepass);
+    table->admin_name = std::move(admin);
+    table->admin_password = std::move(admin_pass);
+    return table;
+}
+
+struct counting_backend : fake_backend {
+    int failures = 0;
+    void auth_failed() { ++failures; }
+};
+
+const std::string noauth = "-NOAUTH Authentication required.\r\n";
+const std::string wrongpass =
+    "-WRONGPASS invalid username-password pair or user is disabled.\r\n";
+
+}  // namespace
+
+TEST_CASE("kv_auth: passwords compare equal only when equal, whatever their lengths") {
+    using zab::kv::constant_time_equal;
+    CHECK(constant_time_equal("secret", "secret"));
+    CHECK(constant_time_equal("", ""));
+    CHECK_FALSE(constant_time_equal("secreT", "secret"));
+    CHECK_FALSE(constant_time_equal("secret", "secret2"));
+    CHECK_FALSE(constant_time_equal("secret2", "secret"));
+    CHECK_FALSE(constant_time_equal("", "secret"));
+    CHECK_FALSE(constant_time_equal("secret", ""));
+    CHECK_FALSE(constant_time_equal(std::string_view{"a\0b", 3}, std::string_view{"a\0c", 3}));
+    CHECK_FALSE(constant_time_equal(std::string_view{"a\0", 2}, "a"));  // a NUL is no end
+}
+
+TEST_CASE("resp_session: with requirepass, -NOAUTH for everything but AUTH/HELLO/QUIT/RESET") {
+    counting_backend backend;
+    zab::kv::session_options options;
+    options.users = users("pw");
+    resp_session<counting_backend> session{backend, options};
+    CHECK_FALSE(session.authenticated());
+    // Nothing runs before AUTH: no write proposed, no read, no sync, no transfer, no MULTI.
+    session.feed(request_bytes({"SET", "k", "v"}) + request_bytes({"GET", "k"}) +
+                 request_bytes({"ZSYNC"}) + request_bytes({"ZTRANSFER", "ANY"}) +
+                 request_bytes({"MULTI"}) + request_bytes({"PING"}) + request_bytes({"INFO"}) +
+                 request_bytes({"CLIENT", "SETNAME", "x"}) + request_bytes({"NOSUCH"}));
+    CHECK(backend.proposed.empty());
+    CHECK(backend.reads.empty());
+    CHECK(backend.synced.empty());
+    CHECK_FALSE(session.in_multi());
+    CHECK(session.client_name().empty());
+    std::string nine;
+    for (int i = 0; i < 9; ++i) nine += noauth;
+    CHECK(session.take_output() == nine);
+
+    // Wrong passwords and unknown users: WRONGPASS, counted, still unauthenticated.
+    session.feed(request_bytes({"AUTH", "nope"}) + request_bytes({"AUTH", "default", "nope"}) +
+                 request_bytes({"AUTH", "root", "pw"}) + request_bytes({"AUTH"}) +
+                 request_bytes({"AUTH", "a", "b", "c"}) + request_bytes({"GET", "k"}));
+    CHECK(session.take_output() == wrongpass + wrongpass + wrongpass +
+                                       "-ERR wrong number of arguments for 'auth' command\r\n"
+                                       "-ERR syntax error\r\n" +
+                                       noauth);
+    CHECK(session.auth_failures() == 3);
+    CHECK(backend.failures == 3);
+
+    // HELLO without AUTH is refused (and does not switch the protocol); with a wrong one too.
+    session.feed(request_bytes({"HELLO", "3"}) +
+                 request_bytes({"HELLO", "3", "AUTH", "default", "nope"}) +
+                 request_bytes({"GET", "k"}));
+    const std::string refused = session.take_output();
+    CHECK(refused.starts_with("-NOAUTH HELLO must be called with the client already "
+                              "authenticated"));
+    CHECK(refused.ends_with("\r\n" + wrongpass + noauth));  // RESP2 still: `-`, not `!`
+
+    // The right password: the commands pipelined after it run.
+    session.feed(request_bytes({"AUTH", "pw"}) + request_bytes({"SET", "k", "v"}) +
+                 request_bytes({"CLIENT", "INFO"}));
+    CHECK(session.authenticated());
+    CHECK(session.user() == "default");
+    CHECK(backend.proposed.size() == 1);
+    session.write_done(backend.proposed[0], "+OK\r\n");
+    const std::string ok = session.take_output();
+    CHECK(ok.starts_with("+OK\r\n+OK\r\n$"));
+    CHECK(ok.find(" user=default\n") != std::string::npos);
+    // No admin user: the default user may run the admin commands.
+    session.feed(request_bytes({"ZTRANSFER", "2"}));
+    CHECK(backend.transfers == std::vector<std::uint64_t>{2});
+
+    // A failed AUTH does not log an authenticated connection out; RESET does.
+    session.feed(request_bytes({"AUTH", "wrong"}) + request_bytes({"PING"}));
+    session.sync_done(backend.synced.back(), std::nullopt);
+    CHECK(session.take_output() == "+OK\r\n" + wrongpass + "+PONG\r\n");
+    session.feed(request_bytes({"RESET"}) + request_bytes({"PING"}) + request_bytes({"QUIT"}));
+    CHECK_FALSE(session.authenticated());
+    CHECK(session.take_output() == "+RESET\r\n" + noauth + "+OK\r\n");
+    CHECK(session.closing());
+}
+
+TEST_CASE("resp_session: HELLO AUTH authenticates and switches protocol in one command") {
+    fake_backend backend;
+    zab::kv::session_options options;
+    options.users = users("pw");
+    options.client_id = 7;
+    resp_session<fake_backend> session{backend, options};
+    // node-redis and ioredis with a password send exactly this.
+    session.feed(request_bytes({"HELLO", "3", "AUTH", "default", "pw", "SETNAME", "app"}) +
+                 request_bytes({"GET", "missing"}));
+    const std::string out = session.take_output();
+    CHECK(out.starts_with("%7\r\n"));
+    CHECK(out.ends_with("_\r\n"));
+    CHECK(session.authenticated());
+    CHECK(session.client_name() == "app");
+}
+
+TEST_CASE("resp_session: admin commands need the admin user once one is configured") {
+    fake_backend backend;
+    zab::kv::session_options options;
+    options.users = users("pw", "ops", "ops-secret");
+    resp_session<fake_backend> session{backend, options};
+    session.feed(request_bytes({"AUTH", "pw"}) + request_bytes({"ZTRANSFER", "ANY"}) +
+                 request_bytes({"ztransfer", "2"}) + request_bytes({"MULTI"}) +
+                 request_bytes({"ZTRANSFER", "2"}) + request_bytes({"EXEC"}));
+    CHECK(backend.synced.empty());
+    const std::string noperm =
+        "-NOPERM User default has no permissions to run the 'ztransfer' command\r\n";
+    // Inside MULTI the refusal is queued as an error, which aborts the EXEC.
+    CHECK(session.take_output() ==
+          "+OK\r\n" + noperm + noperm + "+OK\r\n" + noperm +
+              "-EXECABORT Transaction discarded because of previous errors.\r\n");
+    // The admin's password under the default user's name is refused, and the reverse.
+    session.feed(request_bytes({"AUTH", "default", "ops-secret"}) +
+                 request_bytes({"AUTH", "ops", "pw"}) + request_bytes({"AUTH", "ops-secret"}));
+    CHECK(session.take_output() == wrongpass + wrongpass + wrongpass);
+    session.feed(request_bytes({"AUTH", "ops", "ops-secret"}) + request_bytes({"ZTRANSFER", "3"}));
+    CHECK(session.take_output() == "+OK\r\n");
+    CHECK(session.user() == "ops");
+    CHECK(backend.transfers == std::vector<std::uint64_t>{3});
+    // HELLO AUTH as the admin works too; RESET goes back to the default user, logged out.
+    session.feed(request_bytes({"RESET"}) + request_bytes({"ZTRANSFER", "3"}) +
+                 request_bytes({"HELLO", "2", "AUTH", "ops", "ops-secret"}) +
+                 request_bytes({"ZTRANSFER", "ANY"}));
+    CHECK(session.user() == "ops");
+    CHECK(backend.transfers == std::vector<std::uint64_t>{3, 0});
+}
+
+TEST_CASE("resp_session: an admin user without requirepass: everyone is the default user") {
+    fake_backend backend;
+    zab::kv::session_options options;
+    options.users = users(std::nullopt, "ops", "s");
+    resp_session<fake_backend> session{backend, options};
+    CHECK(session.authenticated());
+    session.feed(request_bytes({"PING"}) + request_bytes({"AUTH", "x"}) +
+                 request_bytes({"AUTH", "default", "anything"}) + request_bytes({"ZTRANSFER", "2"}) +
+                 request_bytes({"AUTH", "ops", "s"}) + request_bytes({"ZTRANSFER", "2"}));
+    CHECK(session.take_output() ==
+          "+PONG\r\n-ERR AUTH <password> called without any password configured for the "
+          "default user. Are you sure your configuration is correct?\r\n+OK\r\n"
+          "-NOPERM User default has no permissions to run the 'ztransfer' command\r\n+OK\r\n");
+    CHECK(backend.transfers == std::vector<std::uint64_t>{2});
 }
