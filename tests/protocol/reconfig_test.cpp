@@ -44,6 +44,12 @@ bool settled(sim_type& sim) {
     return true;
 }
 
+/// Starts the cluster and runs until a leader and everyone else are established.
+void start_settled(sim_type& sim) {
+    sim.start();
+    REQUIRE(sim.run_until([&] { return settled(sim); }, 30'000'000));
+}
+
 /// Runs until `id`'s request completes; returns its outcome.
 result<zxid> complete(sim_type& sim, outcomes& out, peer_id at, std::optional<request_id> id) {
     REQUIRE(id);
@@ -106,8 +112,7 @@ TEST_CASE("growing 3 voters to 5: joiners follow without a vote, the reconfigura
     o.joiners = 2;
     sim_type sim{o};
     outcomes out{sim};
-    sim.start();
-    REQUIRE(sim.run_until([&] { return settled(sim); }, 30'000'000));
+    start_settled(sim);
     const peer_id leader = leader_of(sim);
     // The joiners are synced followers, and count for nothing.
     for (peer_id j : {4, 5}) {
@@ -172,8 +177,7 @@ TEST_CASE("a reconfiguration that removes the leader hands over to the best new 
     o.peer.snapshot_every = 5;  // compaction past the reconfiguration: the snapshot carries it
     sim_type sim{o};
     outcomes out{sim};
-    sim.start();
-    REQUIRE(sim.run_until([&] { return settled(sim); }, 30'000'000));
+    start_settled(sim);
     const peer_id leader = leader_of(sim);
     for (int i = 0; i < 7; ++i)
         REQUIRE(complete(sim, out, leader, sim.submit(leader, as_bytes("w" + std::to_string(i)))));
@@ -279,8 +283,7 @@ TEST_CASE("a hierarchical configuration keeps committing with two sites of three
     o.voters = 5;
     sim_type sim{o};
     outcomes out{sim};
-    sim.start();
-    REQUIRE(sim.run_until([&] { return settled(sim); }, 30'000'000));
+    start_settled(sim);
     const peer_id leader = leader_of(sim);
     std::vector<member> sites{{1, learner_type::participant, 1, 1},
                               {2, learner_type::participant, 1, 1},
@@ -311,8 +314,7 @@ TEST_CASE("learner promotion: members marked promote follow without a vote and t
     o.joiners = 2;
     sim_type sim{o};
     outcomes out{sim};
-    sim.start();
-    REQUIRE(sim.run_until([&] { return settled(sim); }, 30'000'000));
+    start_settled(sim);
     REQUIRE(leader_of(sim) == 1);
     for (int i = 0; i < 5; ++i) REQUIRE(complete(sim, out, 1, sim.submit(1, as_bytes("w"))));
     // Learners: the leader makes each a voter once it is caught up, one reconfiguration at a
@@ -349,8 +351,7 @@ TEST_CASE("ZOOKEEPER-3814: a replica down during a reconfiguration takes the new
     o.peer.snapshot_every = 3;
     sim_type sim{o};
     outcomes out{sim};
-    sim.start();
-    REQUIRE(sim.run_until([&] { return settled(sim); }, 30'000'000));
+    start_settled(sim);
     const peer_id leader = leader_of(sim);
     const peer_id down = leader == 3 ? 2 : 3;
     sim.crash(down);
@@ -373,8 +374,7 @@ TEST_CASE("ZOOKEEPER-3830: a member added by a reconfiguration can lead, and the
     o.joiners = 1;
     sim_type sim{o};
     outcomes out{sim};
-    sim.start();
-    REQUIRE(sim.run_until([&] { return settled(sim); }, 30'000'000));
+    start_settled(sim);
     const peer_id leader = leader_of(sim);
     REQUIRE(complete(sim, out, leader, sim.reconfigure(leader, {voters({1, 2, 3, 4}), 0})));
     REQUIRE(sim.run_until([&] { return config_version(sim, 4) != 0; }, sim.now() + 10'000'000));
@@ -393,8 +393,7 @@ TEST_CASE("ZOOKEEPER-2746 / ZOOKEEPER-2865: a reconfiguration removing the leade
     o.voters = 5;
     sim_type sim{o};
     outcomes out{sim};
-    sim.start();
-    REQUIRE(sim.run_until([&] { return settled(sim); }, 30'000'000));
+    start_settled(sim);
     const peer_id leader = leader_of(sim);
     std::vector<peer_id> rest;
     for (peer_id id = 1; id <= 5; ++id)
@@ -434,8 +433,7 @@ TEST_CASE("ZOOKEEPER-2172: joiners started to join cannot elect each other, what
     o.seed = 43;
     o.joiners = 2;
     sim_type sim{o};
-    sim.start();
-    REQUIRE(sim.run_until([&] { return settled(sim); }, 30'000'000));
+    start_settled(sim);
     // The members go away; the two joiners are alone, both unsynced with any quorum of theirs.
     for (peer_id id = 1; id <= 3; ++id) sim.crash(id);
     sim.run_for(30'000'000);
