@@ -213,6 +213,7 @@ public:
             ctx_.drop_learner(id, "silent for sync_limit");
         }
         if (!leader.established()) return;  // until then init_limit bounds the leader (§4)
+        invite_absent_members(leader);
         peer_set synced;
         synced.insert(ctx_.self());
         for (const auto& link : leader.links)
@@ -223,6 +224,22 @@ public:
         if (!ctx_.quorums().contains_quorum(synced)) {
             ++ctx_.counters.leader_step_downs;
             ctx_.request_election("leader lost its quorum");
+        }
+    }
+
+    /// §9 step 8: every sync_limit, my settled vote to each member of my configurations that
+    /// does not follow me. A member that missed a reconfiguration asks only the voters its own
+    /// configuration names, and those may all have been removed and gone: nobody it knows
+    /// would ever answer. My LEADING notification carries my configuration's version in its
+    /// frame, which is what makes a LOOKING replica behind it follow me (§9 step 7); to
+    /// anyone else it is the answer a settled peer gives anyway (§3.4 step 7).
+    void invite_absent_members(leader_state& leader) {
+        if (ctx_.now_tick < leader.next_invitation_tick) return;
+        leader.next_invitation_tick = ctx_.now_tick + ctx_.opts().sync_limit_ticks;
+        for (peer_id id : ctx_.all_members()) {
+            if (id == ctx_.self() || leader.find_link(id) != nullptr) continue;
+            ++ctx_.counters.invitations_sent;
+            ctx_.send(id, ctx_.current_vote.to_notification(peer_state::leading));
         }
     }
 

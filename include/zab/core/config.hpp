@@ -30,8 +30,16 @@ struct member {
     /// proposals — and that the leader makes a voter by a reconfiguration of its own once it
     /// is caught up (options::promotion_max_lag): etcd's learner promotion (§9).
     bool promote = false;
+    /// Where the other replicas reach this one ("host:port" of its peer port), carried by
+    /// reconfigurations so that replicas learn the addresses of members added later (§9).
+    /// Opaque to the core, which only bounds it (max_address_size, printable ASCII); empty:
+    /// the driver's own table (zab::asio::tcp_transport_options::peers) says.
+    std::string address = {};
     friend bool operator==(const member&, const member&) = default;
 };
+
+/// The longest `member::address`.
+inline constexpr std::size_t max_address_size = 255;
 
 /// The group's membership. `version` is 0 for a static configuration; reconfiguration
 /// (docs/protocol.md §9) will number later ones. Members are kept sorted by id.
@@ -60,6 +68,13 @@ public:
                 problem = fmt::format("peer {} is to be promoted but is a voter already", m.id);
             if (m.weight > max_weight)
                 problem = fmt::format("peer {} has weight {} (at most {})", m.id, m.weight, max_weight);
+            if (m.address.size() > max_address_size)
+                problem = fmt::format("peer {}'s address has {} bytes (at most {})", m.id,
+                                      m.address.size(), max_address_size);
+            if (std::any_of(m.address.begin(), m.address.end(),
+                            [](char c) { return c <= ' ' || c > '~'; }))
+                problem = fmt::format("peer {}'s address has a space or a character that is "
+                                      "not printable ASCII", m.id);
         }
         if (problem.empty() && grouped && ungrouped)
             problem = "some voters name a group and some do not: name one for every voter";

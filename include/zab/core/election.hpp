@@ -146,7 +146,9 @@ public:
     std::optional<std::uint64_t> next_deadline() const {
         if (ctx_.state != peer_state::looking) return std::nullopt;
         if (finalize_deadline_) return *finalize_deadline_;
-        return last_poll_tick_ + notification_timeout_;
+        // A finalizeWait cut short by a settled vote leaves a poll timeout that may have
+        // run out meanwhile (settled votes do not reset it, step 2): due at the next tick.
+        return std::max(last_poll_tick_ + notification_timeout_, ctx_.now_tick + 1);
     }
 
     // Observability (tests, traces).
@@ -226,7 +228,10 @@ private:
 
     /// The main loop's handling of one notification (§3.4 steps 3–6).
     void process(peer_id from, const vote& received) {
-        last_poll_tick_ = ctx_.now_tick;
+        // §3.4 step 2's silence is silence from LOOKING peers: settled peers speak unasked
+        // too (a leader inviting absent members, §9), and a settled vote that decides
+        // nothing must not hold back the notifications whose answers would.
+        if (received.state == peer_state::looking) last_poll_tick_ = ctx_.now_tick;
         if (!can_win(received)) {  // step 3: the proposed leader must be a voter
             abstaining_.insert(from);
             return;

@@ -305,6 +305,14 @@ public:
     /// without a vote hands its leadership to the new configuration's voter that
     /// acknowledged the most (§6.4); a member it removes stops (`status().removed`).
     request_id reconfigure(reconfig_request request) {
+        // A member list that is no configuration at all (a duplicate id, an address too long)
+        // is refused here, where it is asked for, before anything is encoded (reason logged).
+        if (!configuration::make(request.members)) {
+            const request_id id = ctx_.clients.next_id();
+            ctx_.clients.fail_now(id, client_op::write, errc::invalid_argument);
+            if (!failed()) end_step();
+            return id;
+        }
         const shared_bytes txn = encode_reconfig(std::move(request));
         return submit_any(txn.view());
     }

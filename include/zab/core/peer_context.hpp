@@ -128,6 +128,7 @@ struct peer_counters {
     std::uint64_t transfers_timed_out = 0;  ///< leader: the target did not catch up in time
     std::uint64_t handovers_followed = 0;   ///< a HANDOVER from this replica's leader adopted
     std::uint64_t learners_promoted = 0;    ///< leader: promotions to voter proposed (§9)
+    std::uint64_t invitations_sent = 0;     ///< leader: LEADING notifications to absent members (§9)
 };
 
 /// The log, as the policies see it: the peer adapts the user's `log_store` to this, so the
@@ -213,6 +214,16 @@ public:
         std::vector<peer_id> ids = config_.voters();
         for (const auto& c : pending_)
             for (peer_id id : c.voters()) ids.push_back(id);
+        std::sort(ids.begin(), ids.end());
+        ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+        return ids;
+    }
+    /// Every member, voter or observer, of every active configuration, ascending, each once.
+    std::vector<peer_id> all_members() const {
+        std::vector<peer_id> ids;
+        for (const member& m : config_.members()) ids.push_back(m.id);
+        for (const auto& c : pending_)
+            for (const member& m : c.members()) ids.push_back(m.id);
         std::sort(ids.begin(), ids.end());
         ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
         return ids;

@@ -13,8 +13,10 @@
 //        9    1 has_expected      0 or 1
 //       10    8 expected_version  the configuration version the change applies to (CAS), if set
 //       18    4 member count      1 … max_members
-//       22  18n members           id u64, type u8 (0 participant, 1 observer), group u32,
-//                                 weight u32, flags u8 (bit 0: promote), ascending ids
+//       22    … members           each: id u64, type u8 (0 participant, 1 observer),
+//                                 group u32, weight u32, flags u8 (bit 0: promote, bit 1:
+//                                 an address follows), then with bit 1 the address's length
+//                                 u8 (1 … 255) and its bytes; ascending ids
 //
 // A snapshot taken after a reconfiguration carries the configuration in force at its zxid,
 // in front of the state machine's bytes, so that a log compacted past the reconfiguration (or
@@ -22,7 +24,7 @@
 //
 //        0    8 magic             "\0zab-cfg"
 //        8    8 version
-//       16    4 member count, then 18n member bytes as above
+//       16    4 member count, then the members as above
 //        …    4 CRC32C of everything before it
 //        …      the state machine's snapshot
 //
@@ -77,12 +79,19 @@ struct reconfig_request {
 namespace detail {
 
 inline constexpr std::uint8_t system_txn_reconfig = 1;
+/// A member's fixed part (the smallest encoding of one).
 inline constexpr std::size_t member_bytes = 18;
+inline constexpr std::uint8_t member_promote = 1;
+inline constexpr std::uint8_t member_has_address = 2;
 
 inline std::size_t members_size(const std::vector<member>& members) noexcept {
-    return 4 + member_bytes * members.size();
+    std::size_t size = 4 + member_bytes * members.size();
+    for (const member& m : members)
+        if (!m.address.empty()) size += 1 + m.address.size();
+    return size;
 }
 
+/// `members` must be a valid configuration's (addresses within max_address_size).
 inline void put_members(wire_writer& w, const std::vector<member>& members) noexcept {
     w.put(static_cast<std::uint32_t>(members.size()));
     for (const member& m : members) {
@@ -90,7 +99,12 @@ inline void put_members(wire_writer& w, const std::vector<member>& members) noex
         w.put(static_cast<std::uint8_t>(m.type));
         w.put(std::uint32_t{m.group});
         w.put(std::uint32_t{m.weight});
-        w.put(static_cast<std::uint8_t>(m.promote ? 1 : 0));
+        w.put(static_cast<std::uint8_t>((m.promote ? member_promote : 0) |
+                                        (m.address.empty() ? 0 : member_has_address)));
+        if (!m.address.empty()) {
+            w.put(static_cast<std::uint8_t>(m.address.size()));
+            w.put_raw(std::as_bytes(std::span{m.address}));
+        }
     }
 }
 
@@ -113,11 +127,24 @@ inline std::optional<std::vector<member>> get_members(wire_reader& r) {
         r.get(group);
         r.get(weight);
         r.get(flags);
-        if (type > 1 || flags > 1 || id == 0 || (!members.empty() && id <= members.back().id)) {
+        if (r.failed() || type > 1 || (flags & ~(member_promote | member_has_address)) != 0 || id == 0 ||
+            (!members.empty() && id <= members.back().id)) {
             r.fail();
             return std::nullopt;
         }
-        members.push_back({id, static_cast<learner_type>(type), group, weight, flags == 1});
+        member m{id, static_cast<learner_type>(type), group, weight,
+                 (flags & member_promote) != 0, {}};
+        if ((flags & member_has_address) != 0) {
+            std::uint8_t length = 0;
+            if (!r.get(length) || length == 0 || r.remaining() < length) {
+                r.fail();
+                return std::nullopt;
+            }
+            byte_view text;
+            r.get_raw(length, text);
+            m.address.assign(reinterpret_cast<const char*>(text.data()), text.size());
+        }
+        members.push_back(std::move(m));
     }
     return members;
 }

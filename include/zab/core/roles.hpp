@@ -194,6 +194,8 @@ struct leader_state {
     /// or zxid{} when the window starts at the beginning).
     zxid committed_base;
     std::uint64_t ping_round = 0;
+    /// When the leader next invites the members that do not follow it (§9 step 8).
+    std::uint64_t next_invitation_tick = 0;
     std::vector<pending_sync> syncs;  ///< syncs waiting for a quorum round (§7)
     bool round_wanted = false;        ///< start a heartbeat round now (a sync is waiting)
 
