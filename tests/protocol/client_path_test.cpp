@@ -546,3 +546,69 @@ TEST_CASE("a HANDOVER is taken only from this replica's own leader, and only to 
         CHECK(q.state() == peer_state::looking);
     }
 }
+
+TEST_CASE("disk-stall fencing (§6.5): a leader whose disk hangs steps down and the group elects a "
+          "healthy one; a follower whose disk hangs says so; both rejoin when the disk is back") {
+    cluster_options o;
+    o.seed = 57;
+    o.peer.disk_stall_ticks = 30;
+    sim_type sim{o};
+    outcomes out{sim};
+    settled(sim);
+    const peer_id stalled = leader_of(sim);
+    REQUIRE(stalled != 0);
+    // Every sync and epoch write from now on takes 20 s: the disk hangs.
+    sim.at(stalled).log->set_slow(storage_op_kind::sync, 20'000'000);
+    sim.at(stalled).log->set_slow(storage_op_kind::epoch_write, 20'000'000);
+    const auto before = sim.submit(stalled, as_bytes("written while the disk hangs"));
+    REQUIRE(before);
+    // 30 ticks later it reports the stall and steps down; the other two elect a leader of
+    // their own, well before the hung writes complete, and take writes.
+    REQUIRE(sim.run_until([&] { return sim.peer_of(stalled)->status().disk_stalled; },
+                          sim.now() + 5'000'000));
+    CHECK(sim.peer_of(stalled)->state() != peer_state::leading);
+    CHECK(sim.peer_of(stalled)->counters().disk_stalls == 1);
+    REQUIRE(sim.run_until([&] { const peer_id l = leader_of(sim); return l != 0 && l != stalled; },
+                          sim.now() + 10'000'000));
+    const peer_id healthy = leader_of(sim);
+    const auto during = sim.submit(healthy, as_bytes("written to the healthy leader"));
+    REQUIRE(during);
+    REQUIRE(sim.run_until([&] { return out.done(healthy, *during); }, sim.now() + 5'000'000));
+    REQUIRE(out.find(healthy, *during)->outcome);
+    CHECK(sim.peer_of(stalled)->status().disk_stalled);  // its writes are still pending
+    // The disk comes back (what was issued completes at its late time): the replica is no
+    // longer stalled, follows the new leader and holds both writes.
+    sim.at(stalled).log->set_slow(storage_op_kind::sync, 0);
+    sim.at(stalled).log->set_slow(storage_op_kind::epoch_write, 0);
+    REQUIRE(sim.run_until(
+        [&] {
+            const auto* p = sim.peer_of(stalled);
+            return !p->status().disk_stalled && p->established() &&
+                   p->last_applied() >= out.find(healthy, *during)->outcome.value();
+        },
+        sim.now() + 40'000'000));
+    CHECK(sim.peer_of(stalled)->state() == peer_state::following);
+
+    // A follower whose disk hangs: it reports the stall, the leader keeps committing with
+    // the other follower, and it catches up once its disk is back.
+    const peer_id leader = leader_of(sim);
+    peer_id slow = 0;
+    for (const auto& n : sim.nodes())
+        if (n.id != leader) slow = n.id;
+    sim.at(slow).log->set_slow(storage_op_kind::sync, 20'000'000);
+    REQUIRE(sim.submit(leader, as_bytes("the follower's disk hangs")));
+    REQUIRE(sim.run_until([&] { return sim.peer_of(slow)->status().disk_stalled; },
+                          sim.now() + 5'000'000));
+    const auto meanwhile = sim.submit(leader, as_bytes("committed without it"));
+    REQUIRE(meanwhile);
+    REQUIRE(sim.run_until([&] { return out.done(leader, *meanwhile); }, sim.now() + 5'000'000));
+    CHECK(out.find(leader, *meanwhile)->outcome);
+    sim.at(slow).log->set_slow(storage_op_kind::sync, 0);
+    REQUIRE(sim.run_until(
+        [&] {
+            const auto* p = sim.peer_of(slow);
+            return !p->status().disk_stalled &&
+                   p->last_applied() >= out.find(leader, *meanwhile)->outcome.value();
+        },
+        sim.now() + 40'000'000));
+}

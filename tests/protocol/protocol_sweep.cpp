@@ -70,7 +70,8 @@ int main(int argc, char** argv) {
         "{} commits; "
         "extended faults: {} slow links, {} one-way stalls, {} frame breaks armed ({} fired), "
         "{} frame delays armed ({} frames delayed), storage: {} transient ({} fired), {} "
-        "terminal ({} fired, {} failed replicas restarted), {} slow ({} completions slowed); "
+        "terminal ({} fired, {} failed replicas restarted), {} slow ({} hung; {} completions slowed; "
+        "{} disk stalls fenced); "
         "crash points: {}; "
         "clients: {} writes ({} done, {} refused, {} unknown), {} syncs ({} done); "
         "leadership transfers: {} asked, {} handed over, {} timed out, {} handovers followed; "
@@ -87,7 +88,7 @@ int main(int argc, char** argv) {
         t.proposals,
         t.commits, f.link_delays, f.stalls, f.frame_breaks, t.frames_broken, f.frame_delays,
         t.frames_delayed, f.storage_transient, t.storage_transient_fired, f.storage_terminal,
-        t.storage_terminal_fired, f.failed_restarts, f.storage_slow, t.storage_slowed, points,
+        t.storage_terminal_fired, f.failed_restarts, f.storage_slow, f.storage_hangs, t.storage_slowed, t.disk_stalls, points,
         t.client_writes, t.writes_ok, t.writes_refused, t.writes_unknown,
         t.client_syncs, t.syncs_ok, t.transfers, t.handed_over, t.transfers_timed_out,
         t.handovers_followed, t.reconfigs, t.reconfigs_committed, t.reconfig_kinds[0],
@@ -109,7 +110,7 @@ int main(int argc, char** argv) {
         trivial = trivial || f.link_delays == 0 || f.stalls == 0 || t.frames_broken == 0 ||
                   t.frames_delayed == 0 || t.storage_transient_fired == 0 ||
                   t.storage_terminal_fired == 0 || f.failed_restarts == 0 ||
-                  t.storage_slowed == 0;
+                  t.storage_slowed == 0 || f.storage_hangs == 0 || t.disk_stalls == 0;
         // Every crash point reached; those of a TRUNC or SNAP sync (a few dozen in 2,000
         // seeds; file_log often makes a truncation durable with the re-append) from 1,000.
         using zab::testing::crash_point;

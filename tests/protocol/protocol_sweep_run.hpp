@@ -61,6 +61,7 @@ struct protocol_totals {
                                                     // type flipped, replaced, added learner
                                                     // (promote), weights or groups redrawn
     std::uint64_t learners_promoted = 0;
+    std::uint64_t disk_stalls = 0;  ///< disk-stall fencing acting (§6.5)
     std::uint64_t refused_in_progress = 0, refused_version = 0, refused_no_quorum = 0,
                   refused_other = 0;
     std::uint64_t leaving_handoffs = 0, removed_replicas = 0, crashes_in_reconfig = 0;
@@ -123,7 +124,9 @@ struct protocol_seed_result : seed_result {
 
 /// After the faults: reconnects, an election (with a possible init_limit wait for a learner
 /// that chose a leader who did not lead), discovery and sync within init_limit, and a commit.
-inline testing::sim_time recovery_bound(const testing::cluster_options& o) {
+/// `disk_hang`: the longest a disk write issued before the heal may still take after it.
+inline testing::sim_time recovery_bound(const testing::cluster_options& o,
+                                        testing::sim_time disk_hang = 0) {
     const testing::sim_time round =
         o.network.reconnect_delay_max + o.network.disconnect_detect_delay +
         20 * o.network.delay_max +
@@ -134,7 +137,7 @@ inline testing::sim_time recovery_bound(const testing::cluster_options& o) {
         8 * (static_cast<double>(o.disk.sync_latency_max) * o.disk.slow_factor * slowest +
              static_cast<double>(o.disk.stall_latency)));
     return 3 * (round + o.peer.init_limit_ticks * o.tick_us) +
-           2 * o.peer.sync_limit_ticks * o.tick_us + disk;
+           2 * o.peer.sync_limit_ticks * o.tick_us + disk + disk_hang;
 }
 
 /// " config V [voters …]" and each pending configuration, once reconfigured (§9); "" before.
@@ -170,6 +173,8 @@ protocol_seed_result run_protocol_seed(std::uint64_t seed, protocol_totals& t, b
     o.observers = draw.chance(0.3) ? 1 : 0;
     o.peer.init_limit_ticks = 20;
     o.peer.sync_limit_ticks = 10;
+    // Disk-stall fencing (§6.5) at 1.5 s: above every latency but the hung disk's.
+    o.peer.disk_stall_ticks = 15;
     o.network.delay_min = draw.between(50, 500);
     o.network.delay_max = o.network.delay_min + draw.between(0, 10'000);
     o.network.reconnect_delay_max = draw.between(o.network.reconnect_delay_min, 100'000);
@@ -276,6 +281,7 @@ protocol_seed_result run_protocol_seed(std::uint64_t seed, protocol_totals& t, b
             t.transfers_timed_out += c.transfers_timed_out - last_counters[n.id].transfers_timed_out;
             t.handovers_followed += c.handovers_followed - last_counters[n.id].handovers_followed;
             t.learners_promoted += c.learners_promoted - last_counters[n.id].learners_promoted;
+            t.disk_stalls += c.disk_stalls - last_counters[n.id].disk_stalls;
             last_counters[n.id] = c;
             if (n.peer->status().removed && !removed_seen.contains({n.id, n.incarnation})) {
                 removed_seen.insert({n.id, n.incarnation});
@@ -474,7 +480,7 @@ protocol_seed_result run_protocol_seed(std::uint64_t seed, protocol_totals& t, b
     restart_failed();
     for (const auto& n : sim.nodes())
         if (!n.peer && !fired_early) sim.restart(n.id);
-    const sim_time bound = recovery_bound(o);
+    const sim_time bound = recovery_bound(o, variant.extended_faults ? disk_hang_max : 0);
     t.bound = std::max(t.bound, bound);
     const sim_time start = sim.now();
     auto everyone_established = [&] {

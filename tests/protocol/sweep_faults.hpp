@@ -29,8 +29,11 @@ struct fault_counts {
     std::uint64_t link_delays = 0, stalls = 0, frame_breaks = 0, frame_delays = 0;
     // fault_set::all
     std::uint64_t storage_transient = 0, storage_terminal = 0, storage_slow = 0,
-                  failed_restarts = 0;
+                  storage_hangs = 0, failed_restarts = 0;
 };
+
+/// A hung disk's extra latency (sweep_faults: inject_storage), in virtual microseconds.
+inline constexpr testing::sim_time disk_hang_min = 2'000'000, disk_hang_max = 5'000'000;
 
 /// Which faults a mix draws from. `classic` draws exactly what it drew before the others
 /// existed, so its users' seeds replay unchanged.
@@ -209,7 +212,15 @@ private:
                         draw.between(1'000, 100'000)});
             ++counts.storage_transient;
         } else if (what < 5) {
-            log.set_slow(kind, draw.between(5'000, 200'000));
+            // Slow, or now and then hung for seconds (past the sweep's disk_stall_ticks, so
+            // disk-stall fencing, §6.5, acts): what is issued meanwhile completes that late
+            // even after the disk is healed.
+            if (draw.chance(0.15)) {
+                log.set_slow(kind, draw.between(disk_hang_min, disk_hang_max));
+                ++counts.storage_hangs;
+            } else {
+                log.set_slow(kind, draw.between(5'000, 200'000));
+            }
             ++counts.storage_slow;
         } else {
             // Terminal: once, or until the disk is healed (a replica that keeps failing).

@@ -92,7 +92,7 @@ public:
         // §3.4 step 7, the receiver thread: non-voters are answered at once and go no further.
         if (!ctx_.quorums().is_voter(from)) {
             // Members and replicas joining the group alike (§9): a joiner finds the leader so.
-            reply(from);
+            answer_at_most_every_poll(from);
             return;
         }
         if (ctx_.state != peer_state::looking) {
@@ -105,7 +105,7 @@ public:
         // two would answer each other forever.
         if (n.state == peer_state::looking && n.round < logical_clock_ &&
             ctx_.quorums().is_voter(ctx_.self()))
-            reply(from);
+            answer_at_most_every_poll(from);
         process(from, vote::from(n));
         drain_loopback();
     }
@@ -210,6 +210,19 @@ private:
             ctx_.send(to, ctx_.current_vote.to_notification(ctx_.state));
     }
 
+    /// The two answers that two replicas whose configurations disagree could trade forever
+    /// (each answer is the other's reason to answer: a non-voter's notification, and a
+    /// laggard's from an older round) go to each peer at most once per
+    /// notification_timeout_min_ticks: a laggard still hears within one poll.
+    void answer_at_most_every_poll(peer_id to) {
+        const auto [it, first] = answered_at_.try_emplace(to, ctx_.now_tick);
+        if (!first) {
+            if (ctx_.now_tick < it->second + ctx_.opts().notification_timeout_min_ticks) return;
+            it->second = ctx_.now_tick;
+        }
+        reply(to);
+    }
+
     /// Sends my proposal to every voter; my own copy goes through the loopback queue, as
     /// ZooKeeper's does, so my vote enters my own vote box like anyone else's.
     void send_notifications() {
@@ -231,7 +244,9 @@ private:
         // §3.4 step 2's silence is silence from LOOKING peers: settled peers speak unasked
         // too (a leader inviting absent members, §9), and a settled vote that decides
         // nothing must not hold back the notifications whose answers would.
-        if (received.state == peer_state::looking) last_poll_tick_ = ctx_.now_tick;
+        // Nor is a LOOKING notification of an older round (a laggard's, already answered).
+        if (received.state == peer_state::looking && received.round >= logical_clock_)
+            last_poll_tick_ = ctx_.now_tick;
         if (!can_win(received)) {  // step 3: the proposed leader must be a voter
             abstaining_.insert(from);
             return;
@@ -384,6 +399,7 @@ private:
     std::optional<std::uint64_t> finalize_deadline_;
     std::uint32_t notification_timeout_ = 1;
     std::uint64_t last_poll_tick_ = 0;
+    std::map<peer_id, std::uint64_t> answered_at_;  ///< answer_at_most_every_poll's last answers
     bool loopback_pending_ = false;
     std::uint64_t looking_since_ = 0;       ///< when start() began this election
     std::uint64_t stall_warning_tick_ = 0;  ///< when warn_stalled() may speak next

@@ -30,6 +30,15 @@ struct options {
     /// Bound on silence during broadcast (ZooKeeper's syncLimit, in ticks; §6.2).
     std::uint32_t sync_limit_ticks = 50;
 
+    /// Disk-stall fencing (docs/protocol.md §6.5): a replica whose log or epoch writes have
+    /// made no progress for this many ticks while some are pending reports its disk stalled
+    /// (`peer_status::disk_stalled`, counter `disk_stalls`); a stalled leader steps down, and
+    /// until its writes complete it takes no part in elections, so the group elects a healthy
+    /// leader; a stalled follower acknowledges nothing (it cannot) and says so. Both rejoin
+    /// once the writes complete. 0: never. Keep it well above the slowest legitimate write
+    /// (a large snapshot install counts).
+    std::uint32_t disk_stall_ticks = 100;
+
     /// Bound on a leadership transfer's catch-up (§6.4): a target that does not hold every
     /// proposal this long after `peer::transfer_leadership` is given up, and writes resume.
     std::uint32_t transfer_timeout_ticks = 50;

@@ -146,6 +146,7 @@ public:
         if (ctx_.leading) broadcast_.leader_tick();
         if (ctx_.learning) broadcast_.learner_tick();
         if (ctx_.leading) promote_caught_up_learners();
+        watch_disk();
         give_up_late_transfer();
         if (const auto deadline = establish_deadline(); deadline && ctx_.now_tick >= *deadline) {
             // §4: discovery and synchronization must finish within initLimit, on the leader
@@ -163,7 +164,7 @@ public:
         if (failed()) return;
         // Replicas that are no member yet are let in: they may be joining (§9). What they
         // say counts toward nothing until a reconfiguration makes them voters.
-        if (from == ctx_.self() || ctx_.removed) {
+        if (from == ctx_.self()) {
             ++ctx_.counters.strangers;
             transport_.close(from, connection);
             return;
@@ -231,6 +232,7 @@ public:
     void on_log_durable(storage_op op) {
         if (failed() || !issued(op, "log operation")) return;
         ctx_.log_became_durable(op);
+        watch_disk();
         end_step();
     }
 
@@ -238,6 +240,7 @@ public:
     void on_epochs_durable(storage_op op) {
         if (failed() || !issued(op, "epoch write")) return;
         ctx_.epochs_became_durable(op);
+        watch_disk();
         end_step();
     }
 
@@ -456,6 +459,10 @@ public:
         };
         if (election_started_) consider(election_.next_deadline());
         consider(establish_deadline());
+        // Disk-stall fencing (§6.5): when pending writes would count as stalled.
+        if (ctx_.opts().disk_stall_ticks != 0 && !ctx_.disk_stalled && ctx_.writes_pending())
+            consider(std::max(ctx_.now_tick + 1, ctx_.now_tick - ctx_.writes_stalled_for() +
+                                                     ctx_.opts().disk_stall_ticks));
         // Leaders ping every tick; learners check their leader's silence every tick.
         if (ctx_.leading || ctx_.learning) consider(ctx_.now_tick + 1);
         return deadline;
@@ -522,6 +529,7 @@ public:
         s.config_version = ctx_.config().version();
         s.reconfig_in_progress = !ctx_.pending_configs().empty();
         s.removed = ctx_.removed;
+        s.disk_stalled = ctx_.disk_stalled;
         return s;
     }
     /// Leader: learner `id`'s failed syncs in a row, connected or not (zero once synced).
@@ -638,6 +646,35 @@ private:
 
     /// Enters LOOKING. The election starts once every log write this peer issued is durable:
     /// its vote must name exactly what a crash would recover (§2, §11.3).
+    /// §6.5 disk-stall fencing: writes pending with no progress for disk_stall_ticks mark
+    /// the disk stalled; a stalled leader steps down, and an election does not start while
+    /// the disk is stalled (maybe_start_election), so a stalled replica that is LOOKING
+    /// neither votes nor stands until its disk is back. (One that stalls inside an election
+    /// keeps its vote: that vote is its durable history's, so it stays sound.)
+    void watch_disk() {
+        const std::uint32_t bound = ctx_.opts().disk_stall_ticks;
+        if (bound == 0) return;
+        const std::uint64_t stalled_for = ctx_.writes_stalled_for();
+        if (!ctx_.disk_stalled && stalled_for >= bound) {
+            ctx_.disk_stalled = true;
+            ++ctx_.counters.disk_stalls;
+            zab::log(log_level::error,
+                     "peer {}: disk stalled: storage writes pending for {} ticks without "
+                     "completing{}",
+                     ctx_.self(), stalled_for,
+                     ctx_.leading ? "; stepping down" : "; acknowledging nothing meanwhile");
+            if (ctx_.leading) {
+                ++ctx_.counters.leader_step_downs;
+                ctx_.request_election("disk stalled");
+            }
+        } else if (ctx_.disk_stalled && stalled_for < bound) {
+            ctx_.disk_stalled = false;
+            zab::log(log_level::warn, "peer {}: disk writes complete again; disk no longer stalled",
+                     ctx_.self());
+            maybe_start_election();
+        }
+    }
+
     void enter_looking() {
         ctx_.state = peer_state::looking;
         election_started_ = false;
@@ -646,7 +683,7 @@ private:
 
     void maybe_start_election() {
         if (!started_ || election_started_ || ctx_.state != peer_state::looking ||
-            !ctx_.log_ops_.empty() || ctx_.removed)
+            !ctx_.log_ops_.empty() || ctx_.removed || ctx_.disk_stalled)
             return;
         election_started_ = true;
         election_.start();
@@ -814,6 +851,24 @@ private:
             }
             return;  // one at a time
         }
+    }
+
+    /// §9 step 6: a removed replica that is still running answers a notification whose
+    /// frame carries an older configuration version than its own, at most once per peer
+    /// every notification_timeout_min_ticks. The answer's frame carries the version of the
+    /// reconfiguration that removed it, which tells a replica holding that reconfiguration
+    /// uncommitted that it committed (learn_committed_version). Without it the group can be
+    /// stuck for good: when the COMMIT reached only the members it removed, the others still
+    /// need those members for a quorum of the old configuration. Its vote is for nobody, as
+    /// an observer's: it counts for nothing.
+    void witness_removal(peer_id from) {
+        if (ctx_.frame_config_version >= ctx_.config().version()) return;
+        auto& last = removal_witnessed_[from];
+        if (last != 0 && ctx_.now_tick < last + ctx_.opts().notification_timeout_min_ticks) return;
+        last = std::max<std::uint64_t>(ctx_.now_tick, 1);
+        ++ctx_.counters.removal_witnessed;
+        ctx_.send(from, vote{0, zxid{}, 0, 0, peer_state::observing}.to_notification(
+                            peer_state::observing));
     }
 
     /// A committed reconfiguration left this replica out: it leaves its role, closes its
@@ -993,6 +1048,7 @@ private:
 
     // Election notifications go to the election policy in every state (§3.4 step 7).
     void dispatch(peer_id from, const wire::notification& n, const shared_bytes&) {
+        if (ctx_.removed) return witness_removal(from);
         if (!election_started_ && ctx_.state == peer_state::looking) {
             // Leaving a role (waiting for the log): keep only each sender's newest vote.
             std::erase_if(held_notifications_, [&](const auto& h) { return h.first == from; });
@@ -1326,6 +1382,7 @@ private:
     bool started_ = false;
     bool election_started_ = false;
     std::vector<std::pair<peer_id, wire::notification>> held_notifications_;
+    std::map<peer_id, std::uint64_t> removal_witnessed_;  ///< witness_removal's last answers
     /// FOLLOWERINFO/OBSERVERINFO that arrived while LOOKING, for if this peer comes to lead.
     struct held_learner_info {
         peer_id id;

@@ -128,7 +128,9 @@ struct peer_counters {
     std::uint64_t transfers_timed_out = 0;  ///< leader: the target did not catch up in time
     std::uint64_t handovers_followed = 0;   ///< a HANDOVER from this replica's leader adopted
     std::uint64_t learners_promoted = 0;    ///< leader: promotions to voter proposed (§9)
-    std::uint64_t invitations_sent = 0;     ///< leader: LEADING notifications to absent members (§9)
+    std::uint64_t disk_stalls = 0;          ///< storage writes made no progress for disk_stall_ticks (§6.5)
+    std::uint64_t invitations_sent = 0;
+    std::uint64_t removal_witnessed = 0;    ///< removed: answers telling a laggard of the change (§9)     ///< leader: LEADING notifications to absent members (§9)
 };
 
 /// The log, as the policies see it: the peer adapts the user's `log_store` to this, so the
@@ -259,6 +261,9 @@ public:
     /// A voter that has not been synced since its disk was wiped (options::
     /// non_voter_until_synced): it votes for nobody and joins as an observer until then.
     bool voting_suspended = false;
+    /// Storage writes have been pending without progress for options::disk_stall_ticks
+    /// (§6.5); cleared when they progress again.
+    bool disk_stalled = false;
 
     // --- durable quantities (docs/protocol.md §2, §11.3) ---------------------------------------
     /// Epochs as durable on this replica: never ahead of what a crash would recover.
@@ -481,6 +486,7 @@ public:
     /// Writes both epochs atomically. Durable once `epochs_durable(op)`.
     storage_op write_epochs(epochs e) {
         const storage_op op = next_op();
+        note_write_issued();
         written_epochs = e;
         last_epoch_op_ = op;
         epoch_writes_.emplace_back(op, e);
@@ -776,6 +782,11 @@ private:
 
     storage_op next_op() { return ++last_op_; }
 
+    /// A write is issued: if none was pending, the stall clock starts now.
+    void note_write_issued() noexcept {
+        if (!writes_pending()) writes_progressed_tick_ = now_tick;
+    }
+
     /// Frames left the outbox other than by release: the next release rescans it whole.
     void forget_held_frames() noexcept {
         held_frames_ = 0;
@@ -783,6 +794,7 @@ private:
     }
 
     void note_log_op(storage_op op) {
+        note_write_issued();
         last_log_op_ = std::max(last_log_op_, op);
         log_ops_.emplace_back(op, last_zxid_visible);
         sync_needed_ = true;
@@ -811,6 +823,7 @@ private:
             last_logged = log_ops_.front().second;
             log_ops_.pop_front();
         }
+        writes_progressed_tick_ = now_tick;
     }
 
     void epochs_became_durable(storage_op op) {
@@ -820,6 +833,15 @@ private:
             durable_epochs = epoch_writes_.front().second;
             epoch_writes_.pop_front();
         }
+        writes_progressed_tick_ = now_tick;
+    }
+
+    /// Some log or epoch write is issued and not durable yet.
+    bool writes_pending() const noexcept { return !log_ops_.empty() || !epoch_writes_.empty(); }
+    /// Ticks since storage last made progress while writes are pending (0 when none are):
+    /// what disk-stall fencing measures (§6.5).
+    std::uint64_t writes_stalled_for() const noexcept {
+        return writes_pending() ? now_tick - writes_progressed_tick_ : 0;
     }
 
     void check_leader(const leader_state& l) const {
@@ -919,6 +941,7 @@ private:
     std::deque<std::pair<storage_op, epochs>> epoch_writes_;  // issued, not yet durable
     storage_op durable_log_op_ = 0;
     storage_op durable_epoch_op_ = 0;
+    std::uint64_t writes_progressed_tick_ = 0;
 
     std::error_code storage_error_;  ///< a read failed in this step: the peer stops
     std::optional<election_decision> pending_decision_;

@@ -48,6 +48,7 @@ struct peer_status {
     std::uint64_t now_tick = 0;
     std::uint64_t config_version = 0;      ///< the committed configuration's version (§9)
     bool reconfig_in_progress = false;     ///< a reconfiguration logged here is not committed yet
+    bool disk_stalled = false;             ///< storage writes stalled for disk_stall_ticks (§6.5)
     bool removed = false;                  ///< a reconfiguration removed this replica: it stopped
 };
 
