@@ -1408,9 +1408,25 @@ TEST_CASE("tcp_transport: at most max_joiners ids that are not members are conne
     // Once 7 is gone, 8 may join.
     seven.reset();  // its socket closes
     REQUIRE(h.run_until([&] { return !h[1].current.contains(7); }));
-    raw_client eight = connect_raw(h, 1);
-    handshake_as(h, eight, 8, 1);
+    std::optional<raw_client> eight{connect_raw(h, 1)};
+    handshake_as(h, *eight, 8, 1);
     CHECK(h[1].counters().joiners_admitted == 2);
+
+    // Joiners come and go under ever new ids: each gets in, and the records of those gone
+    // are reused (at most 4 * max_joiners + 16 kept), so the table stays bounded.
+    eight.reset();
+    REQUIRE(h.run_until([&] { return !h[1].current.contains(8); }));
+    for (peer_id id = 100; id < 130; ++id) {
+        INFO("joiner " << id);
+        std::optional<raw_client> joiner{connect_raw(h, 1)};
+        handshake_as(h, *joiner, id, 1);
+        joiner.reset();
+        REQUIRE(h.run_until([&] { return !h[1].current.contains(id); }));
+    }
+    CHECK(h[1].counters().joiners_admitted == 32);
+    CHECK(h[1].counters().rejected.too_many_joiners == 1);
+    CHECK(!h[1].transport->peer_info(100).has_value());  // forgotten to make room
+    CHECK(h[1].transport->peer_info(129)->kind == zab::asio::peer_kind::joiner);
 
     // With max_joiners 0 nobody but members gets in.
     h.start(2, [](tcp_transport_options& o) { o.max_joiners = 0; });

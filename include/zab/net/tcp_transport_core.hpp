@@ -141,7 +141,11 @@ public:
         }
         if (auto prepared = security_.prepare(options_.self); !prepared) return prepared.error();
         for (auto& [id, slot] : peers_) {
-            if (!slot.dials()) continue;
+            // options.peers' names must resolve now; one update_members gave is resolved
+            // when dialed (and retried).
+            const auto given = options_.peers.find(id);
+            if (!slot.dials() || given == options_.peers.end() || !(given->second == slot.address))
+                continue;
             auto endpoints = resolve(slot.address, false);
             if (!endpoints) return endpoints.error();
             slot.endpoints = std::move(endpoints).assume_value();
@@ -1105,7 +1109,15 @@ private:
                                          id, in_use, options_.max_joiners)};
         }
         if (it != peers_.end()) return std::nullopt;
-        forget_idle_joiners(4 * options_.max_joiners + 16);
+        // Joiners' slots kept: those in use, and idle ones (kept for their quarantine, or
+        // until room is needed) up to a bound.
+        const std::size_t kept = max_joiner_slots();
+        if (forget_idle_joiners(kept) >= kept) {
+            return rejection{&handshake_rejections::too_many_joiners,
+                             fmt::format("peer {} is not a member, and {} joiners' records are "
+                                         "kept already (quarantined ones included)",
+                                         id, kept)};
+        }
         add_slot(id, peer_kind::joiner, tcp_endpoint{});
         ++counters_.joiners_admitted;
         zab::log(log_level::info, "tcp_transport {}: peer {} (from {}) is not a member: let in "
@@ -1114,13 +1126,17 @@ private:
         return std::nullopt;
     }
 
+    /// The most joiners' slots kept at once: those in use (max_joiners) and idle ones.
+    std::size_t max_joiner_slots() const noexcept { return 4 * options_.max_joiners + 16; }
+
     /// Forgets the slots of joiners not in use (nothing references them: no connection, no
-    /// handshake, no quarantine) while more than `keep` joiner slots exist.
-    void forget_idle_joiners(std::size_t keep) {
+    /// handshake, no quarantine) while `keep` or more joiner slots exist, to make room for
+    /// one; returns how many joiner slots remain.
+    std::size_t forget_idle_joiners(std::size_t keep) {
         std::size_t joiners = 0;
         for (const auto& [id, slot] : peers_) joiners += slot.kind == peer_kind::joiner;
         const auto now = clock::now();
-        for (auto it = peers_.begin(); it != peers_.end() && joiners > keep;) {
+        for (auto it = peers_.begin(); it != peers_.end() && joiners >= keep;) {
             const peer_slot& slot = it->second;
             if (slot.kind == peer_kind::joiner && !slot.dialing && !slot.redial_scheduled &&
                 !joiner_in_use(it->first, slot) && now >= slot.quarantined_until()) {
@@ -1130,6 +1146,7 @@ private:
                 ++it;
             }
         }
+        return joiners;
     }
 
     // --- Start-up ----------------------------------------------------------------------------
