@@ -76,7 +76,8 @@
 // this replica's own peer address; its --id must be above every other id in --peers (the
 // higher id of each pair dials the lower, and the members do not know it yet). It follows the
 // leader without a vote (as --join) until the change that adds it commits; from then on its
-// data directory holds the configuration, and restarts need the flag no more (it is harmless).
+// data directory holds the configuration: restart it as a member (without the flag, --peers
+// listing the members).
 // The members learn its address from the configuration (ZRECONFIG ... host:port).
 //
 // Membership: ZRECONFIG (an admin command; kv_reconfig.hpp) adds and removes members;
