@@ -34,14 +34,14 @@ struct command_info {
     int arity;              ///< Redis's convention: n exactly n arguments (name included), -n at least n
     call_kind kind;
     int first_key, last_key, step;  ///< key positions (last -1: to the end); 0 0 0: none
-    /// An admin command (it changes the cluster, not the data): once kv_server has an admin
-    /// user, only that user may run it (kv_auth.hpp); others get -NOPERM. ZRECONFIG too, when
-    /// it exists.
+    /// An admin command (it changes the cluster, not the data: ZTRANSFER, ZRECONFIG): once
+    /// kv_server has an admin user, only that user may run it (kv_auth.hpp); others get
+    /// -NOPERM.
     bool admin = false;
 };
 
 // clang-format off
-inline constexpr std::array<command_info, 58> command_table{{
+inline constexpr std::array<command_info, 59> command_table{{
     {"set", -3, call_kind::write, 1, 1, 1},        {"setnx", 3, call_kind::write, 1, 1, 1},
     {"setex", 4, call_kind::write, 1, 1, 1},       {"psetex", 4, call_kind::write, 1, 1, 1},
     {"getset", 3, call_kind::write, 1, 1, 1},      {"getdel", 2, call_kind::write, 1, 1, 1},
@@ -70,6 +70,7 @@ inline constexpr std::array<command_info, 58> command_table{{
     {"unwatch", 1, call_kind::connection, 0, 0, 0},{"info", -1, call_kind::connection, 0, 0, 0},
     {"sync", 1, call_kind::connection, 0, 0, 0},   {"zsync", 1, call_kind::connection, 0, 0, 0},
     {"ztransfer", 2, call_kind::connection, 0, 0, 0, true},
+    {"zreconfig", -2, call_kind::connection, 0, 0, 0, true},
     {"readmode", 2, call_kind::connection, 0, 0, 0},{"tagged", -4, call_kind::connection, 0, 0, 0},
     {"config", -2, call_kind::connection, 0, 0, 0},{"auth", -2, call_kind::connection, 0, 0, 0},
 }};

@@ -11,6 +11,9 @@
 //   TAGGED client-id seq <write command>    exactly-once retry of any write (kv_command.hpp)
 //   INFO [section]  (INFO DIGEST: the state's digest and zxid, to compare replicas)
 //   SYNC  ZSYNC  ZTRANSFER id|ANY  READMODE local|linearizable  COMMAND [COUNT|DOCS|INFO ...]  CONFIG GET p
+//   ZRECONFIG [VERSION v] MEMBER id host:port [VOTER|OBSERVER|LEARNER] [WEIGHT w] [GROUP g] ...
+//   ZRECONFIG [VERSION v] ADD id host:port [VOTER|OBSERVER|LEARNER]   ZRECONFIG REMOVE id
+//       membership change (kv_reconfig.hpp): +OK <version> once committed and applied here
 //   HELLO [2|3 [AUTH u p] [SETNAME n]]  SELECT 0  QUIT
 // and, kept per connection by resp_session.hpp: MULTI EXEC DISCARD WATCH UNWATCH RESET
 // CLIENT ID|SETNAME|GETNAME|SETINFO|INFO|REDIRECT, AUTH [user] pass (kv_auth.hpp).
@@ -35,6 +38,7 @@
 #include "kv_calls.hpp"
 #include "kv_command.hpp"
 #include "kv_outcome.hpp"
+#include "kv_reconfig.hpp"
 #include "kv_state_machine.hpp"
 #include "resp_parser.hpp"
 #include "resp_writer.hpp"
@@ -69,6 +73,11 @@ struct read {
 struct sync {
     std::optional<std::uint64_t> transfer_to;
 };
+/// ZRECONFIG: `+OK <version>` once the membership change committed and applied here
+/// (kv_reconfig.hpp; the backend plans it against the configuration in force).
+struct reconfig {
+    reconfig_spec spec;
+};
 /// READMODE: changes the connection's mode for the commands after it; replies +OK.
 struct set_read_mode {
     read_mode mode = read_mode::local;
@@ -79,7 +88,8 @@ struct quit {};
 }  // namespace request
 
 using request_variant = std::variant<request::immediate, request::write, request::read,
-                                     request::sync, request::set_read_mode, request::quit>;
+                                     request::sync, request::reconfig, request::set_read_mode,
+                                     request::quit>;
 
 namespace detail {
 
@@ -329,6 +339,11 @@ inline request_variant classify(const resp::command& args, std::size_t max_txn_b
         if (!id || *id == 0) return error("ERR ZTRANSFER takes a replica id or ANY");
         return request::sync{*id};
     }
+    if (name == "ZRECONFIG") {
+        auto parsed = parse_reconfig(args);
+        if (auto* problem = std::get_if<std::string>(&parsed)) return error(*problem);
+        return request::reconfig{std::get<reconfig_spec>(std::move(parsed))};
+    }
     if (name == "READMODE") {
         if (n != 2) return wrong_arity(args[0]);
         const std::string mode = upper(args[1]);
@@ -418,11 +433,47 @@ inline std::string error_reply(std::error_code error, std::uint64_t leader,
             case errc::timed_out:
                 text = "TIMEOUT the target did not catch up in time; the leader takes writes again";
                 break;
+            // Membership change (ZRECONFIG, docs/protocol.md §9); each never took effect.
+            case errc::reconfig_in_progress:
+                text = "BUSY another reconfiguration is not committed yet (INFO reconfig_pending); "
+                       "retry shortly";
+                break;
+            case errc::version_mismatch:
+                text = "ERR the configuration in force is not the version this change was "
+                       "computed from: another change committed first; read INFO config_version "
+                       "and retry";
+                break;
+            case errc::new_config_no_quorum:
+                text = "ERR the new configuration's voters synced with the leader are no quorum "
+                       "of it: start each new replica first (kv_server --new-member ...), wait "
+                       "until its INFO shows established:1, then retry";
+                break;
+            case errc::not_a_member:
+                text = "REMOVED this replica was removed from the group by a reconfiguration; "
+                       "it serves no more writes (INFO removed:1)";
+                break;
+
             default: text = "ERR " + error.message(); break;
         }
     }
     std::string out;
     resp::write_error(out, text);
+    return out;
+}
+
+/// The reply to a ZRECONFIG that completed: `+OK <version>` (the new configuration's
+/// version, INFO config_version), or its error (error_reply's, and a refused configuration).
+inline std::string reconfig_reply(std::error_code error, std::uint64_t version,
+                                  std::uint64_t leader, std::string_view leader_address) {
+    std::string out;
+    if (!error) {
+        resp::write_simple_string(out, "OK " + std::to_string(version));
+    } else if (error == errc::invalid_argument) {
+        resp::write_error(out, "ERR ZRECONFIG: not a valid configuration (the replica's log says "
+                               "why)");
+    } else {
+        out = error_reply(error, leader, leader_address);
+    }
     return out;
 }
 

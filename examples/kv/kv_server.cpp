@@ -5,7 +5,7 @@
 //   kv_server --id N --peers 1=127.0.0.1:7001,2=127.0.0.1:7002,3=127.0.0.1:7003
 //             --client-port P (--data DIR | --memory) [--client-host 127.0.0.1]
 //             [--tick-ms 50] [--cluster-id 27510] [--log-level warn]
-//             [--snapshot-every 100000] [--snapshot-every-bytes 0] [--join]
+//             [--snapshot-every 100000] [--snapshot-every-bytes 0] [--join | --new-member]
 //             [--max-clients 10000] [--timeout 0] [--max-input-bytes 536870912]
 //             [--output-soft-limit 8388608] [--output-hard-limit 268435456]
 //             [--client-addresses 1=127.0.0.1:6381,2=127.0.0.1:6382,3=127.0.0.1:6383]
@@ -70,6 +70,19 @@
 // has data (ZOOKEEPER-261). Until a leader has synced it, it votes for nobody and follows
 // as an observer, so it cannot help elect a replica that lacks writes it acknowledged
 // before; then it votes again. Harmless once synced. Never on a cluster's first start.
+//
+// --new-member: this replica is not a member yet; it joins a running group (docs/protocol.md
+// §9) and waits to be added by ZRECONFIG (kv_reconfig.hpp). --peers lists the members and
+// this replica's own peer address; its --id must be above every other id in --peers (the
+// higher id of each pair dials the lower, and the members do not know it yet). It follows the
+// leader without a vote (as --join) until the change that adds it commits; from then on its
+// data directory holds the configuration: restart it as a member (without the flag, --peers
+// listing the members).
+// The members learn its address from the configuration (ZRECONFIG ... host:port).
+//
+// Membership: ZRECONFIG (an admin command; kv_reconfig.hpp) adds and removes members;
+// INFO's "# Cluster" section shows config_version, members (id:role:address), reconfig_pending
+// and removed. A removed replica keeps answering INFO and reads; its writes get -REMOVED.
 //
 // --on-corruption refuse|resync: what a data directory whose log fails its checks (not a
 // torn tail) does at start. refuse (the default): exit 1 naming the file and byte offset,
@@ -145,6 +158,8 @@ static_assert(max_txn_bytes + 4096 < zab::codec_limits{}.max_payload_bytes);
 constexpr std::size_t max_bulk_bytes = std::size_t{64} << 20;
 constexpr std::size_t max_command_bytes = std::size_t{128} << 20;
 
+static_assert(zab::kv::max_reconfig_members == zab::max_members);
+
 /// The largest GET/MGET reply: above it the read is refused before its reply is built.
 constexpr std::size_t max_reply_bytes = std::size_t{64} << 20;
 
@@ -179,6 +194,7 @@ struct server_args {
     std::uint64_t snapshot_every = 100'000;
     std::uint64_t snapshot_every_bytes = 0;
     bool join = false;  ///< options::non_voter_until_synced (ZOOKEEPER-261)
+    bool new_member = false;  ///< --new-member: not in the configuration it starts with (§9)
     bool resync_on_corruption = false;  ///< --on-corruption resync (file_log corruption_policy)
     std::uint64_t max_clients = 10'000;
     std::uint64_t timeout_s = 0;  ///< idle timeout; 0: none
@@ -212,7 +228,7 @@ constexpr std::string_view usage_text =
     "usage: kv_server --id N --peers ID=HOST:PORT,... --client-port P (--data DIR | --memory)\n"
     "                 [--client-host 127.0.0.1] [--tick-ms 50] [--cluster-id 27510]\n"
     "                 [--log-level trace|debug|info|warn|error] [--snapshot-every 100000]\n"
-    "                 [--snapshot-every-bytes 0] [--join] [--max-clients 10000]\n"
+    "                 [--snapshot-every-bytes 0] [--join | --new-member] [--max-clients 10000]\n"
     "                 [--timeout 0] [--max-input-bytes 536870912]\n"
     "                 [--output-soft-limit 8388608] [--output-hard-limit 268435456]\n"
     "                 [--on-corruption refuse|resync] [--client-addresses ID=HOST:PORT,...]\n"
@@ -277,6 +293,11 @@ std::variant<server_args, std::string> parse_args(int argc, char** argv) {
         }
         if (flag == "--join") {
             a.join = true;
+            continue;
+        }
+        if (flag == "--new-member") {
+            a.new_member = true;
+            a.join = true;  // it follows without a vote until a reconfiguration adds it
             continue;
         }
         if (flag == "-h" || flag == "--help") return std::string{};
@@ -395,6 +416,16 @@ std::variant<server_args, std::string> parse_args(int argc, char** argv) {
     if (a.id == 0) return std::string{"--id is required"};
     if (a.peers.empty()) return std::string{"--peers is required"};
     if (!a.peers.contains(a.id)) return fmt::format("--peers must list this replica ({})", a.id);
+    if (a.new_member) {
+        if (a.peers.size() < 2)
+            return std::string{"--new-member: --peers must list the members, and this replica"};
+        const peer_id highest = std::prev(a.peers.end())->first;
+        if (highest != a.id)
+            return fmt::format("--new-member: --id {} must be above every other id in --peers "
+                               "(the members dial only lower ids, and do not know this replica "
+                               "yet): use {} or above",
+                               a.id, highest + 1);
+    }
     if (!have_port) return std::string{"--client-port is required"};
     for (const auto& [id, address] : a.client_addresses)
         if (!a.peers.contains(id))
@@ -543,7 +574,7 @@ const std::size_t forwarded_bound = zab::options{}.max_forwarded_per_learner;
 
 std::string address_of(const std::optional<zab::asio::tcp_endpoint>& endpoint) {
     if (!endpoint) return {};
-    return fmt::format("{}:{}", endpoint->host, endpoint->port);
+    return zab::asio::to_string(*endpoint);
 }
 
 template <typename Node>
@@ -638,6 +669,46 @@ public:
                 std::optional<std::string> refused;
                 if (error) refused = zab::kv::error_reply(error, r.leader, address_of(r.leader_address));
                 self->session_.sync_done(ticket, std::move(refused));
+                self->pump();
+            });
+    }
+
+    /// ZRECONFIG: planned against the configuration in force here (ADD / REMOVE need the
+    /// members' addresses: the configuration's, else --peers), then proposed through the node.
+    void reconfigure(std::uint64_t ticket, zab::kv::reconfig_spec spec) {
+        const std::string who = remote();
+        auto planned = zab::kv::plan_reconfig(owner_.node().status().config,
+                                              owner_.peer_addresses(), std::move(spec));
+        if (auto* problem = std::get_if<std::string>(&planned)) {
+            std::string reply;
+            zab::kv::resp::write_error(reply, *problem);
+            // Never completed from inside the call (resp_session's contract).
+            boost::asio::post(socket_.get_executor(), [self = this->shared_from_this(), ticket,
+                                                       reply = std::move(reply)]() mutable {
+                self->session_.reconfig_done(ticket, std::move(reply));
+                self->pump();
+            });
+            return;
+        }
+        auto plan = std::get<zab::kv::planned_reconfig>(std::move(planned));
+        zab::reconfig_request request{std::move(plan.members), plan.expected_version};
+        std::string members;
+        for (const auto& m : request.members)
+            members += fmt::format("{}{}:{}:{}", members.empty() ? "" : ",", m.id,
+                                   zab::kv::role_of(m), m.address);
+        zab::log(zab::log_level::warn, "kv_server {}: ZRECONFIG from client {} ({}): members {}{}",
+                 owner_.args().id, id_, who, members,
+                 request.expected_version
+                     ? fmt::format(", replacing version {}", *request.expected_version)
+                     : std::string{});
+        owner_.node().async_reconfigure(
+            std::move(request), [self = this->shared_from_this(), ticket, members](
+                                    boost::system::error_code error, zab::asio::reply r) {
+                zab::log(zab::log_level::warn, "kv_server {}: ZRECONFIG to {}: {}", self->owner_.args().id, members,
+                         error ? error.message() : fmt::format("committed as version {}", r.id.value()));
+                self->session_.reconfig_done(
+                    ticket, zab::kv::reconfig_reply(error, r.id.value(), r.leader,
+                                                    address_of(r.leader_address)));
                 self->pump();
             });
     }
@@ -923,6 +994,17 @@ public:
 
     Node& node() { return node_; }
     const server_args& args() const { return args_; }
+
+    /// Every member's peer address this replica knows, as "host:port": --peers, then what
+    /// the configuration in force carries (ZRECONFIG ADD / REMOVE keep them in the new one).
+    std::map<peer_id, std::string> peer_addresses() const {
+        std::map<peer_id, std::string> known;
+        for (const auto& [id, endpoint] : args_.peers) known[id] = zab::asio::to_string(endpoint);
+        const zab::asio::node_status status = node_.status();
+        for (const auto& m : status.config.members())
+            if (const auto address = node_.address_of(m.id)) known[m.id] = zab::asio::to_string(*address);
+        return known;
+    }
     /// The users new connections get (replaced by a reload).
     const std::shared_ptr<const zab::kv::user_table>& users() const { return users_; }
 
@@ -1005,10 +1087,7 @@ public:
         line("established", s.established ? 1 : 0);
         line("epoch", s.epoch);
         line("leader", s.leader);
-        const auto leader = args_.peers.find(s.leader);
-        line("leader_address", leader == args_.peers.end()
-                                   ? std::string{}
-                                   : fmt::format("{}:{}", leader->second.host, leader->second.port));
+        line("leader_address", s.leader == 0 ? std::string{} : address_of(node_.address_of(s.leader)));
         // Finding the leader: every member's client address (--client-addresses).
         for (const auto& [id, address] : args_.client_addresses)
             line(fmt::format("client_address_{}", id), address);
@@ -1035,6 +1114,18 @@ public:
                                    ? "duplicate_id"
                                    : "different_membership",
                                c.refused_us ? "refused_us" : "refused_by_us", c.times, c.detail);
+        // Membership (docs/protocol.md §9; ZRECONFIG, kv_reconfig.hpp).
+        out += "# Cluster\r\n";
+        line("config_version", s.config.version());
+        line("config_version_zxid", zab::zxid::from_value(s.config.version()));
+        line("members", zab::kv::describe_members(s.config, [&](peer_id id) {
+                 return address_of(node_.address_of(id));
+             }));
+        line("member_count", s.config.members().size());
+        line("voters", s.config.voters().size());
+        line("reconfig_pending", s.reconfig_pending ? 1 : 0);
+        line("removed", s.removed ? 1 : 0);
+        line("joining", !s.removed && !s.config.contains(args_.id) ? 1 : 0);
         out += "# Keyspace\r\n";
         line("keys", node_.machine().size());
         line("clock_ms", node_.machine().now_ms());
@@ -1273,8 +1364,12 @@ private:
 
 zab::asio::node_options node_options_for(const server_args& args) {
     zab::asio::node_options o;
+    // The group as this replica starts with it: every --peers entry, or, for a new member, the
+    // others (its data directory holds the real one once a reconfiguration added it).
     std::vector<zab::member> members;
-    for (const auto& [id, endpoint] : args.peers) members.push_back({id, zab::learner_type::participant});
+    for (const auto& [id, endpoint] : args.peers)
+        if (!args.new_member || id != args.id)
+            members.push_back({id, zab::learner_type::participant});
     o.config = zab::configuration::make(std::move(members)).value();
     o.tick = std::chrono::milliseconds{args.tick_ms};
     o.cluster_id = args.cluster_id;  // once: the peer and the transport take it

@@ -57,6 +57,9 @@
 //     std::optional<std::string> redirect();          // the leader's client address if this
 //                                                     // replica is not the leader, else nullopt
 //     void auth_failed();                             // optional: an AUTH was refused
+//     void reconfigure(std::uint64_t ticket, reconfig_spec spec);   // optional (ZRECONFIG,
+//                                                     // kv_reconfig.hpp), then reconfig_done;
+//                                                     // without it ZRECONFIG is refused
 //
 // A ticket names a slot for the connection's lifetime (tickets increase; the server may get
 // a completion for a slot of a session that closed meanwhile: it simply drops it).
@@ -151,6 +154,18 @@ public:
         progress();
     }
 
+    /// A ZRECONFIG completed: `reply` is its RESP reply (`+OK <version>` or the error).
+    void reconfig_done(std::uint64_t ticket, std::string reply) {
+        slot* s = find(ticket);
+        if (s == nullptr || s->done || !s->sync_pending) return;
+        s->sync_pending = false;
+        --syncs_in_flight_;
+        hold(*s, reply.size());
+        s->reply = std::move(reply);
+        s->done = true;
+        progress();
+    }
+
     /// Replies ready to be written, in request order (moved out: the caller writes them,
     /// and reports each part written with `output_written`).
     std::string take_output() {
@@ -217,6 +232,7 @@ private:
         bool resp3 = false;          ///< HELLO 3 was in force when it was read
         local_op local = local_op::watch;
         std::optional<std::uint64_t> transfer_to;  ///< ZTRANSFER: its target (0: any)
+        std::optional<reconfig_spec> reconfig;     ///< ZRECONFIG: the change, until asked
     };
 
     slot* find(std::uint64_t ticket) {
@@ -282,7 +298,7 @@ private:
             const bool data = info == nullptr || info->kind != call_kind::connection ||
                               name == "MULTI" || name == "EXEC" || name == "WATCH" ||
                               name == "TAGGED" || name == "SYNC" || name == "ZSYNC" ||
-                              name == "ZTRANSFER";
+                              name == "ZTRANSFER" || name == "ZRECONFIG";
             if (data && name != "PING" && name != "ECHO")
                 return push(error_of("ERR this connection selected database " +
                                      selected_.substr(0, 32) +
@@ -534,10 +550,24 @@ private:
         slot& pushed = slots_.back();
         if (pushed.sync_pending) {
             ++syncs_in_flight_;
-            if (pushed.transfer_to)
-                backend_.transfer(ticket_of(slots_.size() - 1), *pushed.transfer_to);
-            else
-                backend_.sync(ticket_of(slots_.size() - 1));
+            const std::uint64_t ticket = ticket_of(slots_.size() - 1);
+            if (pushed.reconfig) {
+                reconfig_spec spec = std::move(*pushed.reconfig);
+                pushed.reconfig.reset();
+                if constexpr (requires(Backend& b) { b.reconfigure(ticket, std::move(spec)); }) {
+                    backend_.reconfigure(ticket, std::move(spec));
+                } else {
+                    pushed.sync_pending = false;
+                    --syncs_in_flight_;
+                    pushed.done = true;
+                    pushed.reply = error_of("ERR ZRECONFIG is not available here").reply;
+                    hold(pushed, pushed.reply.size());
+                }
+            } else if (pushed.transfer_to) {
+                backend_.transfer(ticket, *pushed.transfer_to);
+            } else {
+                backend_.sync(ticket);
+            }
         }
     }
 
@@ -559,6 +589,11 @@ private:
         s.what = kind::sync;
         s.sync_pending = true;
         s.transfer_to = r.transfer_to;
+    }
+    void fill(slot& s, request::reconfig& r) {
+        s.what = kind::sync;
+        s.sync_pending = true;
+        s.reconfig = std::move(r.spec);
     }
     void fill(slot& s, request::set_read_mode& r) {
         mode_ = r.mode;

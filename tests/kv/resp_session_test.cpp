@@ -46,6 +46,11 @@ struct fake_backend {
         transfers.push_back(target);
     }
     std::vector<std::uint64_t> transfers;
+    void reconfigure(std::uint64_t ticket, zab::kv::reconfig_spec spec) {
+        synced.push_back(ticket);
+        reconfigs.push_back(std::move(spec));
+    }
+    std::vector<zab::kv::reconfig_spec> reconfigs;
     std::string read(const zab::kv::resp::command& args) {
         const std::string key = args.size() > 1 ? args[1] : std::string{};  // INFO: ""
         reads.push_back(key);
@@ -161,6 +166,53 @@ TEST_CASE("resp_session: ZTRANSFER asks the backend for a transfer to the replic
           "-ERR ZTRANSFER takes a replica id or ANY\r\n"
           "-ERR ZTRANSFER takes a replica id or ANY\r\n"
           "-ERR wrong number of arguments for 'ztransfer' command\r\n");
+}
+
+TEST_CASE("resp_session: ZRECONFIG hands the parsed change to the backend and answers its reply "
+          "in order; a malformed one is refused at once") {
+    fake_backend backend;
+    resp_session<fake_backend> session{backend};
+    session.feed(request_bytes({"SET", "a", "1"}) +
+                 request_bytes({"ZRECONFIG", "add", "4", "127.0.0.1:7004"}) +
+                 request_bytes({"ZRECONFIG", "REMOVE", "x"}) +
+                 request_bytes({"ZRECONFIG", "VERSION", "9", "REMOVE", "2"}));
+    REQUIRE(backend.reconfigs.size() == 2);
+    CHECK(backend.reconfigs[0].what == zab::kv::reconfig_spec::kind::add);
+    CHECK(backend.reconfigs[0].members.at(0).id == 4);
+    CHECK(backend.reconfigs[1].removed == 2);
+    CHECK(backend.reconfigs[1].expected_version == 9u);
+    CHECK(session.awaiting_cluster());
+    session.reconfig_done(backend.synced[1], "-BUSY another reconfiguration\r\n");
+    session.reconfig_done(backend.synced[0], "+OK 4294967298\r\n");
+    CHECK_FALSE(session.has_output());  // the SET is first
+    session.write_done(backend.proposed[0], "+OK\r\n");
+    CHECK(session.take_output() ==
+          "+OK\r\n+OK 4294967298\r\n-ERR ZRECONFIG REMOVE takes one replica id\r\n"
+          "-BUSY another reconfiguration\r\n");
+    CHECK_FALSE(session.awaiting_cluster());
+    // Not inside MULTI.
+    session.feed(request_bytes({"MULTI"}) + request_bytes({"ZRECONFIG", "REMOVE", "2"}) +
+                 request_bytes({"EXEC"}));
+    CHECK(session.take_output() ==
+          "+OK\r\n-ERR ZRECONFIG is not allowed inside MULTI here\r\n"
+          "-EXECABORT Transaction discarded because of previous errors.\r\n");
+    CHECK(backend.reconfigs.size() == 2);
+}
+
+TEST_CASE("resp_session: a backend without reconfigure refuses ZRECONFIG") {
+    struct plain_backend {
+        void propose(std::uint64_t, std::vector<std::byte>) {}
+        std::uint64_t now_ms() { return 0; }
+        std::uint64_t version_of(std::string_view) { return 0; }
+        std::optional<std::string> redirect() { return std::nullopt; }
+        void sync(std::uint64_t) {}
+        void transfer(std::uint64_t, std::uint64_t) {}
+        std::string read(const zab::kv::resp::command&) { return "$-1\r\n"; }
+    } backend;
+    resp_session<plain_backend> session{backend};
+    session.feed(request_bytes({"ZRECONFIG", "REMOVE", "2"}) + request_bytes({"PING"}));
+    CHECK(session.take_output() == "-ERR ZRECONFIG is not available here\r\n+PONG\r\n");
+    CHECK_FALSE(session.awaiting_cluster());
 }
 
 TEST_CASE("resp_session: the queue bound stops input until replies drain") {
@@ -687,8 +739,14 @@ TEST_CASE("resp_session: admin commands need the admin user once one is configur
     session.feed(request_bytes({"AUTH", "default", "ops-secret"}) +
                  request_bytes({"AUTH", "ops", "pw"}) + request_bytes({"AUTH", "ops-secret"}));
     CHECK(session.take_output() == wrongpass + wrongpass + wrongpass);
+    session.feed(request_bytes({"ZRECONFIG", "REMOVE", "2"}));
+    CHECK(session.take_output() ==
+          "-NOPERM User default has no permissions to run the 'zreconfig' command\r\n");
+    CHECK(backend.reconfigs.empty());
     session.feed(request_bytes({"AUTH", "ops", "ops-secret"}) + request_bytes({"ZTRANSFER", "3"}));
     CHECK(session.take_output() == "+OK\r\n");
+    session.feed(request_bytes({"ZRECONFIG", "REMOVE", "2"}));
+    CHECK(backend.reconfigs.size() == 1);
     CHECK(session.user() == "ops");
     CHECK(backend.transfers == std::vector<std::uint64_t>{3});
     // HELLO AUTH as the admin works too; RESET goes back to the default user, logged out.

@@ -856,10 +856,9 @@ TEST_CASE("tcp_transport: bad handshakes are refused, logged and counted; peers 
     CHECK(rejected(1).wrong_cluster == 1);
     CHECK(logged(fmt::format("cluster id {} is not ours", cluster + 1)));
 
-    expect_refused(h, 1, hello_bytes(hello_kind::hello, 99, 1));  // not a member
-    expect_refused(h, 1, hello_bytes(hello_kind::hello, 1, 1));   // our own id
-    CHECK(rejected(1).unknown_peer == 2);
-    CHECK(logged("peer id 99 is not a member"));
+    expect_refused(h, 1, hello_bytes(hello_kind::hello, 1, 1));  // our own id
+    CHECK(rejected(1).unknown_peer == 1);
+    CHECK(logged("peer id 1 is our own"));
 
     expect_refused(h, 1, hello_bytes(hello_kind::hello, 4, 2));  // meant for peer 2
     CHECK(rejected(1).unexpected_peer == 1);
@@ -1257,5 +1256,198 @@ TEST_CASE("tcp_transport: a connection claiming an existing peer's id replaces i
     const shared_bytes after = make_frame(6, 60);
     h[3].send(1, after);
     REQUIRE(h.run_until([&] { return h[1].received[3].back() == after; }));
+    h.require_no_violations();
+}
+
+// === Members that change: joiners, update_members (reconfiguration, docs/protocol.md §9) ======
+
+namespace {
+
+/// The digest of a member list of voters `ids` (what a transport of those peers claims).
+std::uint64_t digest_of(std::initializer_list<peer_id> ids) {
+    std::vector<zab::member> members;
+    for (const peer_id id : ids) members.push_back({id, zab::learner_type::participant});
+    return zab::configuration::membership_digest(members);
+}
+
+/// `h`'s address of transport `id` (as update_members takes it).
+zab::asio::tcp_endpoint address_of(harness& h, peer_id id) {
+    return {"127.0.0.1", h.ports.at(id)};
+}
+
+}  // namespace
+
+TEST_CASE("tcp_transport: a joiner unknown to the members connects to each and exchanges "
+          "frames") {
+    harness h;
+    h.members = {1, 2, 3};
+    h.start_three();
+    // 5 knows the members and itself, and claims the members' list (it is not in it).
+    node& five = h.start(5, [&](tcp_transport_options& o) {
+        o.peers[5] = {"127.0.0.1", 0};
+        o.config_digest = digest_of({1, 2, 3});
+    });
+    REQUIRE(h.run_until([&] { return h.all_connected({1, 2, 3, 5}); }));
+    for (const peer_id id : {1, 2, 3}) {
+        INFO("member " << id);
+        const auto info = h[id].transport->peer_info(5);
+        REQUIRE(info.has_value());
+        CHECK(info->kind == zab::asio::peer_kind::joiner);
+        CHECK(!info->dialed_by_us);
+        CHECK(info->connected);
+        CHECK(h[id].counters().joiners_admitted == 1);
+        CHECK(h[id].counters().rejected.unknown_peer == 0);
+    }
+    CHECK(logged("peer 5 (from 127.0.0.1:"));
+    const shared_bytes to_joiner = make_frame(1, 100), from_joiner = make_frame(2, 200);
+    h[1].send(5, to_joiner);
+    five.send(2, from_joiner);
+    REQUIRE(h.run_until([&] { return !five.received[1].empty() && !h[2].received[5].empty(); }));
+    CHECK(five.received[1].front() == to_joiner);
+    CHECK(h[2].received[5].front() == from_joiner);
+    h.require_no_violations();
+}
+
+TEST_CASE("tcp_transport: update_members adds a member that is then dialed, moves one, retires "
+          "one; a joiner becomes a member") {
+    harness h;
+    h.members = {1, 2, 3};
+    h.start(1);
+    h.start(2);
+    // 3 knows 2's address but not 1's (a member it learns of later), and claims {1, 2, 3}.
+    node& three = h.start(3, [&](tcp_transport_options& o) {
+        o.peers.erase(1);
+        o.config_digest = digest_of({1, 2, 3});
+    });
+    REQUIRE(h.run_until([&] { return h.connected(2, 3); }));
+    CHECK(!three.transport->peer_info(1).has_value());
+    three.transport->update_members(
+        {{1, address_of(h, 1)}, {2, address_of(h, 2)}, {3, {"127.0.0.1", 0}}}, 0,
+        digest_of({1, 2, 3}));
+    REQUIRE(h.run_until([&] { return h.all_connected({1, 2, 3}); }));
+    CHECK(three.transport->peer_info(1)->dialed_by_us);
+
+    // 1 moves (say, to another machine): the connection to the old address stays; the next
+    // dial goes to the new one.
+    raw_listener moved{h.io};
+    moved.listen();
+    const connection_id before = three.current.at(1);
+    three.transport->update_members(
+        {{1, {"127.0.0.1", moved.port()}}, {2, address_of(h, 2)}, {3, {"127.0.0.1", 0}}}, 0,
+        digest_of({1, 2, 3}));
+    h.run_for(100ms);
+    CHECK(three.current.at(1) == before);
+    CHECK(three.disconnects[1] == 0);
+    CHECK(three.transport->peer_info(1)->address.port == moved.port());
+    three.close(1, before);
+    raw_client dialed = moved.accept(h);
+    REQUIRE(h.run_until([&] { return dialed.received().size() >= zab::asio::hello_size; }));
+    const auto hello = zab::asio::decode_hello(dialed.received());
+    REQUIRE(hello.has_value());
+    CHECK(routed(hello.value(), hello_kind::hello, 3, 1));
+
+    // 2 is removed from the group: retired at 3, never dialed again, but a connection from it
+    // is still accepted (a removed member that restarts must hear it was removed).
+    const auto dialed_before = three.counters().connections_dialed;
+    three.transport->update_members({{1, {"127.0.0.1", moved.port()}}, {3, {"127.0.0.1", 0}}},
+                                    9, digest_of({1, 3}));
+    CHECK(three.transport->claim().config_version == 9);
+    CHECK(three.transport->claim().config_digest == digest_of({1, 3}));
+    CHECK(three.transport->peer_info(2)->kind == zab::asio::peer_kind::retired);
+    CHECK(!three.transport->peer_info(2)->dialed_by_us);
+    three.close(2, three.current.at(2));
+    REQUIRE(h.run_until([&] { return !h[2].current.contains(3); }));
+    h.run_for(300ms);  // a redial (every 10-200 ms here) would show up
+    CHECK(!three.current.contains(2));
+    CHECK(three.counters().connections_dialed == dialed_before);
+    CHECK(logged("peer 2 is no longer a member"));
+    // 2 restarted from its files, at the configuration version before (a raw client plays
+    // it), connects to 3, which it used to be dialed by: accepted.
+    raw_client returning = connect_raw(h, 3);
+    returning.write(hello_bytes(hello_kind::hello, 2, 3));
+    REQUIRE(h.run_until([&] { return returning.received().size() >= zab::asio::hello_size; }));
+    const auto welcome = zab::asio::decode_hello(returning.received());
+    REQUIRE(welcome.has_value());
+    CHECK(routed(welcome.value(), hello_kind::welcome, 3, 2));
+    CHECK(three.counters().rejected.wrong_direction == 0);
+
+    // A joiner (5) that a reconfiguration then makes a member keeps its connection.
+    node& five = h.start(5, [&](tcp_transport_options& o) {
+        o.peers = {{1, address_of(h, 1)}, {5, {"127.0.0.1", 0}}};
+        o.config_digest = digest_of({1, 2, 3});
+    });
+    REQUIRE(h.run_until([&] { return h.connected(1, 5); }));
+    CHECK(h[1].transport->peer_info(5)->kind == zab::asio::peer_kind::joiner);
+    const connection_id joined = h[1].current.at(5);
+    h[1].transport->update_members({{1, address_of(h, 1)}, {5, address_of(h, 5)}}, 11,
+                                   digest_of({1, 5}));
+    CHECK(h[1].transport->peer_info(5)->kind == zab::asio::peer_kind::member);
+    CHECK(!h[1].transport->peer_info(5)->dialed_by_us);  // 5 is the higher id: it dials
+    h.run_for(100ms);
+    CHECK(h[1].current.at(5) == joined);
+    (void)five;
+    h.require_no_violations();
+}
+
+TEST_CASE("tcp_transport: at most max_joiners ids that are not members are connected at once") {
+    harness h;  // members 1..4; 1 alone runs
+    h.start(1, [](tcp_transport_options& o) { o.max_joiners = 1; });
+    std::optional<raw_client> seven{connect_raw(h, 1)};
+    handshake_as(h, *seven, 7, 1);
+    CHECK(h[1].transport->peer_info(7)->kind == zab::asio::peer_kind::joiner);
+
+    // A second joiner is refused while 7 is connected, and said why.
+    expect_refused(h, 1, hello_bytes(hello_kind::hello, 8, 1));
+    CHECK(h[1].counters().rejected.too_many_joiners == 1);
+    CHECK(logged("peer 8 is not a member, and 1 joiners are connected already (max_joiners 1)"));
+    CHECK(h[1].connects[8] == 0);
+    // Members are not joiners: 4 still gets in.
+    raw_client four = connect_raw(h, 1);
+    handshake_as(h, four, 4, 1);
+
+    // Once 7 is gone, 8 may join.
+    seven.reset();  // its socket closes
+    REQUIRE(h.run_until([&] { return !h[1].current.contains(7); }));
+    std::optional<raw_client> eight{connect_raw(h, 1)};
+    handshake_as(h, *eight, 8, 1);
+    CHECK(h[1].counters().joiners_admitted == 2);
+
+    // Joiners come and go under ever new ids: each gets in, and the records of those gone
+    // are reused (at most 4 * max_joiners + 16 kept), so the table stays bounded.
+    eight.reset();
+    REQUIRE(h.run_until([&] { return !h[1].current.contains(8); }));
+    for (peer_id id = 100; id < 130; ++id) {
+        INFO("joiner " << id);
+        std::optional<raw_client> joiner{connect_raw(h, 1)};
+        handshake_as(h, *joiner, id, 1);
+        joiner.reset();
+        REQUIRE(h.run_until([&] { return !h[1].current.contains(id); }));
+    }
+    CHECK(h[1].counters().joiners_admitted == 32);
+    CHECK(h[1].counters().rejected.too_many_joiners == 1);
+    CHECK(!h[1].transport->peer_info(100).has_value());  // forgotten to make room
+    CHECK(h[1].transport->peer_info(129)->kind == zab::asio::peer_kind::joiner);
+
+    // With max_joiners 0 nobody but members gets in.
+    h.start(2, [](tcp_transport_options& o) { o.max_joiners = 0; });
+    expect_refused(h, 2, hello_bytes(hello_kind::hello, 9, 2));
+    CHECK(h[2].counters().rejected.too_many_joiners == 1);
+    h.require_no_violations();
+}
+
+TEST_CASE("tcp_transport: a learned member whose host name does not resolve is retried, never "
+          "a crash") {
+    harness h;
+    h.members = {1, 2};
+    node& two = h.start(2, [](tcp_transport_options& o) { o.peers.erase(1); });
+    h.start(1);
+    two.transport->update_members({{1, {"no-such-host.invalid", 7001}}, {2, {"127.0.0.1", 0}}},
+                                  0, digest_of({1, 2}));
+    REQUIRE(h.run_until([&] { return two.counters().resolve_failures >= 2; }));
+    CHECK(logged("cannot resolve no-such-host.invalid"));
+    // Told the right address, it connects.
+    two.transport->update_members({{1, address_of(h, 1)}, {2, {"127.0.0.1", 0}}}, 0,
+                                  digest_of({1, 2}));
+    REQUIRE(h.run_until([&] { return h.connected(1, 2); }));
     h.require_no_violations();
 }

@@ -575,6 +575,25 @@ TEST_CASE("tls_transport: impostors are refused with a reason and a counter; the
     }
 }
 
+TEST_CASE("tls_transport: a joiner (an id that is no member) gets in only with a certificate "
+          "naming its id") {
+    using rejections = zab::asio::handshake_rejections;
+    harness h;
+    h.start_three();
+    // Member 2's certificate claiming to be 7: refused before anything is decided about 7.
+    expect_refused(h, h.ca.member(2), 7, &rejections::refused_tls_wrong_identity);
+    CHECK(!h[1].transport->peer_info(7).has_value());
+    CHECK(h[1].transport->counters().joiners_admitted == 0);
+    // 7's own certificate: let in as a joiner, frames both ways.
+    tls_client seven{h.io, h.ports.at(1), h.ca.member(7)};
+    const connection_id joined = handshake_as(h, seven, 7, 1);
+    CHECK(h[1].transport->peer_info(7)->kind == zab::asio::peer_kind::joiner);
+    const shared_bytes frame = make_frame(7, 77);
+    h[1].transport->send(7, joined, frame);
+    REQUIRE(h.run_until([&] { return seven.received().size() >= frame.size(); }));
+    h.exchange(2000);  // the members are undisturbed
+}
+
 TEST_CASE("tls_transport: the dialer checks whom it reached: a listener with another "
           "member's certificate is refused") {
     harness h;

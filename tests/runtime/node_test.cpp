@@ -160,6 +160,42 @@ struct cluster {
 
     node_type* node(peer_id id) { return replicas.at(id).node.get(); }
 
+    /// Starts replica `id`, which is not in the configuration, to join the group (§9): it
+    /// knows the members' ports and its own, and follows without a vote until a
+    /// reconfiguration makes it a member.
+    void start_joiner(peer_id id) {
+        replica& r = replicas[id];
+        r.log = open_log(id);
+        r.machine = std::make_unique<recording_state_machine>();
+        zab::asio::node_options o = options_for(id);
+        o.transport.peers[id] = {"127.0.0.1", 0};
+        o.peer.non_voter_until_synced = true;
+        r.node = std::make_unique<node_type>(io.get_executor(), o, *r.log, *r.machine);
+        REQUIRE(r.node->start().has_value());
+        ports[id] = r.node->transport().local_port();
+    }
+
+    /// Member `id` as a voter, with its address.
+    zab::member voter(peer_id id) const {
+        return {id, zab::learner_type::participant, 0, 1, false,
+                fmt::format("127.0.0.1:{}", ports.at(id))};
+    }
+
+    /// Asks replica `at` for a reconfiguration to `members` (compare-and-set on the version
+    /// it has in force) and records the outcome.
+    std::shared_ptr<outcome> reconfigure(peer_id at, std::vector<zab::member> members) {
+        auto o = std::make_shared<outcome>();
+        zab::reconfig_request request{std::move(members), node(at)->status().config.version()};
+        node(at)->async_reconfigure(std::move(request),
+                                    [o](boost::system::error_code e, zab::asio::reply r) {
+                                        o->done = true;
+                                        o->error = e;
+                                        o->reply = r;
+                                        ++o->completions;
+                                    });
+        return o;
+    }
+
     template <typename Condition>
     bool run_until(Condition condition, std::chrono::seconds limit = 60s) {
         const auto deadline = std::chrono::steady_clock::now() + limit;
@@ -221,13 +257,14 @@ struct cluster {
         return ok;
     }
 
-    /// Runs until every live replica applied everything the leader applied.
+    /// Runs until every live replica applied everything the leader applied (a killed one
+    /// is not waited for).
     bool converged() {
         return run_until([&] {
             if (!all_serving()) return false;
             const zxid last = node(leader())->status().last_applied;
             for (const auto& [id, r] : replicas)
-                if (!r.node || r.node->status().last_applied != last) return false;
+                if (r.node && r.node->status().last_applied != last) return false;
             return true;
         });
     }
@@ -499,4 +536,128 @@ TEST_CASE("hostile input at a live node's peer port: the cluster keeps committin
               counters.rejected.malformed >
           0);
     CHECK(c.node(target)->transport().pending_handshakes() <= 64);
+}
+
+TEST_CASE("membership: a joiner outside the configuration is added with its address, the "
+          "group commits with it, then an original follower and the leader are removed",
+          "[runtime]") {
+    cluster<zab::memory_log> c{3};
+    c.start_all();
+    REQUIRE(c.run_until([&] { return c.all_serving(); }));
+    CHECK(c.write_through_all("three", 30) == 30);
+
+    // 4 is in no configuration and no member knows its address: it connects to them (the
+    // higher id dials) and follows the leader without a vote.
+    c.start_joiner(4);
+    REQUIRE(c.run_until([&] { return c.node(4)->status().established; }));
+    CHECK(!c.node(4)->status().config.contains(4));
+    CHECK(c.node(1)->transport().peer_info(4)->kind == zab::asio::peer_kind::joiner);
+
+    // Added through a follower (forwarded to the leader), every member with its address.
+    const peer_id leader = c.leader();
+    const peer_id follower = leader == 1 ? 2 : 1;
+    auto grown = c.reconfigure(follower, {c.voter(1), c.voter(2), c.voter(3), c.voter(4)});
+    REQUIRE(c.run_until([&] { return grown->done; }));
+    REQUIRE(!grown->error);
+    CHECK(grown->completions == 1);
+    const std::uint64_t version = grown->reply.id.value();
+    CHECK(version > 0);
+    REQUIRE(c.run_until([&] {
+        for (peer_id id = 1; id <= 4; ++id)
+            if (c.node(id)->status().config.version() != version) return false;
+        return true;
+    }));
+    for (peer_id id = 1; id <= 4; ++id) {
+        INFO("replica " << id);
+        const zab::asio::node_status s = c.node(id)->status();
+        CHECK(s.config.is_voter(4));
+        CHECK(s.config.members().size() == 4);
+        CHECK(!s.reconfig_pending);
+        CHECK(!s.removed);
+        if (id == 4) continue;
+        // The members learned 4's address from the configuration.
+        const auto info = c.node(id)->transport().peer_info(4);
+        REQUIRE(info.has_value());
+        CHECK(info->kind == zab::asio::peer_kind::member);
+        CHECK(info->address.port == c.ports.at(4));
+        CHECK(c.node(id)->address_of(4)->port == c.ports.at(4));
+    }
+    // The same change again is a stale compare-and-set.
+    auto stale = c.node(follower);
+    auto again = std::make_shared<outcome>();
+    stale->async_reconfigure({{c.voter(1), c.voter(2), c.voter(3)}, 0},
+                             [again](boost::system::error_code e, zab::asio::reply) {
+                                 again->done = true;
+                                 again->error = e;
+                             });
+    REQUIRE(c.run_until([&] { return again->done; }));
+    CHECK(std::error_code{again->error} == zab::make_error_code(zab::errc::version_mismatch));
+
+    CHECK(c.write_through_all("four", 40) == 40);
+    REQUIRE(c.converged());
+    CHECK(c.node(c.leader())->status().followers.size() == 3);
+
+    // An original follower leaves: it stops, says so, and refuses writes; the others retire it.
+    const peer_id leaving = 6 - leader - follower;  // the third original member
+    std::vector<zab::member> without;
+    for (const peer_id id : {peer_id{1}, peer_id{2}, peer_id{3}, peer_id{4}})
+        if (id != leaving) without.push_back(c.voter(id));
+    auto shrunk = c.reconfigure(leader, without);
+    REQUIRE(c.run_until([&] { return shrunk->done; }));
+    REQUIRE(!shrunk->error);
+    REQUIRE(c.run_until([&] { return c.node(leaving)->status().removed; }));
+    auto refused = c.propose(leaving, "to a removed replica");
+    REQUIRE(c.run_until([&] { return refused->done; }));
+    CHECK(std::error_code{refused->error} == zab::make_error_code(zab::errc::not_a_member));
+    for (const peer_id id : {leader, follower, peer_id{4}}) {
+        INFO("replica " << id);
+        REQUIRE(c.run_until(
+            [&] { return c.node(id)->status().config.version() == shrunk->reply.id.value(); }));
+        CHECK(c.node(id)->transport().peer_info(leaving)->kind == zab::asio::peer_kind::retired);
+    }
+    c.kill(leaving);
+    CHECK(c.write_through_all("three-again", 30) == 30);
+
+    // The leader leaves too: it hands over to a voter of the new configuration, and the
+    // remaining two (one of them the joiner) go on.
+    std::vector<zab::member> pair;
+    for (const peer_id id : {follower, peer_id{4}}) pair.push_back(c.voter(id));
+    auto handed = c.reconfigure(follower, pair);
+    REQUIRE(c.run_until([&] { return handed->done; }));
+    REQUIRE(!handed->error);
+    REQUIRE(c.run_until([&] { return c.node(leader)->status().removed; }));
+    c.kill(leader);
+    REQUIRE(c.run_until([&] { return c.all_serving(); }));
+    CHECK(c.write_through_all("two", 30) == 30);
+    REQUIRE(c.converged());
+    c.check_histories();
+}
+
+TEST_CASE("membership: a joiner whose id is not above every member id it knows is refused at "
+          "start, naming the id to pick", "[runtime]") {
+    struct capture {
+        std::vector<std::string> lines;
+        static void sink(void* self, zab::log_level, std::string_view line) {
+            static_cast<capture*>(self)->lines.emplace_back(line);
+        }
+    } captured;
+    cluster<zab::memory_log> c{3};
+    zab::set_log_sink(&capture::sink, &captured);
+    zab::memory_log log;
+    recording_state_machine machine;
+    zab::asio::node_options o = c.options_for(4);
+    o.config = zab::configuration::make({{1}, {2}, {5}}).value();
+    o.transport.peers[4] = {"127.0.0.1", 0};
+    o.transport.peers[5] = {"127.0.0.1", 1};
+    o.peer.non_voter_until_synced = true;
+    zab::asio::node<zab::memory_log, recording_state_machine> joiner{c.io.get_executor(), o, log,
+                                                                     machine};
+    const auto started = joiner.start();
+    REQUIRE(!started);
+    CHECK(started.error() == zab::errc::invalid_options);
+    CHECK(std::any_of(captured.lines.begin(), captured.lines.end(), [](const std::string& l) {
+        return l.find("member 5 has a higher id") != std::string::npos &&
+               l.find("Start it with an id above 5 (e.g. 6)") != std::string::npos;
+    }));
+    zab::set_log_sink(nullptr);
 }

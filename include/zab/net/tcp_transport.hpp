@@ -7,7 +7,10 @@
 // What it does:
 // - Keeps one connection to every other member. The higher id of each pair dials the lower
 //   one, retrying forever with jittered exponential back-off while started; each connection
-//   gets a fresh `connection_id`, unique for the transport's lifetime.
+//   gets a fresh `connection_id`, unique for the transport's lifetime. The member list follows
+//   reconfigurations (`update_members`); a replica that is no member yet may connect (it is
+//   joining: at most `max_joiners` at once), which is why a joiner's id must be above every
+//   member's: nobody dials it.
 // - Opens each connection with a fixed hello exchange (handshake.hpp: cluster id, peer ids);
 //   reports `on_connected` only once it succeeded both ways, and `on_disconnected` exactly
 //   once for each `on_connected`. A peer that connects again replaces its old connection.
@@ -29,7 +32,9 @@
 #include <cstddef>
 #include <concepts>
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -97,6 +102,24 @@ public:
     /// `zab::transport`: closes `connection` to `to` if it is still the current one;
     /// `on_disconnected` follows (never from inside this call). A dialer reconnects later.
     void close(peer_id to, connection_id connection) { core_->close(to, connection); }
+
+    /// The member list changed (a reconfiguration, docs/protocol.md §9; zab::asio::node calls
+    /// it as configurations are logged and committed): `members` maps every member of the
+    /// configurations in force to its peer address (an empty host: unknown, not dialed; self's
+    /// entry is ignored), and `config_version` / `config_digest` are the committed
+    /// configuration's, which the handshake claims from now on. New ids are dialed if below
+    /// ours; a changed address is used from the next dial (an established connection stays);
+    /// ids no longer listed are retired — never dialed again, their inbound connections still
+    /// accepted. A host name is resolved when first dialed; one that does not resolve is
+    /// logged and tried again with the back-off. Call on the executor, before or after start().
+    void update_members(const std::map<peer_id, tcp_endpoint>& members,
+                        std::uint64_t config_version, std::uint64_t config_digest) {
+        core_->update_members(members, config_version, config_digest);
+    }
+
+    /// What the transport knows of peer `id` (member, joiner or retired; address; dialed from
+    /// here; connected), or nullopt for an id it never heard of.
+    std::optional<transport_peer> peer_info(peer_id id) const { return core_->peer_info(id); }
 
     /// What happened so far: connections, refusals by reason, frames, bytes, overflows.
     const transport_counters& counters() const noexcept { return core_->counters(); }

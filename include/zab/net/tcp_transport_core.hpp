@@ -6,6 +6,14 @@
 //   keeps the connection the higher sid initiated and closes the other (docs/protocol.md §3.1);
 //   here the other is never opened. A member this replica dials that dials it anyway is
 //   refused (`wrong_direction`): the two disagree about the membership.
+// - Who is a member (docs/protocol.md §9). A slot per peer id: a *member* (options.peers,
+//   then `update_members` as reconfigurations commit; its address may change: the next dial
+//   goes there), a *joiner* (an id that is no member connected: a replica joining the group,
+//   which is why a joiner's id must be above every member's — the members never dial it; at
+//   most `max_joiners` in use at once), or *retired* (a member no longer: never dialed, its
+//   connections still accepted). Members' and retired members' slots are never erased, so a
+//   handler that finds a connection's peer finds its slot; a joiner's slot goes only when
+//   nothing references it.
 // - One connection per peer. A peer slot holds the current (established) connection and, on
 //   the dialing side, the attempt in progress. An accepted connection that completes its
 //   handshake for a peer that already has one replaces it: that peer restarted, or its old
@@ -107,20 +115,13 @@ public:
             std::chrono::steady_clock::now().time_since_epoch().count());
         claim_.config_version = options_.config_version;
         claim_.config_digest = options_.config_digest;
-        if (claim_.config_digest == 0) {
-            std::vector<member> members;
-            for (const auto& [id, endpoint] : options_.peers) members.push_back({id, {}});
-            claim_.config_digest = configuration::membership_digest(members);
-        }
+        if (claim_.config_digest == 0) claim_.config_digest = digest_of_ids(options_.peers);
         std::random_device entropy;
         claim_.instance = (std::uint64_t{entropy()} << 32 | entropy()) ^ seed;
         if (claim_.instance == 0) claim_.instance = 1;
+        seed_ = seed;
         for (const auto& [id, endpoint] : options_.peers) {
-            if (id == options_.self) continue;
-            const std::uint64_t peer_seed = seed ^ (options_.self * 0x9E3779B97F4A7C15u) ^ id;
-            peers_.try_emplace(id, executor_, id < options_.self,
-                               backoff{options_.reconnect_min, options_.reconnect_max, peer_seed},
-                               ~peer_seed);
+            if (id != options_.self) add_slot(id, peer_kind::member, endpoint);
         }
     }
 
@@ -140,8 +141,12 @@ public:
         }
         if (auto prepared = security_.prepare(options_.self); !prepared) return prepared.error();
         for (auto& [id, slot] : peers_) {
-            if (!slot.dialed_by_us) continue;
-            auto endpoints = resolve(options_.peers.at(id), false);
+            // options.peers' names must resolve now; one update_members gave is resolved
+            // when dialed (and retried).
+            const auto given = options_.peers.find(id);
+            if (!slot.dials() || given == options_.peers.end() || !(given->second == slot.address))
+                continue;
+            auto endpoints = resolve(slot.address, false);
             if (!endpoints) return endpoints.error();
             slot.endpoints = std::move(endpoints).assume_value();
         }
@@ -167,9 +172,72 @@ public:
                  to_string(acceptor_.local_endpoint(ec)));
         accept_next();
         for (auto& [id, slot] : peers_) {
-            if (slot.dialed_by_us) dial(id);
+            if (slot.dials()) dial(id);
         }
         return success();
+    }
+
+    /// The member list changed (a reconfiguration, docs/protocol.md §9): `members` is every
+    /// member with its address (an empty host: unknown, not dialed), self's entry ignored;
+    /// `config_version` and `config_digest` are what our handshakes claim from now on
+    /// (handshake.hpp; a digest of 0 is computed from the ids, as at construction). A new id
+    /// gets a slot (dialed if below ours); a changed address is dialed next time (an
+    /// established connection stays); an id no longer listed is retired: never dialed again,
+    /// its inbound connections still accepted (a removed member that restarts must still hear
+    /// from the leader that it was removed). Host names are resolved when dialed; one that
+    /// does not resolve is logged and tried again with the back-off. Before or after start().
+    void update_members(const std::map<peer_id, tcp_endpoint>& members,
+                        std::uint64_t config_version, std::uint64_t config_digest) {
+        if (stopped_) return;
+        claim_.config_version = config_version;
+        claim_.config_digest = config_digest != 0 ? config_digest : digest_of_ids(members);
+        for (const auto& [id, where] : members) {
+            if (id == options_.self || id == 0) continue;
+            auto it = peers_.find(id);
+            if (it == peers_.end()) {
+                add_slot(id, peer_kind::member, where);
+                zab::log(log_level::info, "tcp_transport {}: peer {} is a member now (at {}{})",
+                         options_.self, id, where.host.empty() ? "an unknown address" : to_string(where),
+                         id < options_.self ? ", dialed by us" : "");
+                if (started_) dial(id);
+                continue;
+            }
+            peer_slot& slot = it->second;
+            if (slot.kind != peer_kind::member) {
+                zab::log(log_level::info, "tcp_transport {}: peer {} ({}) is a member now",
+                         options_.self, id, to_string(slot.kind));
+                slot.kind = peer_kind::member;
+            }
+            if (!(slot.address == where)) {
+                if (!slot.address.host.empty())
+                    zab::log(log_level::info, "tcp_transport {}: peer {}'s address is now {} (was "
+                             "{}): the next connection goes there", options_.self, id,
+                             where.host.empty() ? "unknown" : to_string(where),
+                             to_string(slot.address));
+                slot.address = where;
+                slot.endpoints.clear();
+                slot.resolve_failed = false;
+            }
+            if (started_ && slot.dials() && !slot.redial_scheduled) dial(id);
+        }
+        for (auto& [id, slot] : peers_) {
+            if (slot.kind != peer_kind::member || members.contains(id)) continue;
+            slot.kind = peer_kind::retired;
+            zab::log(log_level::info, "tcp_transport {}: peer {} is no longer a member: not "
+                     "dialed again (its connections are still accepted)", options_.self, id);
+            slot.redial_scheduled = false;
+            slot.redial_timer.cancel();
+            if (slot.dialing) close_connection(slot.dialing, notify::now);
+        }
+    }
+
+    /// What the transport knows of `id`: member, joiner or retired, its address, whether it
+    /// is dialed from here and connected; nullopt for an id it never heard of.
+    std::optional<transport_peer> peer_info(peer_id id) const {
+        const auto it = peers_.find(id);
+        if (it == peers_.end()) return std::nullopt;
+        const peer_slot& slot = it->second;
+        return transport_peer{slot.kind, slot.address, slot.dials(), slot.current != nullptr};
     }
 
     void stop() noexcept {
@@ -243,13 +311,17 @@ private:
     };
 
     struct peer_slot {
-        peer_slot(const boost::asio::any_io_executor& executor, bool dialed, backoff retry_,
-                  std::uint64_t penalty_seed_)
-            : dialed_by_us{dialed}, redial_timer{executor}, retry{retry_},
-              penalty_seed{penalty_seed_} {}
+        peer_slot(const boost::asio::any_io_executor& executor, peer_kind kind_, bool lower,
+                  tcp_endpoint address_, backoff retry_, std::uint64_t penalty_seed_)
+            : kind{kind_}, lower_id{lower}, address{std::move(address_)}, redial_timer{executor},
+              retry{retry_}, penalty_seed{penalty_seed_} {}
 
-        const bool dialed_by_us;
-        std::vector<tcp::endpoint> endpoints;  ///< where to dial (resolved by start)
+        peer_kind kind;
+        /// Its id is below ours: while a member, we dial it ("the higher id dials").
+        const bool lower_id;
+        tcp_endpoint address;                  ///< where to dial it (empty host: unknown)
+        std::vector<tcp::endpoint> endpoints;  ///< `address` resolved (start, or the next dial)
+        bool resolve_failed = false;           ///< the last resolution failed (logged once)
         connection_ptr current;                ///< established, reported with on_connected
         connection_ptr dialing;                ///< our attempt in progress (dialer only)
         std::optional<connection_id> owed_disconnect;  ///< closed by send/close, not yet reported
@@ -270,6 +342,11 @@ private:
             clock::time_point until{};
             for (const auto& [host, record] : misbehaving) until = std::max(until, record.until);
             return until;
+        }
+
+        /// Dialed by us: a member below our id whose address is known.
+        bool dials() const noexcept {
+            return kind == peer_kind::member && lower_id && !address.host.empty();
         }
     };
     static constexpr std::size_t max_misbehaving_addresses = 64;
@@ -384,9 +461,9 @@ private:
             return reject(connection, *why);
         }
         const peer_id from = hello.from;
-        if (from == options_.self || !peers_.contains(from)) {
+        if (from == options_.self || from == 0) {
             return reject(connection, {&handshake_rejections::unknown_peer,
-                                       fmt::format("peer id {} is not a member", from)});
+                                       fmt::format("peer id {} is our own (or 0)", from)});
         }
         if (hello.to != options_.self) {
             return reject(connection,
@@ -395,14 +472,19 @@ private:
         }
         // The stream's credentials must be that member's (TLS), before anything else is
         // decided about it: an impostor can neither replace a connection nor be taken for a
-        // duplicate or a member with another member list.
+        // duplicate or a member with another member list, nor take a joiner's place.
         if (auto why = security_.check_peer(connection->stream, from)) {
+            return reject(connection, *why);
+        }
+        // An id that is no member: a replica joining the group (§9), within max_joiners.
+        if (auto why = admit_joiner(from, connection->remote)) {
             return reject(connection, *why);
         }
         if (auto why = quarantine_of(from, connection->remote_host)) {
             return reject(connection, *why);
         }
-        if (peers_.at(from).dialed_by_us) {
+        if (const auto found = peers_.find(from);
+            found != peers_.end() && found->second.kind == peer_kind::member && found->second.lower_id) {
             return reject(connection,
                           {&handshake_rejections::wrong_direction,
                            fmt::format("peer {} dialed us, but the higher id dials: check that "
@@ -442,7 +524,9 @@ private:
                                                    confirm.from, confirm.to, connection->peer)});
         }
         forget_pending(connection);
-        peer_slot& slot = peers_.at(connection->peer);
+        const auto found = peers_.find(connection->peer);
+        ZAB_ASSERT(found != peers_.end(), "tcp_transport: a handshake past its hello without a slot");
+        peer_slot& slot = found->second;
         if (slot.current) {
             retire(slot, *slot.current, connection->remote_instance);
             ++counters_.replaced_connections;
@@ -460,14 +544,27 @@ private:
     // --- Dialing -----------------------------------------------------------------------------
 
     void dial(peer_id id) {
-        peer_slot& slot = peers_.at(id);
+        const auto found = peers_.find(id);
+        if (found == peers_.end()) return;
+        peer_slot& slot = found->second;
         slot.redial_scheduled = false;
-        if (stopped_ || !started_ || slot.current || slot.dialing) return;
+        if (stopped_ || !started_ || slot.current || slot.dialing || !slot.dials()) return;
         if (clock::now() < slot.quarantined_until()) return schedule_redial(id, slot);
+        if (slot.endpoints.empty()) {
+            // A member learned from update_members: resolved now, and on failure tried again
+            // with the back-off (logged once until it resolves).
+            auto endpoints = resolve(slot.address, false, !slot.resolve_failed);
+            if (!endpoints) {
+                ++counters_.resolve_failures;
+                slot.resolve_failed = true;
+                return schedule_redial(id, slot);
+            }
+            slot.resolve_failed = false;
+            slot.endpoints = std::move(endpoints).assume_value();
+        }
         auto connection = std::make_shared<connection_type>(
             security_.make_stream(tcp::socket{executor_}), next_id_++, false, id, options_);
-        const tcp_endpoint& where = options_.peers.at(id);
-        connection->remote = fmt::format("{}:{}", where.host, where.port);
+        connection->remote = to_string(slot.address);
         slot.dialing = connection;
         start_handshake_timer(connection);
         boost::asio::async_connect(connection->stream.lowest_layer(), slot.endpoints,
@@ -529,12 +626,15 @@ private:
                             std::size_t) {
         if (connection->state != connection_state::handshaking) return;
         if (ec) return handshake_broken(connection, ec);
-        peers_.at(connection->peer).dialing.reset();
+        if (const auto found = peers_.find(connection->peer); found != peers_.end())
+            found->second.dialing.reset();
         establish(connection);
     }
 
     void schedule_redial(peer_id id, peer_slot& slot) {
-        if (stopped_ || !started_ || slot.current || slot.dialing || slot.redial_scheduled) return;
+        if (stopped_ || !started_ || slot.current || slot.dialing || slot.redial_scheduled ||
+            !slot.dials())
+            return;
         slot.redial_scheduled = true;
         auto delay = slot.retry.next_delay();
         const auto now = clock::now();
@@ -640,7 +740,9 @@ private:
     /// newer one may have been the impostor, and is gone).
     std::optional<std::string> duplicate_of(peer_id peer, std::uint64_t instance,
                                             const std::string& remote) {
-        peer_slot& slot = peers_.at(peer);
+        const auto found = peers_.find(peer);
+        if (found == peers_.end()) return std::nullopt;
+        peer_slot& slot = found->second;
         const auto it = std::find_if(slot.retired.begin(), slot.retired.end(),
                                      [&](const auto& r) { return r.first == instance; });
         if (it == slot.retired.end()) return std::nullopt;
@@ -744,7 +846,9 @@ private:
 
     void establish(const connection_ptr& connection) {
         connection->handshake_timer.cancel();
-        peer_slot& slot = peers_.at(connection->peer);
+        const auto found = peers_.find(connection->peer);
+        ZAB_ASSERT(found != peers_.end(), "tcp_transport: establishing a connection without a slot");
+        peer_slot& slot = found->second;
         deliver_owed_disconnect(connection->peer);
         if (stopped_ || connection->state != connection_state::handshaking) return;
         ZAB_ASSERT(!slot.current, "tcp_transport: a peer with two established connections");
@@ -845,7 +949,9 @@ private:
 
     /// Why `peer`'s handshake from `host` is refused now, if it is quarantined there.
     std::optional<rejection> quarantine_of(peer_id peer, const std::string& host) const {
-        const peer_slot& slot = peers_.at(peer);
+        const auto found = peers_.find(peer);
+        if (found == peers_.end()) return std::nullopt;
+        const peer_slot& slot = found->second;
         const auto it = slot.misbehaving.find(host);
         const auto now = clock::now();
         if (it == slot.misbehaving.end() || now >= it->second.until) return std::nullopt;
@@ -912,7 +1018,7 @@ private:
         if (slot.dialing == connection) slot.dialing.reset();
         const bool report = was_established && slot.current == connection;
         if (report) slot.current.reset();
-        if (slot.dialed_by_us) schedule_redial(connection->peer, slot);
+        schedule_redial(connection->peer, slot);  // if we dial it
         if (!report) return;
         if (how == notify::now) {
             report_disconnected(connection->peer, connection->id);
@@ -927,7 +1033,9 @@ private:
     }
 
     void deliver_owed_disconnect(peer_id peer) {
-        peer_slot& slot = peers_.at(peer);
+        const auto found = peers_.find(peer);
+        if (found == peers_.end()) return;
+        peer_slot& slot = found->second;
         if (!slot.owed_disconnect) return;
         const connection_id id = *slot.owed_disconnect;
         slot.owed_disconnect.reset();
@@ -955,11 +1063,100 @@ private:
         connection.handshake_timer.cancel();
     }
 
+    // --- Members and joiners (docs/protocol.md §9) --------------------------------------------
+
+    /// A slot for `id`, which has none yet.
+    peer_slot& add_slot(peer_id id, peer_kind kind, const tcp_endpoint& address) {
+        const std::uint64_t peer_seed = seed_ ^ (options_.self * 0x9E3779B97F4A7C15u) ^ id;
+        auto [it, added] = peers_.try_emplace(
+            id, executor_, kind, id < options_.self, address,
+            backoff{options_.reconnect_min, options_.reconnect_max, peer_seed}, ~peer_seed);
+        ZAB_ASSERT(added, "tcp_transport: a second slot for one peer id");
+        return it->second;
+    }
+
+    /// The digest a member list of `ids`, every one a voter, has (what a transport claims
+    /// when it is given no digest).
+    template <typename Map>
+    static std::uint64_t digest_of_ids(const Map& ids) {
+        std::vector<member> members;
+        for (const auto& [id, endpoint] : ids) members.push_back({id, {}});
+        return configuration::membership_digest(members);
+    }
+
+    /// A joiner's slot is in use while it has a connection, or a handshake past its hello.
+    bool joiner_in_use(peer_id id, const peer_slot& slot) const {
+        if (slot.current || slot.owed_disconnect) return true;
+        return std::any_of(pending_.begin(), pending_.end(),
+                           [id](const connection_ptr& c) { return c->peer == id; });
+    }
+
+    /// Lets `id` in if it is a member (or was one), or as a joiner while fewer than
+    /// max_joiners other joiners are in use; else the reason it is refused. A joiner gets a
+    /// slot (idle joiners' slots beyond a bound are reused, so that a stream of made-up ids
+    /// cannot grow the table).
+    std::optional<rejection> admit_joiner(peer_id id, const std::string& remote) {
+        auto it = peers_.find(id);
+        if (it != peers_.end() && it->second.kind != peer_kind::joiner) return std::nullopt;
+        std::size_t in_use = 0;
+        for (const auto& [other, slot] : peers_)
+            if (other != id && slot.kind == peer_kind::joiner && joiner_in_use(other, slot))
+                ++in_use;
+        if (in_use >= options_.max_joiners) {
+            return rejection{&handshake_rejections::too_many_joiners,
+                             fmt::format("peer {} is not a member, and {} joiners are connected "
+                                         "already (max_joiners {})",
+                                         id, in_use, options_.max_joiners)};
+        }
+        if (it != peers_.end()) return std::nullopt;
+        // Joiners' slots kept: those in use, and idle ones (kept for their quarantine, or
+        // until room is needed) up to a bound.
+        const std::size_t kept = max_joiner_slots();
+        if (forget_idle_joiners(kept) >= kept) {
+            return rejection{&handshake_rejections::too_many_joiners,
+                             fmt::format("peer {} is not a member, and {} joiners' records are "
+                                         "kept already (quarantined ones included)",
+                                         id, kept)};
+        }
+        add_slot(id, peer_kind::joiner, tcp_endpoint{});
+        ++counters_.joiners_admitted;
+        zab::log(log_level::info, "tcp_transport {}: peer {} (from {}) is not a member: let in "
+                 "as a joiner ({} of at most {})", options_.self, id, remote, in_use + 1,
+                 options_.max_joiners);
+        return std::nullopt;
+    }
+
+    /// The most joiners' slots kept at once: those in use (max_joiners) and idle ones.
+    std::size_t max_joiner_slots() const noexcept { return 4 * options_.max_joiners + 16; }
+
+    /// Forgets the slots of joiners not in use (nothing references them: no connection, no
+    /// handshake, no quarantine) while `keep` or more joiner slots exist, to make room for
+    /// one; returns how many joiner slots remain.
+    std::size_t forget_idle_joiners(std::size_t keep) {
+        std::size_t joiners = 0;
+        for (const auto& [id, slot] : peers_) joiners += slot.kind == peer_kind::joiner;
+        const auto now = clock::now();
+        for (auto it = peers_.begin(); it != peers_.end() && joiners >= keep;) {
+            const peer_slot& slot = it->second;
+            if (slot.kind == peer_kind::joiner && !slot.dialing && !slot.redial_scheduled &&
+                !joiner_in_use(it->first, slot) && now >= slot.quarantined_until()) {
+                it = peers_.erase(it);
+                --joiners;
+            } else {
+                ++it;
+            }
+        }
+        return joiners;
+    }
+
     // --- Start-up ----------------------------------------------------------------------------
 
-    /// An IP literal as is; a host name through the system resolver, synchronously (start()
-    /// only: Asio's asynchronous resolver would run a thread of its own).
-    result<std::vector<tcp::endpoint>> resolve(const tcp_endpoint& where, bool passive) {
+    /// An IP literal as is; a host name through the system resolver, synchronously (Asio's
+    /// asynchronous resolver would run a thread of its own): at start(), and when a member
+    /// learned from update_members is first dialed. A failure is logged (at debug unless
+    /// `loud`).
+    result<std::vector<tcp::endpoint>> resolve(const tcp_endpoint& where, bool passive,
+                                               bool loud = true) {
         boost::system::error_code ec;
         const auto address = boost::asio::ip::make_address(where.host, ec);
         if (!ec) return std::vector<tcp::endpoint>{tcp::endpoint{address, where.port}};
@@ -968,8 +1165,9 @@ private:
         if (passive) flags = flags | tcp::resolver::passive;
         const auto results = resolver.resolve(where.host, std::to_string(where.port), flags, ec);
         if (ec || results.empty()) {
-            zab::log(log_level::error, "tcp_transport {}: cannot resolve {}: {}", options_.self,
-                     where.host, ec ? ec.message() : std::string{"no address"});
+            zab::log(loud ? log_level::error : log_level::debug,
+                     "tcp_transport {}: cannot resolve {}: {}", options_.self, where.host,
+                     ec ? ec.message() : std::string{"no address"});
             if (ec) return std::error_code{ec};
             return make_error_code(errc::invalid_options);
         }
@@ -987,7 +1185,11 @@ private:
     std::vector<member_conflict> conflicts_;
     tcp::acceptor acceptor_;
     boost::asio::steady_timer accept_retry_timer_;
-    std::map<peer_id, peer_slot> peers_;  // every member but self; fixed after construction
+    /// Every member but self, then joiners and retired members (update_members, admit_joiner).
+    /// A member's or retired member's slot is never erased; a joiner's only when nothing
+    /// references it (forget_idle_joiners).
+    std::map<peer_id, peer_slot> peers_;
+    std::uint64_t seed_ = 0;  // the back-off's and the quarantine's jitter
     std::set<connection_ptr> pending_;    // inbound, handshake not complete
     std::map<std::string, std::size_t> pending_by_host_;  // pending_, per source address
     bool pending_full_logged_ = false;

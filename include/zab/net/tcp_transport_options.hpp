@@ -9,7 +9,9 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
+#include <string_view>
 
 #include <fmt/format.h>
 
@@ -17,15 +19,33 @@
 #include "zab/core/codec.hpp"
 #include "zab/core/error.hpp"
 #include "zab/core/types.hpp"
+#include "zab/net/endpoint.hpp"
 #include "zab/net/handshake.hpp"
 
 namespace zab::asio {
 
-/// Where a replica listens: an IP literal ("127.0.0.1", "::1", "0.0.0.0") or a host name.
-/// Host names are resolved once, in `tcp_transport::start()`.
-struct tcp_endpoint {
-    std::string host;
-    std::uint16_t port = 0;
+/// What the transport knows a peer id as (`tcp_transport::peer_info`).
+enum class peer_kind : std::uint8_t {
+    member,   ///< in the member list (options.peers, then update_members): dialed if lower
+    joiner,   ///< not a member: it connected to us (a replica joining, docs/protocol.md §9)
+    retired,  ///< a member no longer: never dialed again, its connections still accepted
+};
+
+constexpr std::string_view to_string(peer_kind kind) noexcept {
+    switch (kind) {
+        case peer_kind::member: return "member";
+        case peer_kind::joiner: return "joiner";
+        case peer_kind::retired: return "retired";
+    }
+    return "?";
+}
+
+/// One peer as the transport sees it.
+struct transport_peer {
+    peer_kind kind = peer_kind::member;
+    tcp_endpoint address;    ///< where it is dialed (an empty host: unknown)
+    bool dialed_by_us = false;  ///< its id is below ours (and it is a member with an address)
+    bool connected = false;     ///< it has an established connection
 };
 
 /// Options of `tcp_transport`, checked by `problem()` / `validate()` (and by `start()`).
@@ -39,7 +59,8 @@ struct tcp_transport_options {
 
     /// Every member of the group, this replica included; self's entry is where to listen
     /// (port 0: any free port, see `tcp_transport::local_port()`). The higher id of each pair
-    /// dials the lower one, so the endpoints of higher ids are never dialed from here.
+    /// dials the lower one, so the endpoints of higher ids are never dialed from here. The
+    /// list changes with `tcp_transport::update_members` (reconfiguration, §9).
     std::map<peer_id, tcp_endpoint> peers;
 
     /// The member list this replica was started with, as the handshake compares it
@@ -91,6 +112,13 @@ struct tcp_transport_options {
     unsigned misbehaviour_burst = 8;
     std::chrono::milliseconds quarantine_min{1000};
     std::chrono::milliseconds quarantine_max{60000};
+
+    /// A replica whose id is not a member (not in `peers`, nor added by `update_members`)
+    /// may connect: it is joining the group (docs/protocol.md §9; the core lets it follow
+    /// without a vote). At most this many distinct such ids have a connection (or a handshake
+    /// past its hello) at once; the next is refused (`too_many_joiners`, logged). 0 refuses
+    /// every id that is not a member. With TLS its certificate must name the id it claims.
+    std::size_t max_joiners = 16;
 
     /// Empty if the options are usable, else the first problem found, naming the field.
     std::string problem() const {
@@ -155,7 +183,8 @@ struct handshake_rejections {
     std::uint64_t bad_version = 0;       ///< a handshake version this build does not speak
     std::uint64_t malformed = 0;         ///< unknown message kind, reserved bits set
     std::uint64_t wrong_cluster = 0;     ///< a replica of another group
-    std::uint64_t unknown_peer = 0;      ///< an id that is not a member, or our own
+    std::uint64_t unknown_peer = 0;      ///< our own id
+    std::uint64_t too_many_joiners = 0;  ///< not a member, and max_joiners others are connected
     std::uint64_t unexpected_peer = 0;   ///< a member, but not the one the message is for
     std::uint64_t wrong_direction = 0;   ///< a member that this replica dials dialed it
     std::uint64_t timeout = 0;           ///< not finished within handshake_timeout
@@ -212,6 +241,8 @@ struct transport_counters {
     std::uint64_t replaced_connections = 0;     ///< closed because the peer connected again
     std::uint64_t quarantines = 0;              ///< quarantines begun (bad frames, see options)
     std::uint64_t stale_sends_dropped = 0;      ///< sends naming a connection no longer current
+    std::uint64_t joiners_admitted = 0;  ///< ids that are not members let in (first handshake)
+    std::uint64_t resolve_failures = 0;  ///< a learned member's host name did not resolve
 };
 
 }  // namespace zab::asio

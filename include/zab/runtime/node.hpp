@@ -11,8 +11,9 @@
 //   strand. Every handler of the node, the transport, and every call into the log's
 //   `log_store` members and into the state machine (`apply`, `snapshot`, `restore`) runs
 //   on it. Nothing else of the node is thread-safe.
-// - `async_propose`, `async_sync` and `async_transfer_leadership` may be called from any thread: they copy what they need
-//   and post to the executor. Every other member must be called on the executor.
+// - `async_propose`, `async_sync`, `async_transfer_leadership` and `async_reconfigure` may be
+//   called from any thread: they copy what they need and post to the executor. Every other
+//   member must be called on the executor.
 // - Local reads (`machine()`) must run on the executor too, e.g. inside
 //   `boost::asio::dispatch(node.get_executor(), …)`: that is where `apply` writes.
 // - What blocks: a flush job's `run()` (write + fdatasync). With `disk_executor` (say a
@@ -20,8 +21,23 @@
 //   the node's executor never waits for the disk; without it they run on the node's
 //   executor, which then blocks for each fsync (simple, and slower). The node starts no
 //   thread of its own.
+//
+// Membership (docs/protocol.md §9). `async_reconfigure` changes it; after every step the node
+// hands the transport every member of the committed and pending configurations with its peer
+// address (`member::address`, "host:port" or "[v6]:port"; a member without one keeps its
+// `node_options::transport.peers` entry), so that replicas added later are reached and
+// removed ones are no longer dialed (`tcp_transport::update_members`).
+//
+// Joining. A replica started outside the configuration (its id not a member of
+// `node_options::config`, nor of the configuration its log recovered) joins the group: it
+// needs `options::non_voter_until_synced`, follows the leader without a vote, and is made a
+// member by an `async_reconfigure` on the group. Its id must be above every member id it
+// knows (the configuration's and `transport.peers`'): the higher id of each pair dials the
+// lower, and the members, who do not know the joiner yet, never dial it. `start()` refuses
+// a lower one with `invalid_options`, naming the id to pick.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <string>
 #include <cstddef>
@@ -49,6 +65,7 @@
 #include "zab/core/logging.hpp"
 #include "zab/core/options.hpp"
 #include "zab/core/peer.hpp"
+#include "zab/core/reconfig.hpp"
 #include "zab/net/tcp_transport.hpp"
 #include "zab/runtime/flushable_log.hpp"
 
@@ -61,7 +78,10 @@ struct node_options {
     /// `start()` refuses a log of another cluster (`file_log_options::cluster_id`) or one of
     /// those fields set to something else. 0: the two fields as given, which must agree.
     std::uint64_t cluster_id = 0;
-    configuration config;            ///< the group's members (voters and observers)
+    /// The group's members (voters and observers) as this replica is started with them; a
+    /// log that holds reconfigurations overrides it (§9). A replica not in it joins the group
+    /// (options::non_voter_until_synced; its id above every member's: see the file comment).
+    configuration config;
     options peer;                    ///< the core's options: timing in ticks, bounds, compaction
     tcp_transport_options transport; ///< `transport.self` is this replica; its peers' addresses
     /// How long one tick of the peer's clock lasts (every duration in `peer` counts ticks).
@@ -82,9 +102,12 @@ inline tcp_transport_options transport_options_of(const node_options& options) {
 
 /// What a client operation completes with, beside its error code.
 struct reply {
-    zxid id;          ///< success: the write's zxid, or for a sync the zxid applied here
+    /// Success: the write's zxid, for a sync the zxid applied here, for a reconfiguration
+    /// the new configuration's version.
+    zxid id;
     peer_id leader = 0;  ///< with `not_leader`: the leader this replica knows of, 0 if none
-    std::optional<tcp_endpoint> leader_address;  ///< that leader's peer address, if configured
+    /// That leader's peer address, if known (its `member::address`, or transport.peers).
+    std::optional<tcp_endpoint> leader_address;
 };
 
 /// One learner as the leader sees it.
@@ -109,6 +132,11 @@ struct node_status {
     /// Members that contradict this one (a different member list, a duplicate id), as the
     /// transport's handshakes found them; empty in a consistent group.
     std::vector<member_conflict> conflicts;
+    /// The committed configuration (§9): its version (0 until the first reconfiguration
+    /// commits) and members, with the addresses the configuration carries.
+    configuration config;
+    bool reconfig_pending = false;  ///< a reconfiguration is logged here, not committed yet
+    bool removed = false;  ///< a reconfiguration removed this replica: it stopped taking part
 };
 
 /// `Transport` carries the frames between replicas: `tcp_transport` (plaintext, the default),
@@ -116,7 +144,9 @@ struct node_status {
 /// the application's own: a `zab::transport` constructible from (executor,
 /// tcp_transport_options, transport_handler, extra...) — the extra arguments are the node
 /// constructor's last ones, e.g. a `tls_security` — with `start()`, `stop()`, `conflicts()`,
-/// `local_port()` and `counters()` as `basic_transport` has them.
+/// `local_port()` and `counters()` as `basic_transport` has them, and optionally
+/// `update_members(members, config_version, config_digest)` (without it, the member list is
+/// the one it was constructed with: replicas added later are not reached).
 template <flushable_log Log, state_machine StateMachine, typename Policies = default_policies,
           zab::transport Transport = tcp_transport>
 class node {
@@ -179,6 +209,10 @@ public:
         auto created = peer_type::create(options_.transport.self, options_.config, peer_options,
                                          transport_, log_, machine_);
         if (!created) return created.error();
+        if (auto problem = joiner_id_problem(*created.value()); !problem.empty()) {
+            zab::log(log_level::error, "invalid options: {}", problem);
+            return make_error_code(errc::invalid_options);
+        }
         if (auto listening = transport_.start(); !listening) return listening.error();
         started_ = true;
         peer_ = std::move(created).value();
@@ -279,6 +313,42 @@ public:
             token, target);
     }
 
+    /// Changes the group's membership (docs/protocol.md §9; the core's `peer::reconfigure`),
+    /// from any replica: `request.members` is the whole new member list (a `member::address`
+    /// on each lets every replica reach the new ones), `request.expected_version` the
+    /// committed version it must replace (compare-and-set; `status().config.version()`).
+    /// Completes with the new configuration's version (`reply.id`) once it committed and this
+    /// replica applied it. Errors: `invalid_argument` (no valid configuration: no voter, a
+    /// duplicate id, id 0, a bad address), `reconfig_in_progress` (another one is not
+    /// committed yet), `version_mismatch`, `new_config_no_quorum` (the new configuration's
+    /// voters synced with the leader are no quorum of it: start the new replicas first, with
+    /// options::non_voter_until_synced, and let them sync), `not_leader`, `transferring`,
+    /// `backpressure`, `not_a_member` (this replica was removed), `shutting_down`,
+    /// `storage_failed`; `outcome_unknown` when it may or may not have committed.
+    template <typename CompletionToken>
+    auto async_reconfigure(reconfig_request request, CompletionToken&& token) {
+        return boost::asio::async_initiate<CompletionToken, completion_signature>(
+            [executor = executor_, alive = alive_, this](auto handler, reconfig_request change) {
+                boost::asio::post(executor, [executor, alive, this, change = std::move(change),
+                                             h = std::move(handler)]() mutable {
+                    if (!*alive) return complete(std::move(h), executor, errc::shutting_down, {});
+                    start_request(std::move(h),
+                                  [&] { return peer_->reconfigure(std::move(change)); });
+                });
+            },
+            token, std::move(request));
+    }
+
+    /// Member `id`'s peer address as this replica knows it: from the configurations in force
+    /// (`member::address`), else `node_options::transport.peers`; nullopt if neither says.
+    std::optional<tcp_endpoint> address_of(peer_id id) const {
+        if (const auto it = addresses_.find(id); it != addresses_.end() && !it->second.host.empty())
+            return it->second;
+        if (const auto it = options_.transport.peers.find(id); it != options_.transport.peers.end())
+            return it->second;
+        return std::nullopt;
+    }
+
     /// The executor the node runs on.
     boost::asio::any_io_executor get_executor() const noexcept { return executor_; }
 
@@ -300,6 +370,9 @@ public:
         s.last_committed = p.last_committed;
         s.last_applied = p.last_applied;
         s.failure = p.failure;
+        s.config = peer_->configuration_in_force();
+        s.reconfig_pending = p.reconfig_in_progress;
+        s.removed = p.removed;
         for (const learner_status& l : p.learners)
             s.followers.push_back({l.id, l.type, l.stage == learner_link::stage::broadcasting,
                                    l.last_acked, l.lag});
@@ -365,6 +438,68 @@ private:
         deliver_completions(std::move(ready.completions));
         if (ready.flush_due) maybe_flush();
         if (ready.snapshot) serialize_snapshot(std::move(*ready.snapshot));
+        follow_membership();
+    }
+
+    /// Why this replica may not start as a joiner, if it is one (see the file comment):
+    /// its id is not above every member id it knows. Empty otherwise.
+    std::string joiner_id_problem(const peer_type& created) const {
+        const peer_id self = options_.transport.self;
+        const configuration& in_force = created.configuration_in_force();
+        const auto& pending = created.pending_configurations();
+        const bool is_member = in_force.contains(self) ||
+                            std::any_of(pending.begin(), pending.end(),
+                                        [&](const configuration& c) { return c.contains(self); });
+        if (is_member || created.status().removed) return {};
+        peer_id highest = 0;
+        for (const member& m : in_force.members()) highest = std::max(highest, m.id);
+        for (const configuration& c : pending)
+            for (const member& m : c.members()) highest = std::max(highest, m.id);
+        for (const auto& [id, endpoint] : options_.transport.peers)
+            if (id != self) highest = std::max(highest, id);
+        if (self > highest) return {};
+        return fmt::format(
+            "replica {} is not a member of configuration {} and so joins the group, but member "
+            "{} has a higher id: the higher id of each pair dials the lower, and the members do "
+            "not know a joiner yet, so none would reach it. Start it with an id above {} (e.g. "
+            "{})",
+            self, zxid::from_value(in_force.version()), highest, highest, highest + 1);
+    }
+
+    /// Hands the transport the members of the committed and pending configurations, with
+    /// their addresses, whenever those configurations change (a version compared, §9).
+    void follow_membership() {
+        const configuration& in_force = peer_->configuration_in_force();
+        const auto& pending = peer_->pending_configurations();
+        std::vector<std::uint64_t> versions{in_force.version()};
+        for (const configuration& c : pending) versions.push_back(c.version());
+        if (versions == followed_versions_) return;
+        followed_versions_ = std::move(versions);
+        std::map<peer_id, tcp_endpoint> members;
+        const auto take = [&](const configuration& c) {
+            for (const member& m : c.members()) {
+                tcp_endpoint& where = members[m.id];
+                if (const auto parsed = parse_endpoint(m.address)) {
+                    where = *parsed;
+                } else if (where.host.empty()) {
+                    if (!m.address.empty())
+                        zab::log(log_level::warn, "node {}: member {}'s address '{}' is not "
+                                 "host:port; using transport.peers' entry", options_.transport.self,
+                                 m.id, m.address);
+                    if (const auto it = options_.transport.peers.find(m.id);
+                        it != options_.transport.peers.end())
+                        where = it->second;
+                }
+            }
+        };
+        take(in_force);
+        for (const configuration& c : pending) take(c);  // the newer address wins
+        addresses_ = members;
+        if constexpr (requires(Transport& t) {
+                          t.update_members(members, std::uint64_t{}, std::uint64_t{});
+                      }) {
+            transport_.update_members(members, in_force.version(), in_force.digest());
+        }
     }
 
     /// Snapshot work the peer handed out (a zab::deferred_snapshot_machine's view) is
@@ -410,9 +545,7 @@ private:
             pending_.erase(it);
             reply r;
             r.leader = c.leader_hint;
-            if (const auto address = options_.transport.peers.find(c.leader_hint);
-                c.leader_hint != 0 && address != options_.transport.peers.end())
-                r.leader_address = address->second;
+            if (c.leader_hint != 0) r.leader_address = address_of(c.leader_hint);
             if (c.outcome) r.id = c.outcome.value();
             const std::error_code error = c.outcome ? std::error_code{} : c.outcome.error();
             complete(std::move(handler), executor_, error, std::move(r));
@@ -492,6 +625,10 @@ private:
     std::chrono::steady_clock::duration tick_length_{};
     std::uint64_t ticks_given_ = 0;
     std::map<request_id, handler_type> pending_;
+    /// The versions of the configurations last handed to the transport (committed, then
+    /// pending), and the members' addresses they gave (follow_membership).
+    std::vector<std::uint64_t> followed_versions_;
+    std::map<peer_id, tcp_endpoint> addresses_;
     /// False once stopped: posted work (timer, flush, client calls) checks it before
     /// touching the node, which may be gone by then.
     std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
