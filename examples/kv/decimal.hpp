@@ -13,6 +13,20 @@
 
 namespace zab::kv {
 
+/// An unsigned decimal of at most 20 digits that fits in a uint64 (TAGGED's client id and
+/// sequence, replica ids, configuration versions), or nullopt.
+constexpr std::optional<std::uint64_t> parse_uint64(std::string_view text) noexcept {
+    if (text.empty() || text.size() > 20) return std::nullopt;
+    std::uint64_t value = 0;
+    for (const char c : text) {
+        if (c < '0' || c > '9') return std::nullopt;
+        const auto digit = static_cast<std::uint64_t>(c - '0');
+        if (value > (UINT64_MAX - digit) / 10) return std::nullopt;
+        value = value * 10 + digit;
+    }
+    return value;
+}
+
 /// The int64 `text` spells in Redis's strict decimal form, or nullopt.
 constexpr std::optional<std::int64_t> parse_int64(std::string_view text) noexcept {
     if (text.empty() || text.size() > 20) return std::nullopt;  // "-9223372036854775808"

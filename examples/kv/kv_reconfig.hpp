@@ -32,6 +32,7 @@
 #include <variant>
 #include <vector>
 
+#include "decimal.hpp"
 #include "kv_calls.hpp"
 #include "resp_parser.hpp"
 #include "zab/core/config.hpp"
@@ -70,15 +71,8 @@ inline std::string_view role_of(const member& m) {
 namespace detail {
 
 inline std::optional<std::uint64_t> reconfig_number(std::string_view text, std::uint64_t max) {
-    if (text.empty() || text.size() > 20) return std::nullopt;
-    std::uint64_t value = 0;
-    for (const char c : text) {
-        if (c < '0' || c > '9') return std::nullopt;
-        const auto digit = static_cast<std::uint64_t>(c - '0');
-        if (value > (UINT64_MAX - digit) / 10) return std::nullopt;
-        value = value * 10 + digit;
-    }
-    if (value > max) return std::nullopt;
+    const auto value = parse_uint64(text);
+    if (!value || *value > max) return std::nullopt;
     return value;
 }
 

@@ -115,18 +115,6 @@ inline request::immediate unknown_command(const resp::command& args) {
     return error(text::unknown_command(args));
 }
 
-/// An unsigned decimal (TAGGED's client id and sequence).
-inline std::optional<std::uint64_t> parse_uint64(std::string_view text) {
-    if (text.empty() || text.size() > 20) return std::nullopt;
-    std::uint64_t value = 0;
-    for (const char c : text) {
-        if (c < '0' || c > '9') return std::nullopt;
-        const auto digit = static_cast<std::uint64_t>(c - '0');
-        if (value > (UINT64_MAX - digit) / 10) return std::nullopt;
-        value = value * 10 + digit;
-    }
-    return value;
-}
 
 /// The write of `c`, or the clear error when its encoding exceeds `max_txn_bytes` (zab's
 /// log record / frame limit: a larger transaction must never reach the core).

@@ -241,7 +241,7 @@ constexpr std::string_view usage_text =
     "                   --client-port 6381 --data build/cluster/replica-1/data\n";
 
 std::optional<std::uint64_t> parse_number(std::string_view text, std::uint64_t max) {
-    const auto value = zab::kv::detail::parse_uint64(text);
+    const auto value = zab::kv::parse_uint64(text);
     if (!value || *value > max) return std::nullopt;
     return value;
 }
