@@ -4,10 +4,11 @@
 // (`zab::asio::node::async_reconfigure`), and the texts INFO shows of a configuration.
 //
 //   ZRECONFIG [VERSION v] MEMBER id host:port [VOTER|OBSERVER|LEARNER] [WEIGHT w] [GROUP g]
-//             [MEMBER ...]
+//             [CLIENT host:port] [MEMBER ...]
 //       the whole new member list; with VERSION, only if the configuration in force is
 //       version v (INFO config_version), else unconditionally
 //   ZRECONFIG [VERSION v] ADD id host:port [VOTER|OBSERVER|LEARNER] [WEIGHT w] [GROUP g]
+//             [CLIENT host:port]
 //   ZRECONFIG [VERSION v] REMOVE id
 //       the configuration in force on this replica with one member added (start it first with
 //       kv_server --new-member) or removed; compare-and-set on that configuration's version
@@ -17,7 +18,8 @@
 // so that every replica, and replicas added later, can reach it. VOTER (the default) votes;
 // OBSERVER follows without a vote; LEARNER is an observer that the leader promotes to voter
 // once it has caught up (member::promote). WEIGHT and GROUP: weighted and hierarchical
-// quorums (member::weight, member::group). Replies: `+OK <version>` (the new configuration's
+// quorums (member::weight, member::group). CLIENT: the member's client (RESP) address
+// (member::client_address), which -NOQUORUM, -REDIRECT and INFO name for it. Replies: `+OK <version>` (the new configuration's
 // version, once committed and applied on this replica), or an error (kv_requests.hpp,
 // error_reply). An admin command (kv_auth.hpp).
 #pragma once
@@ -77,7 +79,7 @@ inline std::optional<std::uint64_t> reconfig_number(std::string_view text, std::
 }
 
 /// One member from `args[at]` on: `id host:port [VOTER|OBSERVER|LEARNER] [WEIGHT w]
-/// [GROUP g]`, up to the next MEMBER or the end; `at` is left after it.
+/// [GROUP g] [CLIENT host:port]`, up to the next MEMBER or the end; `at` is left after it.
 inline std::variant<member, std::string> parse_member(const resp::command& args,
                                                       std::size_t& at) {
     if (at + 2 > args.size()) return std::string{"ERR ZRECONFIG: a member needs an id and host:port"};
@@ -113,9 +115,19 @@ inline std::variant<member, std::string> parse_member(const resp::command& args,
                        (word == "WEIGHT" ? " 0.." + std::to_string(configuration::max_weight) : "");
             (word == "WEIGHT" ? m.weight : m.group) = static_cast<std::uint32_t>(*value);
             at += 2;
+        } else if (word == "CLIENT") {
+            const auto client = at + 1 < args.size() && args[at + 1].size() <= max_address_size
+                                    ? asio::parse_endpoint(args[at + 1])
+                                    : std::nullopt;
+            if (!client)
+                return std::string{"ERR ZRECONFIG: CLIENT takes host:port (the member's client "
+                                   "address; [v6]:port for IPv6)"};
+            m.client_address = asio::to_string(*client);
+            at += 2;
         } else {
             return "ERR ZRECONFIG: unexpected '" + args[at].substr(0, 64) +
-                   "' (after a member: VOTER, OBSERVER, LEARNER, WEIGHT w, GROUP g, MEMBER)";
+                   "' (after a member: VOTER, OBSERVER, LEARNER, WEIGHT w, GROUP g, CLIENT "
+                   "host:port, MEMBER)";
         }
     }
     return m;

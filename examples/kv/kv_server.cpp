@@ -9,6 +9,7 @@
 //             [--max-clients 10000] [--timeout 0] [--max-input-bytes 536870912]
 //             [--output-soft-limit 8388608] [--output-hard-limit 268435456]
 //             [--client-addresses 1=127.0.0.1:6381,2=127.0.0.1:6382,3=127.0.0.1:6383]
+//             [--leader-wait-ms 0]
 //             [--peer-tls-cert F --peer-tls-key F --peer-tls-ca F] [--tls-min-version 1.3]
 //             [--tls-cert F --tls-key F [--tls-ca-cert F] [--tls-auth-clients yes|no|optional]]
 //             [--requirepass P | --requirepass-file F]
@@ -31,10 +32,15 @@
 //   made afterwards; a reload that fails keeps the old ones) and the password files (for
 //   connections opened afterwards).
 //
-// Finding the leader: --client-addresses lists every member's client (RESP) address; INFO
-// then reports `client_address_<id>:<host:port>` lines and `leader_client_address`, and a
+// Finding the leader: --client-addresses lists every member's client (RESP) address; they go
+// into the configuration (member::client_address), and ZRECONFIG's CLIENT host:port gives a
+// new member's. INFO then reports `client_address_<id>:<host:port>` lines and
+// `leader_client_address`, -NOQUORUM names the last known leader's client address, and a
 // connection that sent CLIENT REDIRECT ON gets `-REDIRECT host:port` for a write on a
 // replica that is not the leader (without the flag only this replica's own address is known).
+// --leader-wait-ms N: a write or ZSYNC that finds no established leader (an election is
+// running) waits up to N ms for one before it fails -NOQUORUM (node_options::leader_wait;
+// only refusals that left the write unproposed are retried). 0 (the default): fail at once.
 //
 // Expiry: only the leader's clock moves expiry. While it leads, a replica checks every 10 ms
 // whether a key's expiry has passed by its wall clock and then proposes a TICK stamped with
@@ -202,6 +208,8 @@ struct server_args {
     std::uint64_t output_soft_limit = std::uint64_t{8} << 20;
     std::uint64_t output_hard_limit = std::uint64_t{256} << 20;
     std::map<peer_id, std::string> client_addresses;  ///< --client-addresses: id → host:port
+    /// --leader-wait-ms: how long a write or ZSYNC waits for a leader (node_options::leader_wait).
+    std::uint64_t leader_wait_ms = 0;
     // --peer-tls-*: mutual TLS between replicas (all three, or none: plaintext).
     std::string peer_tls_cert, peer_tls_key, peer_tls_ca;
     zab::asio::tls_version tls_min_version = zab::asio::tls_version::tls1_3;
@@ -232,6 +240,7 @@ constexpr std::string_view usage_text =
     "                 [--timeout 0] [--max-input-bytes 536870912]\n"
     "                 [--output-soft-limit 8388608] [--output-hard-limit 268435456]\n"
     "                 [--on-corruption refuse|resync] [--client-addresses ID=HOST:PORT,...]\n"
+    "                 [--leader-wait-ms 0]\n"
     "                 [--peer-tls-cert F --peer-tls-key F --peer-tls-ca F]\n"
     "                 [--tls-min-version 1.2|1.3] [--tls-cert F --tls-key F [--tls-ca-cert F]\n"
     "                 [--tls-auth-clients yes|no|optional]]\n"
@@ -301,7 +310,7 @@ std::variant<server_args, std::string> parse_args(int argc, char** argv) {
             continue;
         }
         if (flag == "-h" || flag == "--help") return std::string{};
-        static constexpr std::array<std::string_view, 31> valued{"--client-addresses",
+        static constexpr std::array<std::string_view, 32> valued{"--client-addresses",
             "--id",           "--peers",           "--client-port",       "--client-host",
             "--data",         "--tick-ms",         "--snapshot-every",    "--snapshot-every-bytes",
             "--cluster-id",   "--log-level",       "--max-clients",       "--timeout",
@@ -309,7 +318,7 @@ std::variant<server_args, std::string> parse_args(int argc, char** argv) {
             "--peer-tls-cert", "--peer-tls-key",   "--peer-tls-ca",       "--tls-min-version",
             "--tls-cert",     "--tls-key",         "--tls-ca-cert",       "--tls-auth-clients",
             "--requirepass",  "--requirepass-file", "--admin-user",       "--admin-pass",
-            "--admin-pass-file"};
+            "--admin-pass-file", "--leader-wait-ms"};
         if (std::find(valued.begin(), valued.end(), flag) == valued.end())
             return fmt::format("unknown option '{}'", flag);
         if (i + 1 >= argc) return fmt::format("{} needs a value", flag);
@@ -326,6 +335,10 @@ std::variant<server_args, std::string> parse_args(int argc, char** argv) {
                 return "--client-addresses" + problem->substr(std::string_view{"--peers"}.size());
             for (const auto& [id, endpoint] : parsed)
                 a.client_addresses[id] = fmt::format("{}:{}", endpoint.host, endpoint.port);
+        } else if (flag == "--leader-wait-ms") {
+            const auto wait = parse_number(value, 3'600'000);
+            if (!wait) return fmt::format("--leader-wait-ms: '{}' is not 0..3600000", value);
+            a.leader_wait_ms = *wait;
         } else if (flag == "--client-port") {
             const auto port = parse_number(value, 65535);
             if (!port) return fmt::format("--client-port: '{}' is not a port 0..65535", value);
@@ -655,7 +668,7 @@ public:
             std::optional<std::string> refused;
             if (error) {
                 ++self->owner_.counters().syncs_failed;
-                refused = zab::kv::error_reply(error, r.leader, address_of(r.leader_address));
+                refused = zab::kv::error_reply(error, r.leader, self->owner_.leader_client_address(r));
             }
             self->session_.sync_done(ticket, std::move(refused));
             self->pump();
@@ -667,7 +680,8 @@ public:
             target, [self = this->shared_from_this(), ticket](boost::system::error_code error,
                                                               zab::asio::reply r) {
                 std::optional<std::string> refused;
-                if (error) refused = zab::kv::error_reply(error, r.leader, address_of(r.leader_address));
+                if (error)
+                    refused = zab::kv::error_reply(error, r.leader, self->owner_.leader_client_address(r));
                 self->session_.sync_done(ticket, std::move(refused));
                 self->pump();
             });
@@ -708,7 +722,7 @@ public:
                          error ? error.message() : fmt::format("committed as version {}", r.id.value()));
                 self->session_.reconfig_done(
                     ticket, zab::kv::reconfig_reply(error, r.id.value(), r.leader,
-                                                    address_of(r.leader_address)));
+                                                    self->owner_.leader_client_address(r)));
                 self->pump();
             });
     }
@@ -1014,9 +1028,23 @@ public:
     std::optional<std::string> redirect_target() const {
         const zab::asio::node_status s = node_.status();
         if (!s.established || s.leader == args_.id) return std::nullopt;
-        const auto it = args_.client_addresses.find(s.leader);
-        if (it == args_.client_addresses.end()) return std::nullopt;
-        return it->second;
+        std::string address = client_address_of(s.leader);
+        if (address.empty()) return std::nullopt;
+        return address;
+    }
+
+    /// Member `id`'s client address: the configuration's (ZRECONFIG ... CLIENT host:port),
+    /// else --client-addresses; empty when neither says.
+    std::string client_address_of(peer_id id) const {
+        if (std::string address = node_.client_address_of(id); !address.empty()) return address;
+        const auto it = args_.client_addresses.find(id);
+        return it == args_.client_addresses.end() ? std::string{} : it->second;
+    }
+
+    /// The client address of the leader a failed operation names (for -NOQUORUM), if known.
+    std::string leader_client_address(const zab::asio::reply& r) const {
+        if (!r.leader_client_address.empty()) return r.leader_client_address;
+        return r.leader == 0 ? std::string{} : client_address_of(r.leader);
     }
     server_counters& counters() { return counters_; }
     /// The one read buffer (connections read into it and hand the bytes over at once).
@@ -1054,7 +1082,7 @@ public:
     std::string write_reply(boost::system::error_code error, const zab::asio::reply& r) {
         if (error) {
             ++counters_.writes_failed;
-            return zab::kv::error_reply(error, r.leader, address_of(r.leader_address),
+            return zab::kv::error_reply(error, r.leader, leader_client_address(r),
                                         forwarded_bound, zab::kv::session_options{}.max_writes_in_flight);
         }
         if (auto outcome = node_.machine().outcome_of(r.id)) return zab::kv::outcome_reply(*outcome);
@@ -1091,10 +1119,8 @@ public:
         // Finding the leader: every member's client address (--client-addresses).
         for (const auto& [id, address] : args_.client_addresses)
             line(fmt::format("client_address_{}", id), address);
-        const auto leader_client = args_.client_addresses.find(s.leader);
-        line("leader_client_address", s.established && leader_client != args_.client_addresses.end()
-                                          ? leader_client->second
-                                          : std::string{});
+        line("leader_client_address",
+             s.established && s.leader != 0 ? client_address_of(s.leader) : std::string{});
         line("last_zxid", s.last_logged);
         line("last_zxid_raw", s.last_logged.value());
         line("last_committed", s.last_committed);
@@ -1367,10 +1393,17 @@ zab::asio::node_options node_options_for(const server_args& args) {
     // The group as this replica starts with it: every --peers entry, or, for a new member, the
     // others (its data directory holds the real one once a reconfiguration added it).
     std::vector<zab::member> members;
-    for (const auto& [id, endpoint] : args.peers)
-        if (!args.new_member || id != args.id)
-            members.push_back({id, zab::learner_type::participant});
+    for (const auto& [id, endpoint] : args.peers) {
+        if (args.new_member && id == args.id) continue;
+        zab::member m{id, zab::learner_type::participant};
+        // Carried so that a not_leader reply names the leader's client address
+        // (member::client_address); a reconfiguration's members bring their own.
+        if (const auto client = args.client_addresses.find(id); client != args.client_addresses.end())
+            m.client_address = client->second;
+        members.push_back(std::move(m));
+    }
     o.config = zab::configuration::make(std::move(members)).value();
+    o.leader_wait = std::chrono::milliseconds{args.leader_wait_ms};
     o.tick = std::chrono::milliseconds{args.tick_ms};
     o.cluster_id = args.cluster_id;  // once: the peer and the transport take it
     o.peer.snapshot_every = args.snapshot_every;

@@ -61,6 +61,13 @@ TEST_CASE("ZRECONFIG parses the whole list, ADD and REMOVE, with types, weights,
     CHECK(add.expected_version == 77u);
     CHECK(add.members == std::vector<member>{{5, learner_type::participant, 0, 1, false, "h5:7005"}});
 
+    // CLIENT: the member's client address, carried in the configuration.
+    const reconfig_spec with_client =
+        parsed({"ZRECONFIG", "ADD", "6", "h6:7006", "CLIENT", "h6:6386", "OBSERVER"});
+    REQUIRE(with_client.members.size() == 1);
+    CHECK(with_client.members[0] ==
+          member{6, learner_type::observer, 0, 1, false, "h6:7006", "h6:6386"});
+
     const reconfig_spec remove = parsed({"ZRECONFIG", "REMOVE", "3"});
     CHECK(remove.what == reconfig_spec::kind::remove);
     CHECK(remove.removed == 3);
@@ -91,6 +98,13 @@ TEST_CASE("ZRECONFIG refuses what is no member list, saying what is wrong") {
     CHECK(refusal({"ZRECONFIG", "ADD", "4", "h:1", "WEIGHT", "70000"}).find("WEIGHT takes") !=
           std::string::npos);
     CHECK(refusal({"ZRECONFIG", "ADD", "4", "h:1", "FAST"}).find("unexpected 'FAST'") !=
+          std::string::npos);
+    for (const std::string& bad : std::vector<std::string>{"h", "h:0", "a b:1", std::string(300, 'h') + ":1"}) {
+        INFO(bad);
+        CHECK(refusal({"ZRECONFIG", "ADD", "4", "h:1", "CLIENT", bad}).find("CLIENT takes") !=
+              std::string::npos);
+    }
+    CHECK(refusal({"ZRECONFIG", "ADD", "4", "h:1", "CLIENT"}).find("CLIENT takes") !=
           std::string::npos);
     CHECK(refusal({"ZRECONFIG", "MEMBER", "1", "h:1", "MEMBER", "1", "h:2"}) ==
           "ERR ZRECONFIG: member 1 is listed twice");

@@ -123,7 +123,7 @@ TEST_CASE("the reconfiguration transaction and a snapshot's configuration round-
     // A flag bit no version defines, and an empty address behind the address bit, are
     // malformed; an address too long or with a space is no valid configuration.
     std::vector<std::byte> bad_flags(with_addresses.view().begin(), with_addresses.view().end());
-    bad_flags[22 + 17] = std::byte{4};
+    bad_flags[22 + 17] = std::byte{8};
     CHECK_FALSE(decode_reconfig(bad_flags));
     std::vector<std::byte> empty_address(with_addresses.view().begin(), with_addresses.view().end());
     empty_address[22 + 18] = std::byte{0};
@@ -132,6 +132,33 @@ TEST_CASE("the reconfiguration transaction and a snapshot's configuration round-
     CHECK_FALSE(configuration::make(addressed));
     addressed[1].address = "host name:1";
     CHECK_FALSE(configuration::make(addressed));
+
+    // Client addresses travel the same way, after the peer address, with or without one.
+    std::vector<member> with_clients = voters({1, 2, 3});
+    with_clients[0].address = "10.0.0.1:2888";
+    with_clients[0].client_address = "10.0.0.1:6379";
+    with_clients[1].client_address = "db-2:6379";
+    const auto clients_txn = encode_reconfig({with_clients, 5});
+    CHECK(clients_txn.size() == txn.size() + 18 + 3 * 1 + 13 + 13 + 9);
+    auto clients_decoded = decode_reconfig(clients_txn.view());
+    REQUIRE(clients_decoded);
+    CHECK(clients_decoded.value().members == with_clients);
+    for (std::size_t n = 0; n < clients_txn.size(); ++n)
+        CHECK_FALSE(decode_reconfig(clients_txn.view().first(n)));
+    auto clients_config = configuration::make(with_clients, 100).value();
+    auto clients_round_trip = unwrap_snapshot(wrap_snapshot(clients_config, state).view());
+    REQUIRE(clients_round_trip);
+    CHECK(clients_round_trip.value().config->members() == with_clients);
+    // Member 2 has only the client address (flags 4): its length byte follows the flags.
+    std::vector<std::byte> empty_client(clients_txn.view().begin(), clients_txn.view().end());
+    const std::size_t second_member = 22 + 18 + 1 + 13 + 1 + 13;
+    REQUIRE(empty_client[second_member + 17] == std::byte{4});
+    empty_client[second_member + 18] = std::byte{0};
+    CHECK_FALSE(decode_reconfig(empty_client));
+    with_clients[2].client_address = std::string(max_address_size + 1, 'c');
+    CHECK_FALSE(configuration::make(with_clients));
+    with_clients[2].client_address = "db\t3:1";
+    CHECK_FALSE(configuration::make(with_clients));
 }
 
 TEST_CASE("growing 3 voters to 5: joiners follow without a vote, the reconfiguration commits on "

@@ -89,6 +89,8 @@ struct cluster {
     std::map<zxid, std::string> acknowledged;
     /// options::snapshot_every for every replica (0: no compaction).
     std::uint64_t snapshot_every = 0;
+    /// Members carry client addresses "client-<id>:6379" (member::client_address).
+    bool client_addresses = false;
 
     explicit cluster(std::size_t n) : voters{n} {
         if constexpr (std::is_same_v<Log, zab::file_log>) dir.emplace();
@@ -105,6 +107,11 @@ struct cluster {
         zab::asio::node_options o;
         o.cluster_id = 7;  // once: the node gives it to the peer and the transport
         o.config = zab::configuration::numbered(voters).value();
+        if (client_addresses) {
+            std::vector<zab::member> members = o.config.members();
+            for (zab::member& m : members) m.client_address = fmt::format("client-{}:6379", m.id);
+            o.config = zab::configuration::make(std::move(members)).value();
+        }
         o.tick = 20ms;
         o.peer.sync_limit_ticks = 50;
         o.peer.snapshot_every = snapshot_every;
@@ -232,6 +239,34 @@ struct cluster {
                                     ++o->completions;
                                     if (!e) acknowledged[r.id] = bytes;
                                 });
+        return o;
+    }
+
+    /// Proposes `bytes` at `id`, waiting up to `wait` for a leader (call_options).
+    std::shared_ptr<outcome> propose_waiting(peer_id id, const std::string& bytes,
+                                             std::chrono::milliseconds wait) {
+        auto o = std::make_shared<outcome>();
+        node(id)->async_propose(zab::as_bytes(bytes), zab::asio::call_options{wait},
+                                [this, o, bytes](boost::system::error_code e, zab::asio::reply r) {
+                                    o->done = true;
+                                    o->error = e;
+                                    o->reply = r;
+                                    ++o->completions;
+                                    if (!e) acknowledged[r.id] = bytes;
+                                });
+        return o;
+    }
+
+    /// A sync at `id`, waiting up to `wait` for a leader.
+    std::shared_ptr<outcome> sync_waiting(peer_id id, std::chrono::milliseconds wait) {
+        auto o = std::make_shared<outcome>();
+        node(id)->async_sync(zab::asio::call_options{wait},
+                             [o](boost::system::error_code e, zab::asio::reply r) {
+                                 o->done = true;
+                                 o->error = e;
+                                 o->reply = r;
+                                 ++o->completions;
+                             });
         return o;
     }
 
@@ -465,6 +500,66 @@ TEST_CASE("stop: every operation in flight completes once; later calls fail shut
     // Nothing leaks into the next run of the loop after it: one completion each.
     c.io.poll();
     for (const auto& o : flight) CHECK(o->completions == 1);
+}
+
+TEST_CASE("leader wait: calls made before any quorum go through once a leader is established; "
+          "without one they fail not_leader when the wait is over", "[runtime]") {
+    cluster<zab::memory_log> c{3};
+    c.client_addresses = true;
+    c.start(1);
+    // Alone, replica 1 has no leader: a call without a wait fails at once (nothing proposed)…
+    auto at_once = c.propose(1, "at once");
+    REQUIRE(c.run_until([&] { return at_once->done; }));
+    CHECK(std::error_code{at_once->error} == zab::make_error_code(zab::errc::not_leader));
+    // …calls with a wait are held while it elects, and cannot complete without a quorum.
+    auto waited = c.propose_waiting(1, "waited", 120'000ms);
+    auto synced = c.sync_waiting(1, 120'000ms);
+    c.io.run_for(300ms);
+    CHECK_FALSE(waited->done);
+    CHECK_FALSE(synced->done);
+    c.start(2);
+    c.start(3);
+    REQUIRE(c.run_until([&] { return waited->done && synced->done; }));
+    CHECK_FALSE(waited->error);
+    CHECK_FALSE(synced->error);
+    CHECK(waited->completions == 1);
+    CHECK(synced->completions == 1);
+    REQUIRE(c.converged());
+    // Every replica knows every member's client address from the configuration.
+    const peer_id leader = c.leader();
+    for (peer_id id = 1; id <= 3; ++id)
+        CHECK(c.node(id)->client_address_of(leader) == fmt::format("client-{}:6379", leader));
+
+    // The wait runs out: the survivor of the leader and one follower killed stays leaderless.
+    const peer_id survivor = leader == 3 ? 2 : 3;
+    for (peer_id id = 1; id <= 3; ++id)
+        if (id != survivor) c.kill(id);
+    // (A write made while it still follows is forwarded, and its outcome is then unknown.)
+    REQUIRE(c.run_until([&] { return !c.node(survivor)->status().established; }));
+    const auto asked = std::chrono::steady_clock::now();
+    auto expired = c.propose_waiting(survivor, "expired", 400ms);
+    auto expired_sync = c.sync_waiting(survivor, 400ms);
+    REQUIRE(c.run_until([&] { return expired->done && expired_sync->done; }));
+    CHECK(std::chrono::steady_clock::now() - asked >= 400ms);
+    for (const auto& o : {expired, expired_sync}) {
+        CHECK(std::error_code{o->error} == zab::make_error_code(zab::errc::not_leader));
+        CHECK(o->completions == 1);
+        if (o->reply.leader != 0)
+            CHECK(o->reply.leader_client_address ==
+                  fmt::format("client-{}:6379", o->reply.leader));
+    }
+    // A call waiting when the node stops completes shutting_down, once.
+    auto stopped = c.propose_waiting(survivor, "stopped", 120'000ms);
+    c.io.run_for(100ms);
+    CHECK_FALSE(stopped->done);
+    c.node(survivor)->stop();
+    REQUIRE(c.run_until([&] { return stopped->done; }));
+    CHECK(std::error_code{stopped->error} == zab::make_error_code(zab::errc::shutting_down));
+    c.io.poll();
+    CHECK(stopped->completions == 1);
+    c.check_histories();
+    CHECK(std::count_if(c.acknowledged.begin(), c.acknowledged.end(),
+                        [](const auto& a) { return a.second == "waited"; }) == 1);
 }
 
 TEST_CASE("the cluster id is given once; ids that contradict it, or the log's, are refused "

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <fmt/format.h>
@@ -35,11 +36,30 @@ struct member {
     /// Opaque to the core, which only bounds it (max_address_size, printable ASCII); empty:
     /// the driver's own table (zab::asio::tcp_transport_options::peers) says.
     std::string address = {};
+    /// Where clients reach this replica ("host:port" of the application's client port),
+    /// carried like `address` so that a replica refusing a write (`not_leader`) can name the
+    /// leader's client address, also for members added later. Opaque to the core, bounded
+    /// the same way; empty: not known (zab::asio::reply::leader_client_address stays empty).
+    std::string client_address = {};
     friend bool operator==(const member&, const member&) = default;
 };
 
-/// The longest `member::address`.
+/// The longest `member::address` or `member::client_address`.
 inline constexpr std::size_t max_address_size = 255;
+
+/// Why `text`, given as member `id`'s `what` ("address", "client address"), is no valid
+/// member address; empty when it is one (at most max_address_size printable ASCII bytes,
+/// no space).
+inline std::string member_address_problem(peer_id id, std::string_view what,
+                                          std::string_view text) {
+    if (text.size() > max_address_size)
+        return fmt::format("peer {}'s {} has {} bytes (at most {})", id, what, text.size(),
+                           max_address_size);
+    if (std::any_of(text.begin(), text.end(), [](char c) { return c <= ' ' || c > '~'; }))
+        return fmt::format("peer {}'s {} has a space or a character that is not printable ASCII",
+                           id, what);
+    return {};
+}
 
 /// The group's membership. `version` is 0 for a static configuration; reconfiguration
 /// (docs/protocol.md §9) will number later ones. Members are kept sorted by id.
@@ -68,13 +88,11 @@ public:
                 problem = fmt::format("peer {} is to be promoted but is a voter already", m.id);
             if (m.weight > max_weight)
                 problem = fmt::format("peer {} has weight {} (at most {})", m.id, m.weight, max_weight);
-            if (m.address.size() > max_address_size)
-                problem = fmt::format("peer {}'s address has {} bytes (at most {})", m.id,
-                                      m.address.size(), max_address_size);
-            if (std::any_of(m.address.begin(), m.address.end(),
-                            [](char c) { return c <= ' ' || c > '~'; }))
-                problem = fmt::format("peer {}'s address has a space or a character that is "
-                                      "not printable ASCII", m.id);
+            if (auto bad = member_address_problem(m.id, "address", m.address); !bad.empty())
+                problem = std::move(bad);
+            if (auto bad = member_address_problem(m.id, "client address", m.client_address);
+                !bad.empty())
+                problem = std::move(bad);
         }
         if (problem.empty() && grouped && ungrouped)
             problem = "some voters name a group and some do not: name one for every voter";

@@ -83,9 +83,12 @@ public:
             finish(election_decision::basis::newer_configuration, box, v);
             return;
         }
-        // A follower under a newer configuration names its leader, which may be no voter of
-        // mine, so I never asked it: ask it now; its LEADING answer carries its version.
-        if (ctx_.state == peer_state::looking && n.state == peer_state::following &&
+        // A follower or an observer under a newer configuration names its leader, which may
+        // be no voter of mine, so I never asked it: ask it now; its LEADING answer carries its
+        // version. (An observer is what a joiner whose members all left may still reach:
+        // zab_fuzz_cluster's fuzz/crashes/cluster-joiner-left-looking-6d1f4798.)
+        if (ctx_.state == peer_state::looking &&
+            (n.state == peer_state::following || n.state == peer_state::observing) &&
             n.leader != ctx_.self() && n.leader != 0 &&
             ctx_.frame_config_version > ctx_.config().version() && !ctx_.quorums().is_voter(n.leader))
             ctx_.send(n.leader, proposal_notification());
@@ -225,9 +228,16 @@ private:
 
     /// Sends my proposal to every voter; my own copy goes through the loopback queue, as
     /// ZooKeeper's does, so my vote enters my own vote box like anyone else's.
+    /// A candidate that votes in none of my configurations (can_win: its history is ahead
+    /// of mine, and may hold a reconfiguration that makes it a voter, §9) is told too: it
+    /// decides on the votes it hears, and without mine it may never see the quorum that
+    /// elected it while the others follow it (protocol sweep seed 7830).
     void send_notifications() {
         for (peer_id id : ctx_.all_voters())
             if (id != ctx_.self()) ctx_.send(id, proposal_notification());
+        const peer_id candidate = proposal_.leader;
+        if (candidate != 0 && candidate != ctx_.self() && !ctx_.quorums().is_voter(candidate))
+            ctx_.send(candidate, proposal_notification());
         if (ctx_.quorums().is_voter(ctx_.self())) loopback_pending_ = true;
     }
 

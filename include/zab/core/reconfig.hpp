@@ -15,8 +15,10 @@
 //       18    4 member count      1 … max_members
 //       22    … members           each: id u64, type u8 (0 participant, 1 observer),
 //                                 group u32, weight u32, flags u8 (bit 0: promote, bit 1:
-//                                 an address follows), then with bit 1 the address's length
-//                                 u8 (1 … 255) and its bytes; ascending ids
+//                                 an address follows, bit 2: a client address follows),
+//                                 then with bit 1 the address's length u8 (1 … 255) and its
+//                                 bytes, then with bit 2 the client address the same way;
+//                                 ascending ids
 //
 // A snapshot taken after a reconfiguration carries the configuration in force at its zxid,
 // in front of the state machine's bytes, so that a log compacted past the reconfiguration (or
@@ -83,12 +85,34 @@ inline constexpr std::uint8_t system_txn_reconfig = 1;
 inline constexpr std::size_t member_bytes = 18;
 inline constexpr std::uint8_t member_promote = 1;
 inline constexpr std::uint8_t member_has_address = 2;
+inline constexpr std::uint8_t member_has_client_address = 4;
 
 inline std::size_t members_size(const std::vector<member>& members) noexcept {
     std::size_t size = 4 + member_bytes * members.size();
-    for (const member& m : members)
+    for (const member& m : members) {
         if (!m.address.empty()) size += 1 + m.address.size();
+        if (!m.client_address.empty()) size += 1 + m.client_address.size();
+    }
     return size;
+}
+
+/// A length-prefixed address (1 … 255 bytes), as a member's flags announce it.
+inline void put_address(wire_writer& w, const std::string& text) noexcept {
+    w.put(static_cast<std::uint8_t>(text.size()));
+    w.put_raw(std::as_bytes(std::span{text}));
+}
+
+/// Reads what put_address wrote; false (with `r` failed) for an empty or short one.
+inline bool get_address(wire_reader& r, std::string& text) {
+    std::uint8_t length = 0;
+    if (!r.get(length) || length == 0 || r.remaining() < length) {
+        r.fail();
+        return false;
+    }
+    byte_view bytes;
+    r.get_raw(length, bytes);
+    text.assign(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+    return true;
 }
 
 /// `members` must be a valid configuration's (addresses within max_address_size).
@@ -99,12 +123,11 @@ inline void put_members(wire_writer& w, const std::vector<member>& members) noex
         w.put(static_cast<std::uint8_t>(m.type));
         w.put(std::uint32_t{m.group});
         w.put(std::uint32_t{m.weight});
-        w.put(static_cast<std::uint8_t>((m.promote ? member_promote : 0) |
-                                        (m.address.empty() ? 0 : member_has_address)));
-        if (!m.address.empty()) {
-            w.put(static_cast<std::uint8_t>(m.address.size()));
-            w.put_raw(std::as_bytes(std::span{m.address}));
-        }
+        w.put(static_cast<std::uint8_t>(
+            (m.promote ? member_promote : 0) | (m.address.empty() ? 0 : member_has_address) |
+            (m.client_address.empty() ? 0 : member_has_client_address)));
+        if (!m.address.empty()) put_address(w, m.address);
+        if (!m.client_address.empty()) put_address(w, m.client_address);
     }
 }
 
@@ -127,23 +150,18 @@ inline std::optional<std::vector<member>> get_members(wire_reader& r) {
         r.get(group);
         r.get(weight);
         r.get(flags);
-        if (r.failed() || type > 1 || (flags & ~(member_promote | member_has_address)) != 0 || id == 0 ||
+        constexpr std::uint8_t known_flags =
+            member_promote | member_has_address | member_has_client_address;
+        if (r.failed() || type > 1 || (flags & ~known_flags) != 0 || id == 0 ||
             (!members.empty() && id <= members.back().id)) {
             r.fail();
             return std::nullopt;
         }
         member m{id, static_cast<learner_type>(type), group, weight,
-                 (flags & member_promote) != 0, {}};
-        if ((flags & member_has_address) != 0) {
-            std::uint8_t length = 0;
-            if (!r.get(length) || length == 0 || r.remaining() < length) {
-                r.fail();
-                return std::nullopt;
-            }
-            byte_view text;
-            r.get_raw(length, text);
-            m.address.assign(reinterpret_cast<const char*>(text.data()), text.size());
-        }
+                 (flags & member_promote) != 0, {}, {}};
+        if ((flags & member_has_address) != 0 && !get_address(r, m.address)) return std::nullopt;
+        if ((flags & member_has_client_address) != 0 && !get_address(r, m.client_address))
+            return std::nullopt;
         members.push_back(std::move(m));
     }
     return members;

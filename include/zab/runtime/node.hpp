@@ -42,6 +42,8 @@
 #include <string>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <list>
 #include <map>
 #include <memory>
 #include <optional>
@@ -86,6 +88,21 @@ struct node_options {
     tcp_transport_options transport; ///< `transport.self` is this replica; its peers' addresses
     /// How long one tick of the peer's clock lasts (every duration in `peer` counts ticks).
     std::chrono::milliseconds tick{100};
+    /// `call_options::leader_wait` for the `async_propose` and `async_sync` calls that give
+    /// no call_options. 0: a call without an established leader fails `not_leader` at once.
+    std::chrono::milliseconds leader_wait{0};
+};
+
+/// Options of one `async_propose` or `async_sync` call.
+struct call_options {
+    /// While this replica has no established leader (it is electing, or syncing with a new
+    /// leader), or the leader it knew refused the request because it is no longer leading
+    /// (`not_leader`) or hands its leadership over (`transferring`), the call waits up to
+    /// this long — measured from the call, checked on the node's ticks — for a leader to be
+    /// established, then goes through it. Only refusals that are definite (the request was
+    /// never proposed) are retried, so a write is never proposed twice. When the wait ends
+    /// without a leader: `not_leader`. 0: no waiting.
+    std::chrono::milliseconds leader_wait{0};
 };
 
 /// `options.transport` with the membership the handshake compares set from `options.config`
@@ -108,6 +125,9 @@ struct reply {
     peer_id leader = 0;  ///< with `not_leader`: the leader this replica knows of, 0 if none
     /// That leader's peer address, if known (its `member::address`, or transport.peers).
     std::optional<tcp_endpoint> leader_address;
+    /// That leader's client address ("host:port" where the application serves clients),
+    /// when the configuration carries one (`member::client_address`); empty otherwise.
+    std::string leader_client_address;
 };
 
 /// One learner as the leader sees it.
@@ -239,6 +259,10 @@ public:
         }
         // peer::shutdown completed every request in flight (client_table::abandon).
         ZAB_ASSERT(pending_.empty(), "node::stop: a client request outlived the peer's shutdown");
+        for (parked_request& p : parked_)
+            complete(std::move(p.request.handler), executor_, errc::shutting_down,
+                     reply_for({}, p.leader_hint));
+        parked_.clear();
         timer_.cancel();
         transport_.stop();
         if (started_ && !flushing_ && log_.has_pending_work()) {
@@ -256,23 +280,43 @@ public:
     /// leader in the reply when known), `backpressure`, `zxid_exhausted`, `storage_failed`,
     /// `shutting_down` when it was never proposed; `outcome_unknown` when it may or may not
     /// commit. Any completion token: a callback, `use_future`, `use_awaitable`, `deferred`.
+    /// Waits for a leader as `node_options::leader_wait` says (see `call_options`).
     template <typename CompletionToken>
     auto async_propose(byte_view txn, CompletionToken&& token) {
         return async_propose(std::vector<std::byte>(txn.begin(), txn.end()),
+                             call_options{options_.leader_wait},
                              std::forward<CompletionToken>(token));
     }
 
     /// As above, taking the transaction's bytes over rather than copying them.
     template <typename CompletionToken>
     auto async_propose(std::vector<std::byte> txn, CompletionToken&& token) {
+        return async_propose(std::move(txn), call_options{options_.leader_wait},
+                             std::forward<CompletionToken>(token));
+    }
+
+    /// As above, with this call's options (e.g. how long to wait for a leader).
+    template <typename CompletionToken>
+    auto async_propose(byte_view txn, call_options how, CompletionToken&& token) {
+        return async_propose(std::vector<std::byte>(txn.begin(), txn.end()), how,
+                             std::forward<CompletionToken>(token));
+    }
+
+    /// As above, taking the transaction's bytes over.
+    template <typename CompletionToken>
+    auto async_propose(std::vector<std::byte> txn, call_options how, CompletionToken&& token) {
         return boost::asio::async_initiate<CompletionToken, completion_signature>(
-            [executor = executor_, alive = alive_, this](auto handler, std::vector<std::byte> bytes) {
-                boost::asio::post(executor, [executor, alive, this, h = std::move(handler),
+            [executor = executor_, alive = alive_, how, this](auto handler,
+                                                              std::vector<std::byte> bytes) {
+                boost::asio::post(executor, [executor, alive, how, this, h = std::move(handler),
                                              bytes = std::move(bytes)]() mutable {
                     if (!*alive) return complete(std::move(h), executor, errc::shutting_down, {});
-                    start_request(std::move(h), [&] {
-                        return peer_->submit(byte_view{bytes.data(), bytes.size()});
-                    });
+                    auto owned = std::make_shared<const std::vector<std::byte>>(std::move(bytes));
+                    start_request(std::move(h),
+                                  [this, owned] {
+                                      return peer_->submit(byte_view{owned->data(), owned->size()});
+                                  },
+                                  how);
                 });
             },
             token, std::move(txn));
@@ -282,14 +326,22 @@ public:
     /// after this call, that it still leads, and this replica applied everything committed
     /// before; a local read after it sees every write completed anywhere before the call.
     /// Errors as `async_propose` (never `outcome_unknown`: a lost sync fails `not_leader`).
+    /// Waits for a leader as `node_options::leader_wait` says (see `call_options`).
     template <typename CompletionToken>
     auto async_sync(CompletionToken&& token) {
+        return async_sync(call_options{options_.leader_wait},
+                          std::forward<CompletionToken>(token));
+    }
+
+    /// As above, with this call's options.
+    template <typename CompletionToken>
+    auto async_sync(call_options how, CompletionToken&& token) {
         return boost::asio::async_initiate<CompletionToken, completion_signature>(
-            [executor = executor_, alive = alive_, this](auto handler) {
-                boost::asio::post(executor, [executor, alive, this,
+            [executor = executor_, alive = alive_, how, this](auto handler) {
+                boost::asio::post(executor, [executor, alive, how, this,
                                              h = std::move(handler)]() mutable {
                     if (!*alive) return complete(std::move(h), executor, errc::shutting_down, {});
-                    start_request(std::move(h), [&] { return peer_->sync(); });
+                    start_request(std::move(h), [this] { return peer_->sync(); }, how);
                 });
             },
             token);
@@ -349,6 +401,13 @@ public:
         return std::nullopt;
     }
 
+    /// Member `id`'s client address (`member::client_address`) as the configurations in
+    /// force say; empty when they carry none.
+    std::string client_address_of(peer_id id) const {
+        const auto it = client_addresses_.find(id);
+        return it == client_addresses_.end() ? std::string{} : it->second;
+    }
+
     /// The executor the node runs on.
     boost::asio::any_io_executor get_executor() const noexcept { return executor_; }
 
@@ -387,6 +446,19 @@ public:
 
 private:
     using handler_type = boost::asio::any_completion_handler<completion_signature>;
+
+    /// A client request handed to the peer; `retry` (with a leader wait) hands it over again.
+    struct pending_request {
+        handler_type handler;
+        std::function<request_id()> retry;
+        std::chrono::steady_clock::time_point wait_until;
+    };
+    /// A request refused for want of a leader, waiting for one (call_options::leader_wait).
+    struct parked_request {
+        pending_request request;
+        std::optional<std::pair<peer_id, epoch_t>> refused_under;  ///< leadership() then
+        peer_id leader_hint = 0;
+    };
 
     /// Why the cluster ids given do not agree, naming the fields; empty when they do.
     std::string identity_problem() const {
@@ -432,13 +504,18 @@ private:
     }
 
     /// The driver contract (zab/core/driver.hpp), after every call into the peer.
+    /// Requests waiting for a leader that were handed over again (retry_parked) may be
+    /// refused at once: a second pass delivers that, and parks them until the next change.
     void after_step() {
-        if (!peer_ || stopped_) return;
-        peer_ready ready = peer_->ready();
-        deliver_completions(std::move(ready.completions));
-        if (ready.flush_due) maybe_flush();
-        if (ready.snapshot) serialize_snapshot(std::move(*ready.snapshot));
-        follow_membership();
+        for (int pass = 0; pass < 2; ++pass) {
+            if (!peer_ || stopped_) return;
+            peer_ready ready = peer_->ready();
+            deliver_completions(std::move(ready.completions));
+            if (ready.flush_due) maybe_flush();
+            if (ready.snapshot) serialize_snapshot(std::move(*ready.snapshot));
+            follow_membership();
+            if (pass == 0 && !retry_parked()) return;
+        }
     }
 
     /// Why this replica may not start as a joiner, if it is one (see the file comment):
@@ -476,8 +553,10 @@ private:
         if (versions == followed_versions_) return;
         followed_versions_ = std::move(versions);
         std::map<peer_id, tcp_endpoint> members;
+        std::map<peer_id, std::string> clients;
         const auto take = [&](const configuration& c) {
             for (const member& m : c.members()) {
+                if (!m.client_address.empty()) clients[m.id] = m.client_address;
                 tcp_endpoint& where = members[m.id];
                 if (const auto parsed = parse_endpoint(m.address)) {
                     where = *parsed;
@@ -495,6 +574,7 @@ private:
         take(in_force);
         for (const configuration& c : pending) take(c);  // the newer address wins
         addresses_ = members;
+        client_addresses_ = std::move(clients);
         if constexpr (requires(Transport& t) {
                           t.update_members(members, std::uint64_t{}, std::uint64_t{});
                       }) {
@@ -526,14 +606,22 @@ private:
         }
     }
 
+    /// Starts a client request: `call` hands it to the peer and returns its id. With a
+    /// leader wait (`how`), `call` is kept to hand the request over again once a leader is
+    /// established (see call_options).
     template <typename Handler, typename Call>
-    void start_request(Handler handler, Call call) {
+    void start_request(Handler handler, Call call, call_options how = {}) {
         if (!peer_ || stopped_)
             return complete(handler_type{std::move(handler)}, executor_, errc::shutting_down, {});
+        pending_request request{handler_type{std::move(handler)}, {}, {}};
+        if (how.leader_wait > std::chrono::milliseconds::zero()) {
+            request.retry = call;
+            request.wait_until = std::chrono::steady_clock::now() + how.leader_wait;
+        }
         // The peer completes nothing from inside the call: the completion (even an
         // immediate refusal) is taken in after_step, once the handler is registered.
         const request_id id = call();
-        pending_.emplace(id, handler_type{std::move(handler)});
+        pending_.emplace(id, std::move(request));
         after_step();
     }
 
@@ -541,15 +629,79 @@ private:
         for (auto& c : completions) {
             const auto it = pending_.find(c.id);
             ZAB_ASSERT(it != pending_.end(), "a completion for a request the node never made");
-            handler_type handler = std::move(it->second);
+            pending_request request = std::move(it->second);
             pending_.erase(it);
-            reply r;
-            r.leader = c.leader_hint;
-            if (c.leader_hint != 0) r.leader_address = address_of(c.leader_hint);
-            if (c.outcome) r.id = c.outcome.value();
+            if (may_wait_for_leader(c, request)) {
+                parked_.push_back({std::move(request), leadership(), c.leader_hint});
+                continue;
+            }
             const std::error_code error = c.outcome ? std::error_code{} : c.outcome.error();
-            complete(std::move(handler), executor_, error, std::move(r));
+            complete(std::move(request.handler), executor_, error,
+                     reply_for(c.outcome ? c.outcome.value() : zxid{}, c.leader_hint));
         }
+    }
+
+    /// A refusal that leaves the request unproposed because there is no established leader
+    /// (§6.1: `not_leader` and `transferring` are definite), for a request that may still
+    /// wait for one.
+    bool may_wait_for_leader(const client_completion& c, const pending_request& request) const {
+        if (stopped_ || c.outcome || !request.retry) return false;
+        const std::error_code e = c.outcome.error();
+        return (e == make_error_code(errc::not_leader) || e == make_error_code(errc::transferring)) &&
+               std::chrono::steady_clock::now() < request.wait_until;
+    }
+
+    /// The leadership this replica is established under, or nullopt while it is not.
+    std::optional<std::pair<peer_id, epoch_t>> leadership() const {
+        if (!peer_ || !peer_->established()) return std::nullopt;
+        return std::pair{peer_->current_vote().leader, peer_->durable_epochs().current};
+    }
+
+    /// Hands the parked requests to the peer again once this replica is established under
+    /// another leadership than the one that refused them. True if any was handed over.
+    bool retry_parked() {
+        if (parked_.empty()) return false;
+        const auto now = leadership();
+        if (!now) return false;
+        bool any = false;
+        for (auto it = parked_.begin(); it != parked_.end();) {
+            if (it->refused_under == now) {
+                ++it;
+                continue;
+            }
+            pending_request request = std::move(it->request);
+            it = parked_.erase(it);
+            const request_id id = request.retry();
+            pending_.emplace(id, std::move(request));
+            any = true;
+        }
+        return any;
+    }
+
+    /// Parked requests whose wait is over fail `not_leader` (on the node's ticks).
+    void expire_parked() {
+        const auto now = std::chrono::steady_clock::now();
+        for (auto it = parked_.begin(); it != parked_.end();) {
+            if (now < it->request.wait_until) {
+                ++it;
+                continue;
+            }
+            complete(std::move(it->request.handler), executor_, errc::not_leader,
+                     reply_for({}, it->leader_hint));
+            it = parked_.erase(it);
+        }
+    }
+
+    /// A reply naming `leader` (0: none known) with the addresses the configuration gives.
+    reply reply_for(zxid id, peer_id leader) const {
+        reply r;
+        r.id = id;
+        r.leader = leader;
+        if (leader != 0) {
+            r.leader_address = address_of(leader);
+            r.leader_client_address = client_address_of(leader);
+        }
+        return r;
     }
 
     /// Completes `handler` on its associated executor, never from inside the call: first a
@@ -609,6 +761,7 @@ private:
                 ticks_given_ = due;
                 deliver([&] { peer_->tick(ticks); });
             }
+            if (!stopped_) expire_parked();
             arm_timer();
         });
     }
@@ -624,11 +777,16 @@ private:
     std::chrono::steady_clock::time_point clock_origin_;
     std::chrono::steady_clock::duration tick_length_{};
     std::uint64_t ticks_given_ = 0;
-    std::map<request_id, handler_type> pending_;
+    std::map<request_id, pending_request> pending_;
+    /// A list: Boost 1.81's any_completion_handler move *assignment* recurses (it wraps the
+    /// lvalue it was given), so parked requests must never be moved over one another, as a
+    /// vector's erase would.
+    std::list<parked_request> parked_;
     /// The versions of the configurations last handed to the transport (committed, then
     /// pending), and the members' addresses they gave (follow_membership).
     std::vector<std::uint64_t> followed_versions_;
     std::map<peer_id, tcp_endpoint> addresses_;
+    std::map<peer_id, std::string> client_addresses_;
     /// False once stopped: posted work (timer, flush, client calls) checks it before
     /// touching the node, which may be gone by then.
     std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
