@@ -108,6 +108,12 @@ struct reply {
     peer_id leader = 0;  ///< with `not_leader`: the leader this replica knows of, 0 if none
     /// That leader's peer address, if known (its `member::address`, or transport.peers).
     std::optional<tcp_endpoint> leader_address;
+    /// A write that succeeded: what the state machine's `apply` returned for it here
+    /// (zab::result_machine; empty for one whose `apply` returns void).
+    shared_bytes response;
+    /// A write that succeeded but reached this replica inside a snapshot: `response` is
+    /// unknown (the write is applied; docs/protocol.md §6.6).
+    bool response_unknown = false;
 };
 
 /// One learner as the leader sees it.
@@ -255,7 +261,8 @@ public:
     /// write is applied here, or with a `zab::errc` error code — `not_leader` (with the
     /// leader in the reply when known), `backpressure`, `zxid_exhausted`, `storage_failed`,
     /// `shutting_down` when it was never proposed; `outcome_unknown` when it may or may not
-    /// commit. Any completion token: a callback, `use_future`, `use_awaitable`, `deferred`.
+    /// commit. On success `reply::response` is what `apply` returned here (`response_unknown`:
+    /// the write reached this replica inside a snapshot; §6.6). Any completion token: a callback, `use_future`, `use_awaitable`, `deferred`.
     template <typename CompletionToken>
     auto async_propose(byte_view txn, CompletionToken&& token) {
         return async_propose(std::vector<std::byte>(txn.begin(), txn.end()),
@@ -547,6 +554,8 @@ private:
             r.leader = c.leader_hint;
             if (c.leader_hint != 0) r.leader_address = address_of(c.leader_hint);
             if (c.outcome) r.id = c.outcome.value();
+            r.response = std::move(c.response);
+            r.response_unknown = c.response_unknown;
             const std::error_code error = c.outcome ? std::error_code{} : c.outcome.error();
             complete(std::move(handler), executor_, error, std::move(r));
         }
