@@ -1,6 +1,6 @@
 // zab/session/session_machine.hpp — client sessions for any state machine: each request
 // tagged (client id, sequence) is applied at most once (docs/protocol.md §6.7; ZooKeeper's
-// sessions, the Raft thesis §6.3).
+// sessions, the Raft thesis, section 6.3).
 //
 // A client that got `outcome_unknown` (its replica lost the leader, §6.1) retries the write
 // with the same tag, through any replica, as often as it likes: the first copy to commit is
