@@ -1,5 +1,10 @@
 // examples/kv/kv_snapshot.hpp — the replicated state of the key-value map, and its snapshot
-// image: what kv_state_machine::snapshot() writes and restore() reads.
+// image: what kv_store::snapshot() writes and restore() reads.
+//
+// kv_state_machine's image is zab::session_machine's (include/zab/session/session_machine.hpp):
+// the session table of TAGGED, then this image with no clients. An image with clients is
+// what kv_state_machine wrote before the sessions moved into zab: it still restores, the
+// clients converted into sessions (kv_state_machine.hpp, "Compatibility").
 //
 // Image, version 2, little-endian, strings as a u32 length then the bytes:
 //
@@ -92,9 +97,13 @@ inline std::string snapshot_version_problem(unsigned found) {
            "load them into a new cluster)";
 }
 
-/// The format version an image claims (its byte after the magic), if it has one.
+/// The format version a map image claims (its byte after the magic), if it is one (a
+/// kv_state_machine image, zab::session_machine's, is not: it holds a map image).
 inline std::optional<unsigned> snapshot_image_version(byte_view image) {
     if (image.size() < 5) return std::nullopt;
+    std::uint32_t magic = 0;
+    for (int i = 3; i >= 0; --i) magic = (magic << 8) | std::to_integer<unsigned>(image[i]);
+    if (magic != snapshot_magic) return std::nullopt;
     return std::to_integer<unsigned>(image[4]);
 }
 
@@ -106,28 +115,8 @@ inline constexpr std::size_t snapshot_crc_bytes = 4;
 inline std::size_t image_size(const kv_state& s) noexcept {
     std::size_t size = snapshot_header_bytes + 8 + 8 + 8 + snapshot_crc_bytes;
     for (const auto& [key, entry] : s.data) size += 8 + 16 + key.size() + entry.value.size();
-    for (const auto& entry : s.clients)
-        size += 8 * 4 + 1 + 4 + 4 + entry.second.last_outcome.error.size() +
-                entry.second.last_outcome.reply.size();
+    for (const auto& entry : s.clients) size += 8 * 3 + outcome_size(entry.second.last_outcome);
     return size;
-}
-
-/// Reads one outcome, rejecting any encoding `snapshot()` would not have written.
-inline bool read_outcome(byte_reader& in, outcome& out) {
-    std::uint8_t kind = 0;
-    std::uint64_t integer = 0;
-    if (!in.u8(kind) || !in.u64(integer) || !in.string(out.error, max_string_bytes) ||
-        !in.string(out.reply, max_string_bytes))
-        return false;
-    if (kind < static_cast<std::uint8_t>(outcome_kind::ok) ||
-        kind > static_cast<std::uint8_t>(outcome_kind::reply))
-        return in.fail(errc::corrupt);
-    out.kind = static_cast<outcome_kind>(kind);
-    out.integer = static_cast<std::int64_t>(integer);
-    const bool integer_ok = out.kind == outcome_kind::integer || out.integer == 0;
-    const bool text_ok = (out.kind == outcome_kind::error) != out.error.empty();
-    const bool reply_ok = (out.kind == outcome_kind::reply) != out.reply.empty();
-    return integer_ok && text_ok && reply_ok ? true : in.fail(errc::corrupt);
 }
 
 }  // namespace detail
@@ -153,10 +142,7 @@ inline shared_bytes encode_snapshot(const kv_state& s) {
         w.u64(id);
         w.u64(client.sequence);
         w.u64(client.last_active.value());
-        w.u8(static_cast<std::uint8_t>(client.last_outcome.kind));
-        w.u64(static_cast<std::uint64_t>(client.last_outcome.integer));
-        w.string(client.last_outcome.error);
-        w.string(client.last_outcome.reply);
+        detail::write_outcome(w, client.last_outcome);
     }
     w.u32(crc32c(byte_view{out.data(), out.size()}));
     return shared_bytes{std::move(out)};
