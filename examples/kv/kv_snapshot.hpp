@@ -48,6 +48,7 @@
 #include "zab/core/bytes.hpp"
 #include "zab/core/crc32c.hpp"
 #include "zab/core/error.hpp"
+#include "zab/core/sealed_image.hpp"
 #include "zab/core/zxid.hpp"
 
 namespace zab::kv {
@@ -152,24 +153,9 @@ inline shared_bytes encode_snapshot(const kv_state& s) {
 /// `errc::corrupt` for anything else (bad magic, truncation, disorder, more clients than
 /// `max_clients`, bytes after the last field).
 inline result<kv_state> decode_snapshot(byte_view image, std::size_t max_clients) {
-    using detail::snapshot_crc_bytes;
-    if (image.size() < detail::snapshot_header_bytes + snapshot_crc_bytes)
-        return make_error_code(errc::corrupt);
-    detail::byte_reader header{image};
-    std::uint32_t magic = 0;
-    std::uint8_t version = 0;
-    header.u32(magic);
-    header.u8(version);
-    if (magic != snapshot_magic) return make_error_code(errc::corrupt);
-    if (version != snapshot_version) return make_error_code(errc::unsupported_version);
-
-    const byte_view body = image.first(image.size() - snapshot_crc_bytes);
-    detail::byte_reader trailer{image.last(snapshot_crc_bytes)};
-    std::uint32_t stored_crc = 0;
-    trailer.u32(stored_crc);
-    if (crc32c(body) != stored_crc) return make_error_code(errc::bad_checksum);
-
-    detail::byte_reader in{body.subspan(4 + 1)};
+    const auto body = unseal_image(image, snapshot_magic, snapshot_version, 8);
+    if (!body) return body.error();
+    detail::byte_reader in{body.value()};
     kv_state s;
     std::uint64_t last_applied = 0, key_count = 0, client_count = 0;
     in.u64(last_applied);

@@ -29,6 +29,7 @@
 #include "zab/core/concepts.hpp"
 #include "zab/core/crc32c.hpp"
 #include "zab/core/error.hpp"
+#include "zab/core/sealed_image.hpp"
 #include "zab/core/zxid.hpp"
 #include "zab/session/session_envelope.hpp"
 #include "zab/session/session_reply.hpp"
@@ -96,8 +97,9 @@ public:
     shared_bytes snapshot() const { return image(last_applied_, inner_.last_applied(), table_,
                                                  inner_.snapshot().view()); }
 
-    /// zab::deferred_snapshot_machine, when the inner machine is one: the table is encoded
-    /// now (it is small: bounded by max_sessions), the inner state later.
+    /// zab::deferred_snapshot_machine, when the inner machine is one: the table is copied
+    /// now (bounded by max_sessions; the results' bytes are shared), and encoded with the
+    /// inner machine's view later.
     deferred_snapshot snapshot_later() const
         requires deferred_snapshot_machine<Inner>
     {
@@ -108,22 +110,9 @@ public:
     }
 
     result<void> restore(zxid z, byte_view bytes) {
-        constexpr std::size_t fixed = 4 + 1 + 8 + 8;
-        if (bytes.size() < fixed + 4) return make_error_code(errc::corrupt);
-        detail::wire_reader header{bytes};
-        std::uint32_t magic = 0;
-        std::uint8_t version = 0;
-        header.get(magic);
-        header.get(version);
-        if (magic != image_magic) return make_error_code(errc::corrupt);
-        if (version != image_version) return make_error_code(errc::unsupported_version);
-        const byte_view body = bytes.first(bytes.size() - 4);
-        detail::wire_reader trailer{bytes.last(4)};
-        std::uint32_t stored_crc = 0;
-        trailer.get(stored_crc);
-        if (crc32c(body) != stored_crc) return make_error_code(errc::bad_checksum);
-
-        detail::wire_reader in{body.subspan(5)};
+        const auto body = unseal_image(bytes, image_magic, image_version, 8 + 8);
+        if (!body) return body.error();
+        detail::wire_reader in{body.value()};
         std::uint64_t at = 0, inner_at = 0, inner_size = 0;
         in.get(at);
         in.get(inner_at);
