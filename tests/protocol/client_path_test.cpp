@@ -673,6 +673,31 @@ struct completions {
         const auto it = seen.find({at, id});
         return it == seen.end() ? nullptr : &it->second;
     }
+    /// Runs `sim` until every request of `ids` completed (10 s of virtual time at most).
+    void wait_all(Sim& sim, const std::vector<std::pair<peer_id, request_id>>& ids) const {
+        REQUIRE(sim.run_until(
+            [&] {
+                for (const auto& [at, id] : ids)
+                    if (!find(at, id)) return false;
+                return true;
+            },
+            sim.now() + 20'000'000));
+    }
+};
+
+/// A started 3-voter simulator of `Machine`, settled, with its completions recorded.
+template <typename Machine>
+struct settled_cluster {
+    explicit settled_cluster(std::uint64_t seed) : sim{[seed] {
+                                                       cluster_options o;
+                                                       o.seed = seed;
+                                                       return o;
+                                                   }()} {
+        sim.start();
+        settle(sim);
+    }
+    simulator<Machine> sim;
+    completions<simulator<Machine>> out{sim};
 };
 
 /// session_machine over answering_machine: expiry after 1,000 ms of leader clock, at most 8
@@ -703,24 +728,14 @@ session_reply reply_of(const client_completion& c) {
 
 TEST_CASE("results from apply (§6.6): the proposer gets what its replica's apply returned, "
           "on the leader and through forwarding, before and after a failover") {
-    cluster_options o;
-    o.seed = 81;
-    simulator<answering_machine> sim{o};
-    completions out{sim};
-    sim.start();
-    settle(sim);
+    settled_cluster<answering_machine> cluster{81};
+    auto& [sim, out] = cluster;
     // A write at every replica: the leader's own, the followers' forwarded.
     const auto check_round = [&](std::string_view tag) {
         std::vector<std::pair<peer_id, request_id>> ids;
         for (const auto& n : sim.nodes())
             if (n.peer) ids.emplace_back(n.id, *sim.submit(n.id, as_bytes(fmt::format("{}{}", tag, n.id))));
-        REQUIRE(sim.run_until(
-            [&] {
-                for (const auto& [at, id] : ids)
-                    if (!out.find(at, id)) return false;
-                return true;
-            },
-            sim.now() + 10'000'000));
+        out.wait_all(sim, ids);
         for (const auto& [at, id] : ids) {
             const client_completion& c = *out.find(at, id);
             INFO("replica " << at);
@@ -777,12 +792,8 @@ TEST_CASE("results from apply (§6.6): a write applied here inside a snapshot co
 
 TEST_CASE("client sessions (§6.7): a tagged write retried across leader changes is applied once, "
           "the retry answers the first result marked duplicate, an older one is stale") {
-    cluster_options o;
-    o.seed = 82;
-    simulator<session_double> sim{o};
-    completions out{sim};
-    sim.start();
-    settle(sim);
+    settled_cluster<session_double> cluster{82};
+    auto& [sim, out] = cluster;
     const auto submit_and_wait = [&](peer_id at, const std::vector<std::byte>& txn) {
         const auto id = sim.submit(at, txn);
         REQUIRE(id);
@@ -850,22 +861,10 @@ TEST_CASE("client sessions (§6.7): a tagged write retried across leader changes
 
 TEST_CASE("client sessions (§6.7): expiry by the leader's clock and eviction are the same on "
           "every replica, and memory stays bounded under a flood of client ids") {
-    cluster_options o;
-    o.seed = 83;
-    simulator<session_double> sim{o};
-    completions out{sim};
-    sim.start();
-    settle(sim);
+    settled_cluster<session_double> cluster{83};
+    auto& [sim, out] = cluster;
     std::vector<std::pair<peer_id, request_id>> ids;
-    const auto wait_all = [&] {
-        REQUIRE(sim.run_until(
-            [&] {
-                for (const auto& [at, id] : ids)
-                    if (!out.find(at, id)) return false;
-                return true;
-            },
-            sim.now() + 20'000'000));
-    };
+    const auto wait_all = [&] { out.wait_all(sim, ids); };
     // 60 clients from every replica, with the leader's clock moving 10 ms a write.
     std::uint64_t clock = 0;
     for (std::uint64_t client = 1; client <= 60; ++client) {
