@@ -40,7 +40,7 @@
 // whether a key's expiry has passed by its wall clock and then proposes a TICK stamped with
 // it (one at a time); applying the TICK advances the map's clock and removes the keys due,
 // on every replica alike, and until then every replica answers the key as present whatever
-// its own clock says (kv_state_machine.hpp). A write is stamped with the wall clock of the
+// its own clock says (kv_store.hpp). A write is stamped with the wall clock of the
 // replica that proposes it, the base of the relative expiries it sets (EX, PX, EXPIRE).
 //
 // --snapshot-every N: every N applied writes the map's snapshot replaces the log's records

@@ -12,7 +12,7 @@
 //   u8  version        2 (version 1 had no clock, expiry, versions or replies: refused
 //                      with errc::unsupported_version, see `snapshot_version_problem`)
 //   u64 last_applied   zxid::value()
-//   u64 now_ms         the map's clock (the latest TICK stamp applied, kv_state_machine.hpp)
+//   u64 now_ms         the map's clock (the latest TICK stamp applied, kv_store.hpp)
 //   u64 key count,     then per key, in strictly increasing byte order: key, value,
 //                      u64 expires_ms (0: never), u64 version (zxid of its last write)
 //   u64 client count,  then per client, in strictly increasing id order:
@@ -78,7 +78,7 @@ using client_map = std::map<std::uint64_t, client_record>;
 struct kv_state {
     zxid last_applied;
     /// The clock: the largest stamp of the TICKs applied (and of version-2 records), ms since
-    /// the Unix epoch. Presence and expiry follow it alone (kv_state_machine.hpp).
+    /// the Unix epoch. Presence and expiry follow it alone (kv_store.hpp).
     std::uint64_t now_ms = 0;
     kv_map data;
     client_map clients;
