@@ -76,6 +76,7 @@
 #include "zab/core/concepts.hpp"
 #include "zab/core/error.hpp"
 #include "zab/core/zxid.hpp"
+#include "zab/session/session_machine.hpp"
 
 namespace zab::kv {
 
@@ -129,6 +130,16 @@ public:
         const outcome result = run(z, txn);
         state_.last_applied = z;
         return encode_outcome(result);
+    }
+
+    /// zab::retry_aware_machine: transaction `z`, a TAGGED retry, was answered by the
+    /// sessions and is not applied. A version-2 record's stamp still moves the clock, as it
+    /// did when kv_server applied it before the sessions moved into zab: old logs replay to
+    /// the states they gave (and to what an old checkpoint after them holds).
+    void on_retry(zxid z, byte_view txn) {
+        ZAB_ASSERT(state_.last_applied < z, "kv: transactions applied out of zxid order");
+        if (const auto c = decode(txn); c && c.value().legacy_clock) advance_clock(c.value().stamp_ms);
+        state_.last_applied = z;
     }
 
     zxid last_applied() const noexcept { return state_.last_applied; }
@@ -707,5 +718,6 @@ private:
 };
 
 static_assert(result_machine<kv_store>);
+static_assert(retry_aware_machine<kv_store>);
 
 }  // namespace zab::kv

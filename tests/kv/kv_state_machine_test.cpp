@@ -1340,3 +1340,24 @@ TEST_CASE("kv state machine: every read and write of the command table runs", "[
         CHECK_FALSE(check_call(args));
     }
 }
+
+TEST_CASE("kv state machine: a version-2 TAGGED retry answered by the sessions still moves the "
+          "clock, as kv_server applied it before (old logs replay alike)",
+          "[kv][state_machine][dedupe]") {
+    driver d;
+    command first{set_op{"k", "v"}, request_tag{1, 1}, 1000};
+    first.legacy_clock = true;
+    CHECK(d.run(first) == outcome::ok());
+    CHECK(d.machine.now_ms() == 1000u);
+    command retry = first;
+    retry.stamp_ms = 2000;
+    CHECK(d.run(retry).duplicate);
+    CHECK(d.machine.now_ms() == 2000u);
+    CHECK(d.machine.state().last_applied == d.machine.last_applied());  // the map saw it
+    // A version-3 retry's stamp is only the base of its expiries: the clock stays.
+    command v3 = retry;
+    v3.legacy_clock = false;
+    v3.stamp_ms = 3000;
+    CHECK(d.run(v3).duplicate);
+    CHECK(d.machine.now_ms() == 2000u);
+}

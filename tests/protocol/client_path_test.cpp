@@ -768,8 +768,6 @@ TEST_CASE("results from apply (§6.6): a write applied here inside a snapshot co
     t.add_write(a, zxid{1, 1});
     t.add_write(b, zxid{1, 2});
     t.add_write(c, zxid{1, 4});
-    CHECK(t.awaits(zxid{1, 1}));
-    CHECK_FALSE(t.awaits(zxid{1, 3}));
     t.applied(zxid{1, 1}, shared_bytes::copy_of(as_bytes("one")));
     t.applied(zxid{1, 3}, shared_bytes::copy_of(as_bytes("not ours")));  // another's write
     t.applied_through(zxid{1, 2});  // a snapshot at (1,2): b is in it

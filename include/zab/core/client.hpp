@@ -89,9 +89,6 @@ public:
         fail_now(id, client_op::write, e, hint);
     }
 
-    /// Whether a write of this peer is in flight as `z` (its `apply` result is wanted).
-    bool awaits(zxid z) const { return by_zxid_.contains(z); }
-
     /// Transaction `z` was applied here; `result` is what `apply` returned. Only a write in
     /// flight keeps it (until the driver takes the completion): memory stays bounded by
     /// `max_pending_requests`.

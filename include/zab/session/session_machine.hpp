@@ -37,6 +37,15 @@
 
 namespace zab {
 
+/// Optional for session_machine's inner machine: told of each transaction the session table
+/// answered (a duplicate or a stale retry), which it does not apply. For a machine whose
+/// state follows every transaction in some way even so (the kv example: its version-2
+/// records move its clock whatever they carry).
+template <typename S>
+concept retry_aware_machine = requires(S& sm, zxid z, byte_view txn) {
+    { sm.on_retry(z, txn) } -> std::same_as<void>;
+};
+
 /// `Inner` (any zab::state_machine; its `apply` may return a result or nothing) behind a
 /// session table. Transactions are read by `Codec` (session_envelope: wrap them with
 /// `session_envelope::wrap`; or the application's own format, see session_codec).
@@ -67,6 +76,7 @@ public:
         if (h.clock_ms) table_.advance_clock(*h.clock_ms);
         if (h.tag) {
             if (const session_record* r = table_.seen(*h.tag, z)) {
+                if constexpr (retry_aware_machine<Inner>) inner_.on_retry(z, h.payload);
                 if (r->sequence != h.tag->sequence)
                     return session_reply{session_status::stale, true, {}}.encode();
                 return session_reply{session_status::duplicate, r->result_kept, r->result.view()}

@@ -103,7 +103,8 @@ public:
         if (!inserted) unindex(tag.client_id, record);
         record.sequence = tag.sequence;
         record.result_kept = result.size() <= options_.max_result_bytes;
-        record.result = record.result_kept ? result : shared_bytes{};
+        // A copy: a slice would keep its whole buffer alive, past the bound.
+        record.result = record.result_kept ? shared_bytes::copy_of(result.view()) : shared_bytes{};
         record.last_active = z;
         record.last_seen_ms = seen_stamp();
         index(tag.client_id, record);
