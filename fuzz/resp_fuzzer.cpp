@@ -202,9 +202,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
             if (rng.below(8) == 0) {
                 zab::kv::resp::write_error(reply, "NOQUORUM no quorum (fuzz)");
             } else {
-                b.machine.apply(zab::zxid{1, ++b.counter}, zab::byte_view{txn.data(), txn.size()});
-                const auto o = b.machine.outcome_of(zab::zxid{1, b.counter});
-                check(o.has_value(), "the outcome of the last apply is not kept");
+                const auto o = zab::kv::outcome_of_response(
+                    b.machine
+                        .apply(zab::zxid{1, ++b.counter}, zab::byte_view{txn.data(), txn.size()})
+                        .view());
+                check(o.has_value(), "the outcome of the apply is not in its response");
                 reply = zab::kv::outcome_reply(*o);
             }
             session.write_done(ticket, std::move(reply));

@@ -1,7 +1,7 @@
 // examples/kv/kv_calls.hpp — the Redis commands kv_server knows: one table (name, arity,
 // kind, key positions) that serves COMMAND, the arity check and the MULTI queue; the syntax
 // of each command's options, checked the same way when the command is read (kv_requests.hpp)
-// and when a replica applies it (kv_state_machine.hpp); and the helpers the commands share
+// and when a replica applies it (kv_store.hpp); and the helpers the commands share
 // (Redis's glob patterns, its long-double form for INCRBYFLOAT).
 //
 // A command is `write` (replicated: it becomes a transaction), `read` (executed on the

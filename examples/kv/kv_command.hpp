@@ -15,7 +15,7 @@
 //          u32 call count, per call: u32 argument count (>= 1), the arguments
 //   TICK: nothing
 //
-// What the stamp means (kv_state_machine.hpp). Version 3: a TICK's stamp (the leader's
+// What the stamp means (kv_store.hpp). Version 3: a TICK's stamp (the leader's
 // clock) advances the map's clock; any other command's stamp is only the base of the
 // relative expiries it sets (EX, PX, EXPIRE) and never moves the clock. Version 2 is what
 // kv_server wrote before: every command's stamp advanced the map's clock. A version-2

@@ -6,9 +6,16 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
+
+#include "binary_io.hpp"
+#include "kv_command.hpp"
+#include "zab/core/bytes.hpp"
+#include "zab/core/error.hpp"
 
 namespace zab::kv {
 
@@ -58,5 +65,61 @@ struct outcome {
 
     bool operator==(const outcome&) const = default;
 };
+
+// --- the outcome as bytes --------------------------------------------------------------------
+//
+// How kv_store's `apply` returns an outcome (zab::result_machine; docs/protocol.md §6.6) and
+// how the session table and the snapshot keep one: u8 kind, u64 integer (two's
+// complement), error text, reply bytes (strings as a u32 length then the bytes). Not the
+// `duplicate` mark: that is the session's answer (kv_state_machine.hpp), not the outcome's.
+
+namespace detail {
+
+inline void write_outcome(byte_writer& w, const outcome& o) {
+    w.u8(static_cast<std::uint8_t>(o.kind));
+    w.u64(static_cast<std::uint64_t>(o.integer));
+    w.string(o.error);
+    w.string(o.reply);
+}
+
+inline std::size_t outcome_size(const outcome& o) noexcept {
+    return 1 + 8 + 4 + o.error.size() + 4 + o.reply.size();
+}
+
+/// Reads one outcome, rejecting any encoding `write_outcome` would not have written.
+inline bool read_outcome(byte_reader& in, outcome& out) {
+    std::uint8_t kind = 0;
+    std::uint64_t integer = 0;
+    if (!in.u8(kind) || !in.u64(integer) || !in.string(out.error, max_string_bytes) ||
+        !in.string(out.reply, max_string_bytes))
+        return false;
+    if (kind < static_cast<std::uint8_t>(outcome_kind::ok) ||
+        kind > static_cast<std::uint8_t>(outcome_kind::reply))
+        return in.fail(errc::corrupt);
+    out.kind = static_cast<outcome_kind>(kind);
+    out.integer = static_cast<std::int64_t>(integer);
+    const bool integer_ok = out.kind == outcome_kind::integer || out.integer == 0;
+    const bool text_ok = (out.kind == outcome_kind::error) != out.error.empty();
+    const bool reply_ok = (out.kind == outcome_kind::reply) != out.reply.empty();
+    return integer_ok && text_ok && reply_ok ? true : in.fail(errc::corrupt);
+}
+
+}  // namespace detail
+
+inline shared_bytes encode_outcome(const outcome& o) {
+    std::vector<std::byte> out;
+    out.reserve(detail::outcome_size(o));
+    detail::byte_writer w{out};
+    detail::write_outcome(w, o);
+    return shared_bytes{std::move(out)};
+}
+
+/// The outcome `bytes` hold, or nullopt for bytes `encode_outcome` would not write.
+inline std::optional<outcome> decode_outcome(byte_view bytes) {
+    detail::byte_reader in{bytes};
+    outcome o;
+    if (!detail::read_outcome(in, o) || in.remaining() != 0) return std::nullopt;
+    return o;
+}
 
 }  // namespace zab::kv

@@ -160,7 +160,8 @@ inline request_variant tagged(const resp::command& args, std::size_t max_txn_byt
         return error("ERR TAGGED takes a write command (SET, INCRBY, CAS, MSET, EXPIRE, ...)");
     auto parsed = parse_write(inner);
     if (auto* refused = std::get_if<request::immediate>(&parsed)) return std::move(*refused);
-    // The client table keeps each client's last reply (replicated, max_clients of them):
+    // The session table (zab::session_machine) keeps each client's last reply (replicated,
+    // max_clients of them, each at most kv_options::max_outcome_bytes):
     // replies that carry a value would let it hold gigabytes.
     const std::string inner_name = upper(inner[0]);
     bool answers_value = inner_name == "GETSET" || inner_name == "GETDEL";
@@ -372,8 +373,8 @@ inline std::string outcome_reply(const outcome& o) {
     return out;
 }
 
-/// The reply to a write applied here whose outcome this replica no longer has (it arrived
-/// inside a snapshot, or fell out of the recent outcomes).
+/// The reply to a write applied here whose outcome this replica does not have (it arrived
+/// inside a snapshot: zab::asio::reply::response_unknown), and to a zab `outcome_unknown`.
 inline constexpr std::string_view error_outcome_unknown =
     "UNKNOWN the write may or may not have been applied; retry with TAGGED to be safe";
 

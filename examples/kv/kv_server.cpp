@@ -46,7 +46,7 @@
 // whether a key's expiry has passed by its wall clock and then proposes a TICK stamped with
 // it (one at a time); applying the TICK advances the map's clock and removes the keys due,
 // on every replica alike, and until then every replica answers the key as present whatever
-// its own clock says (kv_state_machine.hpp). A write is stamped with the wall clock of the
+// its own clock says (kv_store.hpp). A write is stamped with the wall clock of the
 // replica that proposes it, the base of the relative expiries it sets (EX, PX, EXPIRE).
 //
 // --snapshot-every N: every N applied writes the map's snapshot replaces the log's records
@@ -101,7 +101,8 @@
 // (pipelining, read-your-writes, READMODE linearizable): resp_session.hpp.
 //
 // Writes are proposed on this replica (a follower forwards them to the leader); the reply is
-// the state machine's outcome for the write's zxid. SIGINT/SIGTERM stop the node gracefully
+// the outcome this replica's state machine computed when it applied the write, delivered
+// with the write's completion (docs/protocol.md §6.6). SIGINT/SIGTERM stop the node gracefully
 // and exit 0. Exit status 2: bad command line; 1: cannot open the data or bind a port.
 #include <algorithm>
 #include <array>
@@ -1085,8 +1086,11 @@ public:
             return zab::kv::error_reply(error, r.leader, leader_client_address(r),
                                         forwarded_bound, zab::kv::session_options{}.max_writes_in_flight);
         }
-        if (auto outcome = node_.machine().outcome_of(r.id)) return zab::kv::outcome_reply(*outcome);
-        // Applied here through a snapshot, or older than the recent outcomes kept.
+        // What apply computed on this replica, delivered with the completion (§6.6), unless
+        // the write reached this replica inside a snapshot (applied, its outcome unknown).
+        if (!r.response_unknown)
+            if (auto outcome = zab::kv::outcome_of_response(r.response.view()))
+                return zab::kv::outcome_reply(*outcome);
         ++counters_.outcomes_unknown;
         std::string out;
         zab::kv::resp::write_error(out, zab::kv::error_outcome_unknown);
@@ -1293,7 +1297,10 @@ private:
         expiry_timer_.expires_after(std::chrono::milliseconds{10});
         expiry_timer_.async_wait([this](boost::system::error_code e) {
             if (e || stopping_) return;
-            const auto due = node_.machine().next_expiry();
+            // A key's expiry, or a TAGGED client's session's (kv_options::session_expiry_ms).
+            auto due = node_.machine().next_expiry();
+            if (const auto session = node_.machine().next_session_expiry())
+                due = due ? std::min(*due, *session) : *session;
             if (tick_in_flight_ || !due || *due > wall_clock_ms()) return expire_due();
             const zab::asio::node_status s = node_.status();
             if (s.established && s.leader == args_.id) {
@@ -1426,11 +1433,7 @@ int serve(const server_args& args, Log& log) {
                                       zab::asio::basic_transport<zab::kv::peer_security>>;
     boost::asio::io_context io;
     boost::asio::thread_pool disk{1};
-    zab::kv::kv_options machine_options;
-    // Outcomes are looked up when a write's completion runs, which may be after many more
-    // applies under load: keep plenty (local memory only).
-    machine_options.recent_outcomes_max = 1u << 16;
-    zab::kv::kv_state_machine machine{machine_options};
+    zab::kv::kv_state_machine machine{zab::kv::kv_options{}};
     int status = 0;
     {
         // A memory_log's flush job has no disk work: handing it to the disk thread would

@@ -1,5 +1,10 @@
 // examples/kv/kv_snapshot.hpp — the replicated state of the key-value map, and its snapshot
-// image: what kv_state_machine::snapshot() writes and restore() reads.
+// image: what kv_store::snapshot() writes and restore() reads.
+//
+// kv_state_machine's image is zab::session_machine's (include/zab/session/session_machine.hpp):
+// the session table of TAGGED, then this image with no clients. An image with clients is
+// what kv_state_machine wrote before the sessions moved into zab: it still restores, the
+// clients converted into sessions (kv_state_machine.hpp, "Compatibility").
 //
 // Image, version 2, little-endian, strings as a u32 length then the bytes:
 //
@@ -7,7 +12,7 @@
 //   u8  version        2 (version 1 had no clock, expiry, versions or replies: refused
 //                      with errc::unsupported_version, see `snapshot_version_problem`)
 //   u64 last_applied   zxid::value()
-//   u64 now_ms         the map's clock (the latest TICK stamp applied, kv_state_machine.hpp)
+//   u64 now_ms         the map's clock (the latest TICK stamp applied, kv_store.hpp)
 //   u64 key count,     then per key, in strictly increasing byte order: key, value,
 //                      u64 expires_ms (0: never), u64 version (zxid of its last write)
 //   u64 client count,  then per client, in strictly increasing id order:
@@ -43,6 +48,7 @@
 #include "zab/core/bytes.hpp"
 #include "zab/core/crc32c.hpp"
 #include "zab/core/error.hpp"
+#include "zab/core/sealed_image.hpp"
 #include "zab/core/zxid.hpp"
 
 namespace zab::kv {
@@ -72,7 +78,7 @@ using client_map = std::map<std::uint64_t, client_record>;
 struct kv_state {
     zxid last_applied;
     /// The clock: the largest stamp of the TICKs applied (and of version-2 records), ms since
-    /// the Unix epoch. Presence and expiry follow it alone (kv_state_machine.hpp).
+    /// the Unix epoch. Presence and expiry follow it alone (kv_store.hpp).
     std::uint64_t now_ms = 0;
     kv_map data;
     client_map clients;
@@ -92,9 +98,13 @@ inline std::string snapshot_version_problem(unsigned found) {
            "load them into a new cluster)";
 }
 
-/// The format version an image claims (its byte after the magic), if it has one.
+/// The format version a map image claims (its byte after the magic), if it is one (a
+/// kv_state_machine image, zab::session_machine's, is not: it holds a map image).
 inline std::optional<unsigned> snapshot_image_version(byte_view image) {
     if (image.size() < 5) return std::nullopt;
+    std::uint32_t magic = 0;
+    for (int i = 3; i >= 0; --i) magic = (magic << 8) | std::to_integer<unsigned>(image[i]);
+    if (magic != snapshot_magic) return std::nullopt;
     return std::to_integer<unsigned>(image[4]);
 }
 
@@ -106,28 +116,8 @@ inline constexpr std::size_t snapshot_crc_bytes = 4;
 inline std::size_t image_size(const kv_state& s) noexcept {
     std::size_t size = snapshot_header_bytes + 8 + 8 + 8 + snapshot_crc_bytes;
     for (const auto& [key, entry] : s.data) size += 8 + 16 + key.size() + entry.value.size();
-    for (const auto& entry : s.clients)
-        size += 8 * 4 + 1 + 4 + 4 + entry.second.last_outcome.error.size() +
-                entry.second.last_outcome.reply.size();
+    for (const auto& entry : s.clients) size += 8 * 3 + outcome_size(entry.second.last_outcome);
     return size;
-}
-
-/// Reads one outcome, rejecting any encoding `snapshot()` would not have written.
-inline bool read_outcome(byte_reader& in, outcome& out) {
-    std::uint8_t kind = 0;
-    std::uint64_t integer = 0;
-    if (!in.u8(kind) || !in.u64(integer) || !in.string(out.error, max_string_bytes) ||
-        !in.string(out.reply, max_string_bytes))
-        return false;
-    if (kind < static_cast<std::uint8_t>(outcome_kind::ok) ||
-        kind > static_cast<std::uint8_t>(outcome_kind::reply))
-        return in.fail(errc::corrupt);
-    out.kind = static_cast<outcome_kind>(kind);
-    out.integer = static_cast<std::int64_t>(integer);
-    const bool integer_ok = out.kind == outcome_kind::integer || out.integer == 0;
-    const bool text_ok = (out.kind == outcome_kind::error) != out.error.empty();
-    const bool reply_ok = (out.kind == outcome_kind::reply) != out.reply.empty();
-    return integer_ok && text_ok && reply_ok ? true : in.fail(errc::corrupt);
 }
 
 }  // namespace detail
@@ -153,10 +143,7 @@ inline shared_bytes encode_snapshot(const kv_state& s) {
         w.u64(id);
         w.u64(client.sequence);
         w.u64(client.last_active.value());
-        w.u8(static_cast<std::uint8_t>(client.last_outcome.kind));
-        w.u64(static_cast<std::uint64_t>(client.last_outcome.integer));
-        w.string(client.last_outcome.error);
-        w.string(client.last_outcome.reply);
+        detail::write_outcome(w, client.last_outcome);
     }
     w.u32(crc32c(byte_view{out.data(), out.size()}));
     return shared_bytes{std::move(out)};
@@ -166,24 +153,9 @@ inline shared_bytes encode_snapshot(const kv_state& s) {
 /// `errc::corrupt` for anything else (bad magic, truncation, disorder, more clients than
 /// `max_clients`, bytes after the last field).
 inline result<kv_state> decode_snapshot(byte_view image, std::size_t max_clients) {
-    using detail::snapshot_crc_bytes;
-    if (image.size() < detail::snapshot_header_bytes + snapshot_crc_bytes)
-        return make_error_code(errc::corrupt);
-    detail::byte_reader header{image};
-    std::uint32_t magic = 0;
-    std::uint8_t version = 0;
-    header.u32(magic);
-    header.u8(version);
-    if (magic != snapshot_magic) return make_error_code(errc::corrupt);
-    if (version != snapshot_version) return make_error_code(errc::unsupported_version);
-
-    const byte_view body = image.first(image.size() - snapshot_crc_bytes);
-    detail::byte_reader trailer{image.last(snapshot_crc_bytes)};
-    std::uint32_t stored_crc = 0;
-    trailer.u32(stored_crc);
-    if (crc32c(body) != stored_crc) return make_error_code(errc::bad_checksum);
-
-    detail::byte_reader in{body.subspan(4 + 1)};
+    const auto body = unseal_image(image, snapshot_magic, snapshot_version, 8);
+    if (!body) return body.error();
+    detail::byte_reader in{body.value()};
     kv_state s;
     std::uint64_t last_applied = 0, key_count = 0, client_count = 0;
     in.u64(last_applied);

@@ -42,7 +42,7 @@ byte_vector bytes_of(std::initializer_list<unsigned> values) {
 }
 
 std::error_code decode_error(const byte_vector& bytes) {
-    const auto decoded = decode(bytes);
+    const auto decoded = kv::decode(bytes);
     REQUIRE_FALSE(decoded);
     return decoded.error();
 }
@@ -56,8 +56,7 @@ struct driver {
 
     outcome apply_bytes(const byte_vector& txn) {
         const zxid z{1, ++counter};
-        machine.apply(z, txn);
-        const auto result = machine.outcome_of(z);
+        const auto result = outcome_of_response(machine.apply(z, txn).view());
         REQUIRE(result);
         return *result;
     }
@@ -118,7 +117,7 @@ command random_command(testing::prng& rng) {
 
 /// The decoding oracle: never crashes, and a success re-encodes to exactly the input.
 void check_decode_oracle(const byte_vector& input) {
-    const auto decoded = decode(input);
+    const auto decoded = kv::decode(input);
     if (!decoded) {
         const int code = decoded.error().value();
         CHECK(decoded.error().category() == zab::error_category());
@@ -173,7 +172,7 @@ TEST_CASE("kv command: round trips, binary keys and values", "[kv][codec]") {
         {set_op{"big", std::string(100000, 'x')}, {}},
     };
     for (const auto& c : samples) {
-        const auto decoded = decode(encoded(c));
+        const auto decoded = kv::decode(encoded(c));
         REQUIRE(decoded);
         CHECK(decoded.value() == c);
         CHECK(key_of(decoded.value()) == key_of(c));
@@ -181,7 +180,7 @@ TEST_CASE("kv command: round trips, binary keys and values", "[kv][codec]") {
     testing::prng rng{0x6b76636f};
     for (int i = 0; i < 2000; ++i) {
         const command c = random_command(rng);
-        const auto decoded = decode(encoded(c));
+        const auto decoded = kv::decode(encoded(c));
         REQUIRE(decoded);
         CHECK(decoded.value() == c);
     }
@@ -273,7 +272,7 @@ TEST_CASE("kv command: random bytes and mutations decode or are rejected, never 
         }
         INFO("mutation case " << i);
         check_decode_oracle(input);
-        still_valid += decode(input) ? 1 : 0;
+        still_valid += kv::decode(input) ? 1 : 0;
     }
     CHECK(still_valid > 100);  // the oracle's success branch ran
 }
@@ -410,7 +409,7 @@ TEST_CASE("kv state machine: exactly-once retries", "[kv][state_machine][dedupe]
 
 TEST_CASE("kv state machine: the client table evicts the least recently active client",
           "[kv][state_machine][dedupe]") {
-    driver d{kv_options{.max_clients = 3, .recent_outcomes_max = 64}};
+    driver d{kv_options{.max_clients = 3}};
     d.incr("n", request_tag{1, 1});
     d.incr("n", request_tag{2, 1});
     d.incr("n", request_tag{3, 1});
@@ -430,47 +429,53 @@ TEST_CASE("kv state machine: the client table evicts the least recently active c
     CHECK(o == outcome::integer_value(5));
     CHECK_FALSE(d.machine.last_sequence(3));  // now the oldest, evicted
     // A replica restored from this state evicts the same client next.
-    kv_state_machine copy{kv_options{.max_clients = 3, .recent_outcomes_max = 64}};
+    kv_state_machine copy{kv_options{.max_clients = 3}};
     REQUIRE(copy.restore(d.machine.last_applied(), d.machine.snapshot().view()));
     const auto next = encoded({incr_op{"n"}, request_tag{5, 1}});
     d.apply_bytes(next);
     copy.apply(d.machine.last_applied(), next);
     CHECK(copy.state() == d.machine.state());
+    CHECK(copy.snapshot() == d.machine.snapshot());
     CHECK_FALSE(copy.last_sequence(1));
 
     SECTION("max_clients 0 remembers nobody") {
-        driver none{kv_options{.max_clients = 0, .recent_outcomes_max = 8}};
+        driver none{kv_options{.max_clients = 0}};
         CHECK(none.incr("n", request_tag{1, 1}) == outcome::integer_value(1));
         CHECK(none.incr("n", request_tag{1, 1}) == outcome::integer_value(2));
         CHECK(none.machine.client_count() == 0);
     }
 }
 
-TEST_CASE("kv state machine: outcomes by zxid and the on_applied hook", "[kv][state_machine]") {
-    kv_state_machine machine{kv_options{.max_clients = 8, .recent_outcomes_max = 2}};
-    std::vector<std::pair<zxid, outcome>> seen;
-    machine.on_applied([&seen](zxid z, const outcome& o) { seen.emplace_back(z, o); });
-    machine.apply(zxid{1, 1}, encoded({set_op{"k", "v"}, {}}));
-    machine.apply(zxid{1, 2}, encoded({incr_op{"n"}, {}}));
-    machine.apply(zxid{2, 1}, encoded({cas_op{"k", "v", "w"}, {}}));
-    CHECK_FALSE(machine.outcome_of(zxid{1, 1}));  // beyond recent_outcomes_max
-    CHECK(machine.outcome_of(zxid{1, 2}) == outcome::integer_value(1));
-    CHECK(machine.outcome_of(zxid{2, 1}) == outcome::cas(true));
-    CHECK_FALSE(machine.outcome_of(zxid{1, 3}));
-    REQUIRE(seen.size() == 3);
-    CHECK(seen[0] == std::pair{zxid{1, 1}, outcome::ok()});
-    CHECK(seen[2] == std::pair{zxid{2, 1}, outcome::cas(true)});
-    machine.on_applied(nullptr);
-    machine.apply(zxid{2, 2}, encoded({del_op{"k"}, {}}));
-    CHECK(seen.size() == 3);
-    // A restore keeps what is at or below its zxid (the same committed history) and
-    // forgets what is above.
-    kv_state_machine earlier;
-    earlier.apply(zxid{1, 1}, encoded({set_op{"x", "y"}, {}}));
-    REQUIRE(machine.restore(zxid{1, 1}, earlier.snapshot().view()));
-    CHECK_FALSE(machine.outcome_of(zxid{2, 1}));
-    CHECK_FALSE(machine.outcome_of(zxid{2, 2}));
-    CHECK(machine.get("x") == "y");
+TEST_CASE("kv state machine: apply returns the outcome (§6.6), kept nowhere else",
+          "[kv][state_machine]") {
+    kv_state_machine machine{kv_options{.max_clients = 8}};
+    const auto outcome_at = [&](zxid z, const command& c) {
+        const shared_bytes response = machine.apply(z, encoded(c));
+        const auto reply = zab::session_reply::decode(response.view());
+        REQUIRE(reply);
+        CHECK(reply.value().status == zab::session_status::applied);
+        CHECK(decode_outcome(reply.value().result) == outcome_of_response(response.view()));
+        return outcome_of_response(response.view());
+    };
+    CHECK(outcome_at(zxid{1, 1}, {set_op{"k", "v"}, {}}) == outcome::ok());
+    CHECK(outcome_at(zxid{1, 2}, {incr_op{"n"}, {}}) == outcome::integer_value(1));
+    CHECK(outcome_at(zxid{2, 1}, {cas_op{"k", "v", "w"}, {}}) == outcome::cas(true));
+    CHECK(outcome_at(zxid{2, 2}, {incr_op{"n"}, request_tag{3, 1}}) == outcome::integer_value(2));
+    // A replica that restored the state answers the retry from the (replicated) sessions.
+    kv_state_machine copy{kv_options{.max_clients = 8}};
+    REQUIRE(copy.restore(zxid{2, 2}, machine.snapshot().view()));
+    const auto retry = outcome_of_response(copy.apply(zxid{2, 3}, encoded({incr_op{"n"}, request_tag{3, 1}})).view());
+    REQUIRE(retry);
+    CHECK(retry->duplicate);
+    CHECK(retry->integer == 2);
+    CHECK(copy.get("n") == "2");
+    // Bytes that are no session reply, and an outcome too large to keep, are "unknown".
+    CHECK_FALSE(outcome_of_response(as_bytes("x")));
+    kv_state_machine small{kv_options{.max_clients = 8, .max_outcome_bytes = 4}};
+    CHECK(outcome_of_response(small.apply(zxid{1, 1}, encoded({incr_op{"n"}, request_tag{1, 1}})).view()) ==
+          outcome::integer_value(1));
+    CHECK_FALSE(outcome_of_response(small.apply(zxid{1, 2}, encoded({incr_op{"n"}, request_tag{1, 1}})).view()));
+    CHECK(small.get("n") == "1");
 }
 
 // --- snapshots ----------------------------------------------------------------------------
@@ -479,7 +484,7 @@ namespace {
 
 /// A machine with keys (binary ones included), counters, and clients with every outcome kind.
 driver populated() {
-    driver d{kv_options{.max_clients = 16, .recent_outcomes_max = 64}};
+    driver d{kv_options{.max_clients = 16}};
     d.set("alpha", "1");
     d.set("bin\0key"s, "v\r\n\0"s, request_tag{3, 1});
     d.incr("counter", request_tag{1, 4});
@@ -544,7 +549,7 @@ void check_rejected(kv_state_machine& machine, zxid z, byte_view image) {
 TEST_CASE("kv snapshot: restore round-trips byte for byte", "[kv][snapshot]") {
     driver d = populated();
     const shared_bytes image = d.machine.snapshot();
-    kv_state_machine copy{kv_options{.max_clients = 16, .recent_outcomes_max = 64}};
+    kv_state_machine copy{kv_options{.max_clients = 16}};
     REQUIRE(copy.restore(d.machine.last_applied(), image.view()));
     CHECK(copy.state() == d.machine.state());
     CHECK(copy.snapshot() == image);
@@ -553,10 +558,10 @@ TEST_CASE("kv snapshot: restore round-trips byte for byte", "[kv][snapshot]") {
     CHECK(copy.client_count() == 6);
     // Retries answer the same on the copy: the client table came with the snapshot.
     const auto retry = encoded({incr_op{"counter"}, request_tag{1, 4}});
-    copy.apply(zxid{2, 1}, retry);
-    d.machine.apply(zxid{2, 1}, retry);
-    CHECK(copy.outcome_of(zxid{2, 1}) == d.machine.outcome_of(zxid{2, 1}));
-    CHECK(copy.outcome_of(zxid{2, 1})->duplicate);
+    const auto on_copy = outcome_of_response(copy.apply(zxid{2, 1}, retry).view());
+    CHECK(on_copy == outcome_of_response(d.machine.apply(zxid{2, 1}, retry).view()));
+    REQUIRE(on_copy);
+    CHECK(on_copy->duplicate);
     CHECK(copy.snapshot() == d.machine.snapshot());
 
     SECTION("an empty machine") {
@@ -594,7 +599,7 @@ TEST_CASE("kv snapshot: truncated, extended or bit-flipped images are rejected, 
     // The right image at the wrong zxid.
     check_rejected(target.machine, zxid{at.epoch(), at.counter() + 1}, bytes);
     // Too many clients for this replica's bound.
-    kv_state_machine small{kv_options{.max_clients = 2, .recent_outcomes_max = 4}};
+    kv_state_machine small{kv_options{.max_clients = 2}};
     check_rejected(small, at, bytes);
     // The intact image restores.
     REQUIRE(target.machine.restore(at, bytes));
@@ -626,6 +631,18 @@ TEST_CASE("kv snapshot: a valid checksum over an invalid state is rejected", "[k
         CHECK(target.machine.version_of("k") == zxid{1, 40}.value());
         CHECK(target.machine.last_sequence(1) == 1u);
         CHECK(target.machine.last_applied() == at);
+        // The image is a map with clients, as kv_server wrote before the sessions moved into
+        // zab::session_machine: its client became a session, and a retry is answered from it.
+        const auto retry = outcome_of_response(
+            target.machine.apply(zxid{1, 101}, encoded({incr_op{"k"}, request_tag{1, 1}})).view());
+        REQUIRE(retry);
+        CHECK(retry->duplicate);
+        CHECK(*retry == [] { auto o = outcome::integer_value(7); o.duplicate = true; return o; }());
+        // The next snapshot is the new format, and restores.
+        CHECK_FALSE(snapshot_image_version(target.machine.snapshot().view()));
+        kv_state_machine again;
+        REQUIRE(again.restore(zxid{1, 101}, target.machine.snapshot().view()));
+        CHECK(again.snapshot() == target.machine.snapshot());
     }
     SECTION("another version, e.g. 1 (before expiry and versions): a clear error") {
         for (const std::uint8_t version : {std::uint8_t{1}, std::uint8_t{3}}) {
@@ -733,7 +750,7 @@ TEST_CASE("kv snapshot: a valid checksum over an invalid state is rejected", "[k
 
 TEST_CASE("kv state machine: replicas fed the same commands agree", "[kv][state_machine]") {
     testing::prng rng{0x7265706c};
-    const kv_options options{.max_clients = 5, .recent_outcomes_max = 16};
+    const kv_options options{.max_clients = 5};
     kv_state_machine a{options}, b{options}, late{options};
     std::vector<std::pair<zxid, byte_vector>> txns;
     for (std::uint32_t i = 1; i <= 3000; ++i) {
@@ -745,10 +762,10 @@ TEST_CASE("kv state machine: replicas fed the same commands agree", "[kv][state_
     std::size_t duplicates = 0;
     for (std::size_t i = 0; i < txns.size(); ++i) {
         const auto& [z, txn] = txns[i];
-        a.apply(z, txn);
-        b.apply(z, txn);
-        CHECK(a.outcome_of(z) == b.outcome_of(z));
-        duplicates += a.outcome_of(z)->duplicate ? 1 : 0;
+        const auto from_a = outcome_of_response(a.apply(z, txn).view());
+        CHECK(from_a == outcome_of_response(b.apply(z, txn).view()));
+        REQUIRE(from_a);
+        duplicates += from_a->duplicate ? 1 : 0;
         if (i == 1234) REQUIRE(late.restore(z, a.snapshot().view()));
         if (i > 1234) late.apply(z, txn);
     }
@@ -908,22 +925,6 @@ TEST_CASE("kv state machine: KEYS and SCAN with MATCH and COUNT", "[kv][redis]")
     CHECK(d.read({"SCAN", "0", "COUNT", "1000", "TYPE", "hash"}) == "*2\r\n$1\r\n0\r\n*0\r\n");
 }
 
-TEST_CASE("kv state machine: recent outcomes are bounded in bytes too, the latest always kept",
-          "[kv][redis]") {
-    redis_driver d{driver{kv_options{.max_clients = 16, .recent_outcomes_max = 100,
-                                     .recent_outcomes_max_bytes = 2500}}};
-    d.call({"SET", "big", std::string(1000, 'x')});
-    for (int i = 0; i < 3; ++i) CHECK(d.block({{"GET", "big"}}).size() > 1000);
-    const zxid latest{1, d.counter};
-    CHECK(d.machine.outcome_of(latest));
-    CHECK(d.machine.outcome_of(zxid{1, d.counter - 1}));
-    CHECK_FALSE(d.machine.outcome_of(zxid{1, d.counter - 2}));  // 3 x 1,000+ > 2,500
-    redis_driver tiny{driver{kv_options{.max_clients = 16, .recent_outcomes_max = 100,
-                                        .recent_outcomes_max_bytes = 1}}};
-    tiny.call({"SET", "big", std::string(1000, 'x')});
-    CHECK(tiny.block({{"GET", "big"}}).size() > 1000);  // kept: it is the latest
-}
-
 TEST_CASE("kv state machine: a tagged call is applied once; its retry answers the reply",
           "[kv][redis][dedupe]") {
     redis_driver d;
@@ -937,8 +938,8 @@ TEST_CASE("kv state machine: a tagged call is applied once; its retry answers th
     // The recorded reply travels with the snapshot.
     kv_state_machine copy;
     REQUIRE(copy.restore(d.machine.last_applied(), d.machine.snapshot().view()));
-    copy.apply(zxid{2, 1}, encoded(c));
-    CHECK(outcome_reply(*copy.outcome_of(zxid{2, 1})) == ":5\r\n");
+    CHECK(outcome_reply(*outcome_of_response(copy.apply(zxid{2, 1}, encoded(c)).view())) ==
+          ":5\r\n");
     CHECK(copy.get("n") == "5");
 }
 
@@ -1179,10 +1180,10 @@ TEST_CASE("kv state machine: a conditional write on an expiring key agrees with 
     std::vector<std::string> answers;
     for (std::uint32_t i = 0; i < log.size(); ++i) {
         const zxid z{1, i + 1};
-        a.apply(z, log[i]);
-        b.apply(z, log[i]);
-        REQUIRE(a.outcome_of(z) == b.outcome_of(z));
-        answers.push_back(outcome_reply(*a.outcome_of(z)));
+        const auto from_a = outcome_of_response(a.apply(z, log[i]).view());
+        REQUIRE(from_a == outcome_of_response(b.apply(z, log[i]).view()));
+        REQUIRE(from_a);
+        answers.push_back(outcome_reply(*from_a));
         for (const char* key : {"k", "n"}) {
             CHECK(a.read_call({"GET", key}, clock_a) == b.read_call({"GET", key}, clock_b));
             CHECK(a.read_call({"EXISTS", key}, clock_a) == b.read_call({"EXISTS", key}, clock_b));
@@ -1214,7 +1215,7 @@ TEST_CASE("kv command: version-2 records replay as before (every stamp moved the
     };
     const byte_vector px = v2(1000, {"SET", "k", "v", "PX", "100"});
     CHECK(px.front() == std::byte{2});
-    const auto decoded = decode(px);
+    const auto decoded = kv::decode(px);
     REQUIRE(decoded);
     CHECK(decoded.value().legacy_clock);
     kv_state_machine m;
@@ -1266,9 +1267,8 @@ TEST_CASE("kv state machine: replicas agree on every key and expiry whatever the
     }
     kv_state_machine a, b;
     for (const auto& [z, txn] : txns) {
-        a.apply(z, txn);
-        b.apply(z, txn);
-        REQUIRE(a.outcome_of(z) == b.outcome_of(z));
+        REQUIRE(outcome_of_response(a.apply(z, txn).view()) ==
+                outcome_of_response(b.apply(z, txn).view()));
         for (int k = 0; k < 20; ++k) {
             const std::string key = "k" + std::to_string(k);
             // Reads with different clocks: equal once both clocks are at or below the map's.
@@ -1293,14 +1293,14 @@ TEST_CASE("kv state machine: replicas agree on every key and expiry whatever the
 TEST_CASE("kv command: version-1 records (before stamps) still decode, CALLS and TICK round-trip",
           "[kv][codec]") {
     // What kv_server wrote before this version: the golden SET of version 1.
-    const auto old = decode(bytes_of({1, 1, 0, 1, 0, 0, 0, 'k', 1, 0, 0, 0, 'v'}));
+    const auto old = kv::decode(bytes_of({1, 1, 0, 1, 0, 0, 0, 'k', 1, 0, 0, 0, 'v'}));
     REQUIRE(old);
     CHECK(old.value() == command{set_op{"k", "v"}, {}, 0});
     // Stamped: version 3, the stamp after the flags; version 2 the same bytes (legacy_clock).
     CHECK(encoded({set_op{"k", "v"}, {}, 0x0102}) ==
           bytes_of({3, 1, 0, 2, 1, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 'k', 1, 0, 0, 0, 'v'}));
     CHECK(encoded({tick_op{}, {}, 7}) == bytes_of({3, 6, 0, 7, 0, 0, 0, 0, 0, 0, 0}));
-    const auto v2_tick = decode(bytes_of({2, 6, 0, 7, 0, 0, 0, 0, 0, 0, 0}));
+    const auto v2_tick = kv::decode(bytes_of({2, 6, 0, 7, 0, 0, 0, 0, 0, 0, 0}));
     REQUIRE(v2_tick);
     CHECK(v2_tick.value() == command{tick_op{}, {}, 7, true});
     CHECK(decode_error(bytes_of({4, 6, 0, 7, 0, 0, 0, 0, 0, 0, 0})) == errc::unsupported_version);
@@ -1320,7 +1320,7 @@ TEST_CASE("kv command: version-1 records (before stamps) still decode, CALLS and
           errc::truncated);
     const command block{calls_op{{{"SET", "a\0b"s, "1"}, {"GET", ""}}, {{"w", 42}}, true},
                         request_tag{1, 2}, 99};
-    const auto decoded = decode(encoded(block));
+    const auto decoded = kv::decode(encoded(block));
     REQUIRE(decoded);
     CHECK(decoded.value() == block);
 }
@@ -1339,4 +1339,25 @@ TEST_CASE("kv state machine: every read and write of the command table runs", "[
         CHECK(reply.find("unknown command") == std::string::npos);
         CHECK_FALSE(check_call(args));
     }
+}
+
+TEST_CASE("kv state machine: a version-2 TAGGED retry answered by the sessions still moves the "
+          "clock, as kv_server applied it before (old logs replay alike)",
+          "[kv][state_machine][dedupe]") {
+    driver d;
+    command first{set_op{"k", "v"}, request_tag{1, 1}, 1000};
+    first.legacy_clock = true;
+    CHECK(d.run(first) == outcome::ok());
+    CHECK(d.machine.now_ms() == 1000u);
+    command retry = first;
+    retry.stamp_ms = 2000;
+    CHECK(d.run(retry).duplicate);
+    CHECK(d.machine.now_ms() == 2000u);
+    CHECK(d.machine.state().last_applied == d.machine.last_applied());  // the map saw it
+    // A version-3 retry's stamp is only the base of its expiries: the clock stays.
+    command v3 = retry;
+    v3.legacy_clock = false;
+    v3.stamp_ms = 3000;
+    CHECK(d.run(v3).duplicate);
+    CHECK(d.machine.now_ms() == 2000u);
 }

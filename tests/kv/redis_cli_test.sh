@@ -111,6 +111,16 @@ expect "INCR again" 2 "$(cli 2 INCR n)"
 expect "INCR not integer" "ERR value is not an integer or out of range" "$(cli 3 INCR c)"
 expect "TAGGED first" 3 "$(cli 1 TAGGED 42 1 INCR n)"
 expect "TAGGED retry (applied once)" 3 "$(cli 2 TAGGED 42 1 INCR n)"
+# The value INCR answers is what apply computed on the replica that took the write,
+# delivered with the write's completion (docs/protocol.md §6.6): a follower's is forwarded
+# and applied there too.
+expect "INCR through follower ${followers[0]}" 4 "$(cli "${followers[0]}" INCR n)"
+expect "INCR through follower ${followers[1]}" 5 "$(cli "${followers[1]}" INCR n)"
+expect "TAGGED INCR through a follower" 6 "$(cli "${followers[1]}" TAGGED 43 1 INCR n)"
+expect "TAGGED retry through the other follower" 6 "$(cli "${followers[0]}" TAGGED 43 1 INCR n)"
+expect "TAGGED older sequence" \
+    "ERR request sequence number is older than the client's last applied request" \
+    "$(cli "$leader" TAGGED 43 0 INCR n)"
 expect "pipelined writes then read (read-your-writes)" $'OK\nOK\nOK\nthird' \
     "$(printf 'SET p first\nSET p second\nSET p third\nGET p\n' | cli "${followers[0]}")"
 

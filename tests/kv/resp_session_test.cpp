@@ -396,8 +396,8 @@ namespace {
 std::string apply_and_reply(zab::kv::kv_state_machine& machine, const std::vector<std::byte>& txn,
                             std::uint32_t& counter) {
     const zab::zxid z{1, ++counter};
-    machine.apply(z, zab::byte_view{txn.data(), txn.size()});
-    return zab::kv::outcome_reply(*machine.outcome_of(z));
+    return zab::kv::outcome_reply(*zab::kv::outcome_of_response(
+        machine.apply(z, zab::byte_view{txn.data(), txn.size()}).view()));
 }
 
 }  // namespace

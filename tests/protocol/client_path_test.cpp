@@ -612,3 +612,359 @@ TEST_CASE("disk-stall fencing (§6.5): a leader whose disk hangs steps down and 
         },
         sim.now() + 40'000'000));
 }
+
+// --- results from apply (§6.6) and client sessions (§6.7) --------------------------------
+
+#include "zab/session/session_machine.hpp"
+
+namespace {
+
+/// A recording machine whose `apply` returns a result: the transaction and how many this
+/// machine holds after it, e.g. "w#3" — the same on every replica.
+struct answering_machine : recording_state_machine {
+    shared_bytes apply(zxid id, byte_view txn) {
+        recording_state_machine::apply(id, txn);
+        return shared_bytes::copy_of(
+            as_bytes(fmt::format("{}#{}", as_string_view(txn), applied().size())));
+    }
+};
+static_assert(result_machine<answering_machine>);
+static_assert(!result_machine<recording_state_machine>);
+
+/// The position of `txn` among what replica `at` applied (1-based), 0 if absent.
+template <typename Sim>
+std::size_t position_of(const Sim& sim, peer_id at, zxid z) {
+    const auto& applied = sim.at(at).machine->applied();
+    for (std::size_t i = 0; i < applied.size(); ++i)
+        if (applied[i].id == z) return i + 1;
+    return 0;
+}
+
+template <typename Sim>
+peer_id leader_in(Sim& sim) {
+    for (const auto& n : sim.nodes())
+        if (n.peer && n.peer->state() == peer_state::leading && n.peer->established()) return n.id;
+    return 0;
+}
+
+template <typename Sim>
+void settle(Sim& sim) {
+    REQUIRE(sim.run_until(
+        [&] {
+            if (leader_in(sim) == 0) return false;
+            for (const auto& n : sim.nodes())
+                if (n.peer && !n.peer->established()) return false;
+            return true;
+        },
+        sim.now() + 40'000'000));
+}
+
+/// Every completion of a simulator of any machine, per replica and request id (clear it
+/// when a replica restarts: its new peer numbers requests from 1 again).
+template <typename Sim>
+struct completions {
+    std::map<std::pair<peer_id, request_id>, client_completion> seen;
+    explicit completions(Sim& sim) {
+        sim.set_completion_observer([this](peer_id at, const client_completion& c) {
+            seen.emplace(std::pair{at, c.id}, c);
+        });
+    }
+    const client_completion* find(peer_id at, request_id id) const {
+        const auto it = seen.find({at, id});
+        return it == seen.end() ? nullptr : &it->second;
+    }
+    /// Runs `sim` until every request of `ids` completed (10 s of virtual time at most).
+    void wait_all(Sim& sim, const std::vector<std::pair<peer_id, request_id>>& ids) const {
+        REQUIRE(sim.run_until(
+            [&] {
+                for (const auto& [at, id] : ids)
+                    if (!find(at, id)) return false;
+                return true;
+            },
+            sim.now() + 20'000'000));
+    }
+};
+
+/// A started 3-voter simulator of `Machine`, settled, with its completions recorded.
+template <typename Machine>
+struct settled_cluster {
+    explicit settled_cluster(std::uint64_t seed) : sim{[seed] {
+                                                       cluster_options o;
+                                                       o.seed = seed;
+                                                       return o;
+                                                   }()} {
+        sim.start();
+        settle(sim);
+    }
+    simulator<Machine> sim;
+    completions<simulator<Machine>> out{sim};
+};
+
+/// session_machine over answering_machine: expiry after 1,000 ms of leader clock, at most 8
+/// sessions (default-constructible, as the simulator builds its machines).
+struct session_double : session_machine<answering_machine> {
+    session_double()
+        : session_machine{session_options{.max_sessions = 8, .expiry_ms = 1'000,
+                                          .max_result_bytes = 64}} {}
+};
+static_assert(result_machine<session_double>);
+static_assert(deferred_snapshot_machine<session_double>);
+static_assert(system_txn_machine<session_double>);
+
+std::vector<std::byte> tagged(std::string_view payload, std::uint64_t client, std::uint64_t seq,
+                              std::optional<std::uint64_t> clock = std::nullopt) {
+    return session_envelope::wrap(as_bytes(payload), session_tag{client, seq}, clock);
+}
+
+session_reply reply_of(const client_completion& c) {
+    REQUIRE(c.outcome.has_value());
+    REQUIRE_FALSE(c.response_unknown);
+    auto r = session_reply::decode(c.response.view());
+    REQUIRE(r.has_value());
+    return r.value();
+}
+
+}  // namespace
+
+TEST_CASE("results from apply (§6.6): the proposer gets what its replica's apply returned, "
+          "on the leader and through forwarding, before and after a failover") {
+    settled_cluster<answering_machine> cluster{81};
+    auto& [sim, out] = cluster;
+    // A write at every replica: the leader's own, the followers' forwarded.
+    const auto check_round = [&](std::string_view tag) {
+        std::vector<std::pair<peer_id, request_id>> ids;
+        for (const auto& n : sim.nodes())
+            if (n.peer) ids.emplace_back(n.id, *sim.submit(n.id, as_bytes(fmt::format("{}{}", tag, n.id))));
+        out.wait_all(sim, ids);
+        for (const auto& [at, id] : ids) {
+            const client_completion& c = *out.find(at, id);
+            INFO("replica " << at);
+            REQUIRE(c.outcome.has_value());
+            CHECK_FALSE(c.response_unknown);
+            // What this replica's apply returned: the txn and its position here.
+            CHECK(as_string_view(c.response.view()) ==
+                  fmt::format("{}{}#{}", tag, at, position_of(sim, at, c.outcome.value())));
+        }
+    };
+    check_round("before-");
+    const peer_id old_leader = leader_in(sim);
+    sim.crash(old_leader);
+    settle(sim);
+    REQUIRE(leader_in(sim) != old_leader);
+    check_round("after-");
+    // Syncs and refusals carry no result.
+    const auto s = sim.sync(leader_in(sim));
+    REQUIRE(sim.run_until([&] { return out.find(leader_in(sim), *s) != nullptr; },
+                          sim.now() + 5'000'000));
+    CHECK(out.find(leader_in(sim), *s)->response.empty());
+}
+
+TEST_CASE("results from apply (§6.6): a write applied here inside a snapshot completes with its "
+          "result unknown, distinct from outcome_unknown") {
+    // The simulator keeps every link FIFO, so a learner always learns its write's zxid
+    // (REPLY) before it applies it; the table is what makes the promise, tested directly.
+    client_table t;
+    const request_id a = t.next_id(), b = t.next_id(), c = t.next_id();
+    t.add_write(a, zxid{1, 1});
+    t.add_write(b, zxid{1, 2});
+    t.add_write(c, zxid{1, 4});
+    t.applied(zxid{1, 1}, shared_bytes::copy_of(as_bytes("one")));
+    t.applied(zxid{1, 3}, shared_bytes::copy_of(as_bytes("not ours")));  // another's write
+    t.applied_through(zxid{1, 2});  // a snapshot at (1,2): b is in it
+    const auto done = t.take();
+    REQUIRE(done.size() == 2);
+    CHECK(done[0].id == a);
+    CHECK(as_string_view(done[0].response.view()) == "one");
+    CHECK_FALSE(done[0].response_unknown);
+    CHECK(done[1].id == b);
+    CHECK(done[1].outcome.value() == zxid{1, 2});  // applied: the write is known
+    CHECK(done[1].response_unknown);                  // its result is not
+    CHECK(done[1].response.empty());
+    t.abandon(errc::not_leader, 0);
+    const auto lost = t.take();
+    REQUIRE(lost.size() == 1);
+    CHECK(lost[0].outcome.error() == make_error_code(errc::outcome_unknown));
+    CHECK_FALSE(lost[0].response_unknown);
+    CHECK(t.in_flight() == 0);
+}
+
+TEST_CASE("client sessions (§6.7): a tagged write retried across leader changes is applied once, "
+          "the retry answers the first result marked duplicate, an older one is stale") {
+    settled_cluster<session_double> cluster{82};
+    auto& [sim, out] = cluster;
+    const auto submit_and_wait = [&](peer_id at, const std::vector<std::byte>& txn) {
+        const auto id = sim.submit(at, txn);
+        REQUIRE(id);
+        REQUIRE(sim.run_until([&] { return out.find(at, *id) != nullptr; }, sim.now() + 30'000'000));
+        return *out.find(at, *id);
+    };
+    int duplicates = 0;
+    const std::vector<sim_time> delays = {0, 1'000, 3'000, 6'000, 12'000, 50'000};
+    for (std::uint64_t seq = 1; seq <= delays.size(); ++seq) {
+        const auto txn = tagged(fmt::format("w{}", seq), 7, seq);
+        const peer_id leader = leader_in(sim);
+        peer_id at = 0;
+        for (const auto& n : sim.nodes())
+            if (n.peer && n.id != leader) at = n.id;
+        // The leader dies with the write in flight: it may or may not commit.
+        const auto id = sim.submit(at, txn);
+        REQUIRE(id);
+        sim.run_for(delays[seq - 1]);  // from "never reached the leader" to "applied"
+        sim.crash(leader);
+        REQUIRE(sim.run_until([&] { return out.find(at, *id) != nullptr; }, sim.now() + 30'000'000));
+        const client_completion first = *out.find(at, *id);
+        settle(sim);
+        sim.restart(leader);
+        settle(sim);
+        out.seen.clear();  // a restarted peer numbers its requests from 1 again
+        // The client retries until it hears back, through another replica each time.
+        std::optional<std::string> result;
+        if (first.outcome) {
+            const session_reply r = reply_of(first);
+            CHECK(r.status == session_status::applied);
+            result = std::string{as_string_view(r.result)};
+        } else {
+            CHECK(first.outcome.error() == make_error_code(errc::outcome_unknown));
+        }
+        const client_completion retry = submit_and_wait(leader_in(sim), txn);
+        const session_reply r = reply_of(retry);
+        if (result) CHECK(r.status == session_status::duplicate);
+        if (r.status == session_status::duplicate) ++duplicates;
+        REQUIRE(r.status != session_status::stale);
+        if (result) CHECK(as_string_view(r.result) == *result);
+        INFO("seq " << seq << " first " << (first.outcome ? "ok" : first.outcome.error().message())
+                    << " retry result " << as_string_view(r.result) << " status "
+                    << int(r.status));
+        CHECK(as_string_view(r.result).starts_with(fmt::format("w{}#", seq)));
+    }
+    CHECK(duplicates > 0);  // some first attempts committed despite their leader's crash
+    CHECK(duplicates < static_cast<int>(delays.size()));  // and some did not
+    // An older sequence is a definite error: nothing applied, no result.
+    const session_reply stale = reply_of(submit_and_wait(leader_in(sim), tagged("w1", 7, 1)));
+    CHECK(stale.status == session_status::stale);
+    CHECK(stale.result.empty());
+    // Every replica applied each write exactly once, and they agree byte for byte.
+    sim.run_for(2'000'000);
+    const shared_bytes reference = sim.at(1).machine->snapshot();
+    for (const auto& n : sim.nodes()) {
+        INFO("replica " << n.id);
+        std::map<std::string, int> counts;
+        for (const auto& a : n.machine->inner().applied()) ++counts[std::string{as_string_view(a.txn.view())}];
+        for (std::uint64_t seq = 1; seq <= delays.size(); ++seq)
+            CHECK(counts[fmt::format("w{}", seq)] == 1);
+        CHECK(n.machine->last_sequence(7) == delays.size());
+        CHECK(n.machine->snapshot() == reference);
+    }
+}
+
+TEST_CASE("client sessions (§6.7): expiry by the leader's clock and eviction are the same on "
+          "every replica, and memory stays bounded under a flood of client ids") {
+    settled_cluster<session_double> cluster{83};
+    auto& [sim, out] = cluster;
+    std::vector<std::pair<peer_id, request_id>> ids;
+    const auto wait_all = [&] { out.wait_all(sim, ids); };
+    // 60 clients from every replica, with the leader's clock moving 10 ms a write.
+    std::uint64_t clock = 0;
+    for (std::uint64_t client = 1; client <= 60; ++client) {
+        const peer_id at = static_cast<peer_id>(1 + client % 3);
+        clock += 10;
+        ids.emplace_back(at, *sim.submit(at, tagged("c", client, 1, clock)));
+        if (client % 10 == 0) wait_all();  // several leaders' turns, not one batch
+    }
+    wait_all();
+    sim.run_for(2'000'000);
+    const shared_bytes reference = sim.at(1).machine->snapshot();
+    for (const auto& n : sim.nodes()) {
+        CHECK(n.machine->sessions().size() == 8);  // max_sessions: the 8 most recent
+        CHECK(n.machine->snapshot() == reference);
+    }
+    // A leader clock 1,000 ms past the last activity expires every session, on every replica.
+    ids.clear();
+    ids.emplace_back(1, *sim.submit(1, session_envelope::wrap(as_bytes("tick"), std::nullopt,
+                                                               clock + 1'000)));
+    wait_all();
+    sim.run_for(2'000'000);
+    for (const auto& n : sim.nodes()) {
+        CHECK(n.machine->sessions().size() == 0);
+        CHECK(n.machine->sessions().clock_ms() == clock + 1'000);
+        CHECK(n.machine->snapshot() == sim.at(1).machine->snapshot());
+    }
+}
+
+TEST_CASE("client sessions (§6.7): the table's bounds, expiry, and a restore that refuses "
+          "corrupt images and changes nothing") {
+    using machine = session_machine<answering_machine>;
+    const session_options opts{.max_sessions = 100, .expiry_ms = 500, .max_result_bytes = 16};
+    machine m{opts};
+    std::uint32_t counter = 0;
+    const auto apply = [&](machine& target, const std::vector<std::byte>& txn) {
+        auto r = session_reply::decode(target.apply(zxid{1, ++counter}, txn).view());
+        REQUIRE(r.has_value());
+        return r.value();
+    };
+    // A flood of new client ids: never more than max_sessions, the least recent evicted.
+    for (std::uint64_t client = 1; client <= 20'000; ++client) apply(m, tagged("x", client, 1, 0));
+    CHECK(m.sessions().size() == 100);
+    CHECK_FALSE(m.last_sequence(19'900));
+    CHECK(m.last_sequence(19'901) == 1u);
+    // Per session: its ids, times and one result of at most max_result_bytes.
+    CHECK(m.sessions().encoded_size() <= 16 + 100 * (8 * 4 + 1 + 4 + 16));
+    // A duplicate answers the recorded result; a result above max_result_bytes is not kept.
+    const auto first = apply(m, tagged("y", 20'000, 2, 100));
+    CHECK(first.status == session_status::applied);
+    const auto again = apply(m, tagged("y", 20'000, 2));
+    CHECK(again.status == session_status::duplicate);
+    CHECK(again.result_kept);
+    CHECK(std::string{as_string_view(again.result)} == std::string{as_string_view(first.result)});
+    const std::string large(40, 'L');
+    CHECK(apply(m, tagged(large, 20'000, 3)).status == session_status::applied);
+    const auto large_again = apply(m, tagged(large, 20'000, 3));
+    CHECK(large_again.status == session_status::duplicate);
+    CHECK_FALSE(large_again.result_kept);
+    CHECK(large_again.result.empty());
+    // Expiry: 500 ms of leader clock without activity; a client that comes back after it is
+    // applied again (the promise is bounded).
+    CHECK(m.next_expiry_ms() == 500u);  // the flood was seen at clock 0
+    apply(m, session_envelope::wrap(as_bytes("tick"), std::nullopt, 550));
+    CHECK(m.sessions().size() == 1);  // client 20,000, last seen at 100
+    CHECK(m.next_expiry_ms() == 600u);
+    CHECK(apply(m, tagged("x", 19'999, 1)).status == session_status::applied);  // expired: again
+    CHECK(apply(m, tagged("y", 20'000, 2)).status == session_status::stale);
+
+    // Restore: a copy restores exactly; every corruption is refused with the state unchanged.
+    const shared_bytes image = m.snapshot();
+    machine copy{opts};
+    REQUIRE(copy.restore(m.last_applied(), image.view()));
+    CHECK(copy.snapshot() == image);
+    CHECK(copy.sessions() == m.sessions());
+    machine target{opts};
+    apply(target, tagged("z", 1, 1, 0));
+    const shared_bytes before = target.snapshot();
+    const auto refused = [&](machine& into, zxid z, const std::vector<std::byte>& bytes) {
+        const auto r = into.restore(z, bytes);
+        CHECK(into.snapshot() == before);
+        return r ? std::error_code{} : r.error();
+    };
+    const std::vector<std::byte> good(image.data(), image.data() + image.size());
+    for (std::size_t at = 0; at < good.size(); at += 7) {
+        auto bad = good;
+        bad[at] ^= std::byte{0x10};
+        CHECK(refused(target, m.last_applied(), bad));
+    }
+    CHECK(refused(target, m.last_applied(), {good.begin(), good.end() - 1}));
+    CHECK(refused(target, zxid{9, 9}, good) == make_error_code(errc::corrupt));
+    // Well-formed images that break this replica's options: too many sessions, sessions
+    // that its expiry says are gone, results above its bound.
+    machine small{session_options{.max_sessions = 0, .expiry_ms = 500, .max_result_bytes = 16}};
+    const shared_bytes small_before = small.snapshot();
+    CHECK(small.restore(m.last_applied(), image.view()).error() == make_error_code(errc::corrupt));
+    CHECK(small.snapshot() == small_before);
+    machine strict{session_options{.max_sessions = 100, .expiry_ms = 0, .max_result_bytes = 16}};
+    CHECK(strict.restore(m.last_applied(), image.view()).error() == make_error_code(errc::corrupt));
+    machine tight{session_options{.max_sessions = 100, .expiry_ms = 500, .max_result_bytes = 2}};
+    CHECK(tight.restore(m.last_applied(), image.view()).error() == make_error_code(errc::corrupt));
+    // Another image version is refused as such.
+    auto versioned = good;
+    versioned[4] = std::byte{2};
+    CHECK(refused(target, m.last_applied(), versioned) == make_error_code(errc::unsupported_version));
+}

@@ -6,7 +6,9 @@
 // - a definite failure (`not_leader`, `backpressure`, `zxid_exhausted`, `shutting_down`) is
 //   reported only when the transaction was never proposed and never will be;
 // - a write that was handed to a leader (proposed here, or forwarded) and whose fate this
-//   peer can no longer learn — the role ended first — completes with `outcome_unknown`.
+//   peer can no longer learn — the role ended first — completes with `outcome_unknown`;
+// - a write that succeeds carries what `apply` returned for it here (zab::result_machine),
+//   or says the result is unknown: it reached this peer inside a snapshot (§6.6).
 #pragma once
 
 #include <cstdint>
@@ -16,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "zab/core/bytes.hpp"
 #include "zab/core/error.hpp"
 #include "zab/core/types.hpp"
 #include "zab/core/zxid.hpp"
@@ -37,6 +40,13 @@ struct client_completion {
     result<zxid> outcome = make_error_code(errc::outcome_unknown);
     /// With `not_leader`: the leader this peer follows or last heard of, 0 if none.
     peer_id leader_hint = 0;
+    /// A write that succeeded: what the state machine's `apply` returned for it on this
+    /// peer (zab::result_machine); empty for a machine whose `apply` returns void.
+    shared_bytes response;
+    /// A write that succeeded (it is committed and applied here) but reached this peer
+    /// inside a snapshot, so this peer never ran its `apply` and `response` is empty: the
+    /// result is unknown, the write is not (unlike `errc::outcome_unknown`, §6.6).
+    bool response_unknown = false;
 };
 
 /// The requests a peer has in flight, and the completions not yet taken by the driver.
@@ -49,7 +59,7 @@ public:
 
     /// A request that fails before it goes anywhere.
     void fail_now(request_id id, client_op op, errc e, peer_id hint = 0) {
-        completions_.push_back({id, op, make_error_code(e), hint});
+        completions_.push_back({id, op, make_error_code(e), hint, {}, false});
     }
 
     /// A write handed to the leader: proposed here as `assigned`, or forwarded (nullopt
@@ -79,18 +89,21 @@ public:
         fail_now(id, client_op::write, e, hint);
     }
 
-    /// Transaction `z` was applied here.
-    void applied(zxid z) {
+    /// Transaction `z` was applied here; `result` is what `apply` returned. Only a write in
+    /// flight keeps it (until the driver takes the completion): memory stays bounded by
+    /// `max_pending_requests`.
+    void applied(zxid z, shared_bytes result = {}) {
         const auto it = by_zxid_.find(z);
         if (it == by_zxid_.end()) return;
-        succeed(it->second, z);
+        succeed(it->second, z, std::move(result), false);
         by_zxid_.erase(it);
     }
 
-    /// The state machine was replaced by a snapshot at `z`: every write named ≤ z is in it.
+    /// The state machine was replaced by a snapshot at `z`: every write named ≤ z is in it,
+    /// applied but not here, so its result is unknown.
     void applied_through(zxid z) {
         while (!by_zxid_.empty() && by_zxid_.begin()->first <= z) {
-            succeed(by_zxid_.begin()->second, by_zxid_.begin()->first);
+            succeed(by_zxid_.begin()->second, by_zxid_.begin()->first, {}, true);
             by_zxid_.erase(by_zxid_.begin());
         }
     }
@@ -101,7 +114,7 @@ public:
     /// Sync `id` is answered; `applied` is the last zxid applied here.
     void answer_sync(request_id id, zxid applied) {
         if (syncs_.erase(id) == 0) return;
-        completions_.push_back({id, client_op::sync, applied, 0});
+        completions_.push_back({id, client_op::sync, applied, 0, {}, false});
     }
 
     /// A leadership transfer in progress at this leader (one at a time).
@@ -112,7 +125,7 @@ public:
     void finish_transfer(result<zxid> outcome, peer_id hint = 0) {
         if (!transfer_) return;
         completions_.push_back({*std::exchange(transfer_, std::nullopt), client_op::transfer,
-                                std::move(outcome), hint});
+                                std::move(outcome), hint, {}, false});
     }
 
     /// The role ends (or the peer stops): writes handed to a leader may still commit, so
@@ -122,7 +135,7 @@ public:
         if (transfer_) finish_transfer(make_error_code(sync_error), hint);
         for (const auto& [id, assigned] : writes_)
             completions_.push_back({id, client_op::write, make_error_code(errc::outcome_unknown),
-                                    hint});
+                                    hint, {}, false});
         for (const request_id id : syncs_) fail_now(id, client_op::sync, sync_error, hint);
         writes_.clear();
         by_zxid_.clear();
@@ -134,9 +147,9 @@ public:
     bool has_completions() const noexcept { return !completions_.empty(); }
 
 private:
-    void succeed(request_id id, zxid z) {
+    void succeed(request_id id, zxid z, shared_bytes response, bool response_unknown) {
         writes_.erase(id);
-        completions_.push_back({id, client_op::write, z, 0});
+        completions_.push_back({id, client_op::write, z, 0, std::move(response), response_unknown});
     }
 
     request_id last_id_ = 0;

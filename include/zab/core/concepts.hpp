@@ -160,17 +160,35 @@ concept compactable_log =
 /// Requirements:
 ///   sm.apply(z, txn)       Apply committed transaction `z`. Must not fail for a reason
 ///                          other replicas would not share: a deterministic rejection is
-///                          an outcome the application encodes in its own state.
+///                          an outcome the application encodes in its own state. Returns
+///                          void, or `shared_bytes`: a result for the writer (see
+///                          `result_machine`).
 ///   sm.last_applied()      zxid of the last applied (or restored) transaction.
 ///   sm.snapshot()          Serialized state as of `last_applied()`.
 ///   sm.restore(z, bytes)   Replace the whole state by a snapshot taken at `z`; an error for
 ///                          bytes that do not decode (the state is then unchanged).
 template <typename S>
 concept state_machine = requires(S& sm, const S& const_sm, zxid z, byte_view bytes) {
-    { sm.apply(z, bytes) } -> std::same_as<void>;
+    sm.apply(z, bytes);
+    requires std::same_as<decltype(sm.apply(z, bytes)), void> ||
+                 std::same_as<decltype(sm.apply(z, bytes)), shared_bytes>;
     { const_sm.last_applied() } -> std::same_as<zxid>;
     { const_sm.snapshot() } -> std::same_as<shared_bytes>;
     { sm.restore(z, bytes) } -> std::same_as<result<void>>;
+};
+
+/// Optional: a state machine whose `apply` returns a result for the writer, as bytes it
+/// encodes itself (hashicorp/raft's `ApplyFuture.Response()`, NuRaft's commit buffer).
+/// The replica that accepted the write hands it over with the write's completion
+/// (`client_completion::response`, `zab::asio::reply::response`; docs/protocol.md §6.6). It is
+/// local, never replicated or logged: it must be what every replica's `apply` returns, but
+/// only the accepting replica keeps it, and only while the write is in flight there. A
+/// machine whose `apply` returns void costs nothing: its completions carry no bytes.
+///
+///   sm.apply(z, txn)   Apply committed transaction `z` and return its result.
+template <typename S>
+concept result_machine = state_machine<S> && requires(S& sm, zxid z, byte_view bytes) {
+    { sm.apply(z, bytes) } -> std::same_as<shared_bytes>;
 };
 
 /// A state handed over to be serialized later, on any thread (`deferred_snapshot_machine`).

@@ -597,7 +597,14 @@ private:
     /// The user's state machine, seen through the port the policies use.
     struct machine_adapter final : machine_port {
         explicit machine_adapter(StateMachine& m) : machine{m} {}
-        void apply(zxid z, byte_view txn) override { machine.apply(z, txn); }
+        shared_bytes apply(zxid z, byte_view txn) override {
+            if constexpr (result_machine<StateMachine>) {
+                return machine.apply(z, txn);
+            } else {
+                machine.apply(z, txn);
+                return {};
+            }
+        }
         void apply_system(zxid z, byte_view txn) override {
             if constexpr (system_txn_machine<StateMachine>) machine.apply_system(z, txn);
         }

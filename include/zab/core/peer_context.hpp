@@ -166,7 +166,8 @@ public:
     virtual ~machine_port() = default;
     /// zab::deferred_snapshot_machine's `snapshot_later`; nothing for a machine without it.
     virtual std::optional<deferred_snapshot> snapshot_later() const = 0;
-    virtual void apply(zxid z, byte_view txn) = 0;
+    /// Applies `z`; returns what a zab::result_machine's `apply` returned (else nothing).
+    virtual shared_bytes apply(zxid z, byte_view txn) = 0;
     /// zab::system_txn_machine's `apply_system`; nothing for a machine without it.
     virtual void apply_system(zxid z, byte_view txn) = 0;
     virtual shared_bytes snapshot() const = 0;
@@ -519,18 +520,19 @@ public:
     /// Applies a committed transaction (docs/design.md rule 5): in zxid order, exactly once.
     void apply(const log_record& record) {
         ZAB_ASSERT(record.id > last_applied, "applying out of order");
+        shared_bytes result;  // for the writer, if it is in flight here (§6.6)
         if (is_system_txn(record.txn.view())) {
             activate(record);  // a reconfiguration: the core's, not the application's
             machine_->apply_system(record.id, record.txn.view());
         } else {
-            machine_->apply(record.id, record.txn.view());
+            result = machine_->apply(record.id, record.txn.view());
         }
         last_applied = record.id;
         last_committed = std::max(last_committed, record.id);
         ++counters.transactions_applied;
         ++applied_since_compaction_;
         applied_bytes_since_compaction_ += record.txn.size();
-        clients.applied(record.id);
+        clients.applied(record.id, std::move(result));
     }
     /// Applies every logged record after `last_applied` up to `upto` (committed by the
     /// leader's word), reading them back from the log.

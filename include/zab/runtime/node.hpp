@@ -128,6 +128,12 @@ struct reply {
     /// That leader's client address ("host:port" where the application serves clients),
     /// when the configuration carries one (`member::client_address`); empty otherwise.
     std::string leader_client_address;
+    /// A write that succeeded: what the state machine's `apply` returned for it here
+    /// (zab::result_machine; empty for one whose `apply` returns void).
+    shared_bytes response;
+    /// A write that succeeded but reached this replica inside a snapshot: `response` is
+    /// unknown (the write is applied; docs/protocol.md §6.6).
+    bool response_unknown = false;
 };
 
 /// One learner as the leader sees it.
@@ -279,8 +285,10 @@ public:
     /// write is applied here, or with a `zab::errc` error code — `not_leader` (with the
     /// leader in the reply when known), `backpressure`, `zxid_exhausted`, `storage_failed`,
     /// `shutting_down` when it was never proposed; `outcome_unknown` when it may or may not
-    /// commit. Any completion token: a callback, `use_future`, `use_awaitable`, `deferred`.
-    /// Waits for a leader as `node_options::leader_wait` says (see `call_options`).
+    /// commit. On success `reply::response` is what `apply` returned here (`response_unknown`:
+    /// the write reached this replica inside a snapshot; §6.6). Any completion token: a
+    /// callback, `use_future`, `use_awaitable`, `deferred`. Waits for a leader as
+    /// `node_options::leader_wait` says (see `call_options`).
     template <typename CompletionToken>
     auto async_propose(byte_view txn, CompletionToken&& token) {
         return async_propose(std::vector<std::byte>(txn.begin(), txn.end()),
@@ -635,9 +643,11 @@ private:
                 parked_.push_back({std::move(request), leadership(), c.leader_hint});
                 continue;
             }
+            reply r = reply_for(c.outcome ? c.outcome.value() : zxid{}, c.leader_hint);
+            r.response = std::move(c.response);
+            r.response_unknown = c.response_unknown;
             const std::error_code error = c.outcome ? std::error_code{} : c.outcome.error();
-            complete(std::move(request.handler), executor_, error,
-                     reply_for(c.outcome ? c.outcome.value() : zxid{}, c.leader_hint));
+            complete(std::move(request.handler), executor_, error, std::move(r));
         }
     }
 

@@ -108,13 +108,13 @@ inline replay replay_log(const std::vector<log_record>& records,
             r.value_positions[key][entry.value] = 0;
         }
     }
-    outcome last_outcome;
-    machine.on_applied([&](zxid, const outcome& o) { last_outcome = o; });
     for (const log_record& record : records) {
         // Applied whatever it holds, as every replica did: the digests must still agree.
-        machine.apply(record.id, record.txn.view());
+        const outcome last_outcome =
+            outcome_of_response(machine.apply(record.id, record.txn.view()).view())
+                .value_or(outcome::failure("outcome unknown"));
         const std::uint64_t position = ++r.transactions;
-        auto command = decode(record.txn.view());
+        auto command = kv::decode(record.txn.view());
         if (!command) {
             r.problems.push_back(fmt::format("the log's transaction {} does not decode: {}",
                                              record.id, command.error().message()));
