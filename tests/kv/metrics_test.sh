@@ -50,7 +50,7 @@ metric_at_least_within() {
     done
 }
 health_within() {  # health_within ID CODE SECONDS
-    local deadline=$((SECONDS + $3)) code
+    local deadline=$((SECONDS + $3))
     until [[ "$(http_code "$1" /health)" == "$2" ]]; do
         ((SECONDS < deadline)) || fail "replica $1: /health is not $2 within $3 s (last: $(cat "$work/body" 2>/dev/null))"
         sleep 0.2
