@@ -3,6 +3,7 @@
 // GET /health), without any I/O (the HTTP server is kv_metrics_http.hpp).
 #pragma once
 
+#include <iterator>
 #include <string>
 #include <string_view>
 

@@ -14,8 +14,10 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <iterator>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include <fmt/format.h>
 
