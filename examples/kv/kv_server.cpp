@@ -14,6 +14,15 @@
 //             [--tls-cert F --tls-key F [--tls-ca-cert F] [--tls-auth-clients yes|no|optional]]
 //             [--requirepass P | --requirepass-file F]
 //             [--admin-user NAME (--admin-pass P | --admin-pass-file F)]
+//             [--metrics-port P [--metrics-host HOST]]
+//
+// Metrics (README.md, "Operating a group", "Metrics"): --metrics-port serves HTTP on
+// --metrics-host (default: --client-host): GET /metrics in the Prometheus text format
+// (zab's counters, gauges, histograms and events: zab/runtime/metrics_exposition.hpp), GET
+// /health 200 "ok" while the replica is established (leading with a quorum, or following a
+// leader that sent UPTODATE) and its disk is not stalled, else 503 with the reason; anything
+// else 404, a malformed or oversized request 400 and closed (kv_metrics_http.hpp). INFO shows
+// the same figures in its "# Zab ..." sections.
 //
 // Security (README.md, "Security"):
 // --peer-tls-*: mutual TLS between the replicas (zab::asio::tls_security: the cluster CA,
@@ -136,10 +145,14 @@
 #include <fmt/format.h>
 
 #include "kv/kv_auth.hpp"
+#include "kv/kv_metrics.hpp"
+#include "kv/kv_metrics_http.hpp"
 #include "kv/kv_peer_security.hpp"
 #include "kv/kv_requests.hpp"
 #include "kv/kv_state_machine.hpp"
 #include "kv/resp_session.hpp"
+#include "zab/runtime/metrics_exposition.hpp"
+#include "zab/runtime/metrics_registry.hpp"
 #include "zab/runtime/node.hpp"
 #include "zab/storage/file_log.hpp"
 #include "zab/storage/memory_log.hpp"
@@ -225,6 +238,9 @@ struct server_args {
     std::string admin_user;
     std::optional<std::string> admin_pass;
     std::string admin_pass_file;
+    // --metrics-port: the HTTP metrics and health port (kv_metrics_http.hpp); none without it.
+    std::optional<std::uint16_t> metrics_port;
+    std::optional<std::string> metrics_host;  ///< default: client_host
 
     bool peer_tls() const { return !peer_tls_cert.empty(); }
     bool client_tls() const { return !tls_cert.empty(); }
@@ -247,6 +263,7 @@ constexpr std::string_view usage_text =
     "                 [--tls-auth-clients yes|no|optional]]\n"
     "                 [--requirepass P | --requirepass-file F]\n"
     "                 [--admin-user NAME (--admin-pass P | --admin-pass-file F)]\n"
+    "                 [--metrics-port P [--metrics-host HOST]]\n"
     "example: kv_server --id 1 --peers 1=127.0.0.1:7001,2=127.0.0.1:7002,3=127.0.0.1:7003 \\\n"
     "                   --client-port 6381 --data build/cluster/replica-1/data\n";
 
@@ -311,7 +328,7 @@ std::variant<server_args, std::string> parse_args(int argc, char** argv) {
             continue;
         }
         if (flag == "-h" || flag == "--help") return std::string{};
-        static constexpr std::array<std::string_view, 32> valued{"--client-addresses",
+        static constexpr std::array<std::string_view, 34> valued{"--client-addresses",
             "--id",           "--peers",           "--client-port",       "--client-host",
             "--data",         "--tick-ms",         "--snapshot-every",    "--snapshot-every-bytes",
             "--cluster-id",   "--log-level",       "--max-clients",       "--timeout",
@@ -319,7 +336,7 @@ std::variant<server_args, std::string> parse_args(int argc, char** argv) {
             "--peer-tls-cert", "--peer-tls-key",   "--peer-tls-ca",       "--tls-min-version",
             "--tls-cert",     "--tls-key",         "--tls-ca-cert",       "--tls-auth-clients",
             "--requirepass",  "--requirepass-file", "--admin-user",       "--admin-pass",
-            "--admin-pass-file", "--leader-wait-ms"};
+            "--admin-pass-file", "--leader-wait-ms", "--metrics-port", "--metrics-host"};
         if (std::find(valued.begin(), valued.end(), flag) == valued.end())
             return fmt::format("unknown option '{}'", flag);
         if (i + 1 >= argc) return fmt::format("{} needs a value", flag);
@@ -347,6 +364,12 @@ std::variant<server_args, std::string> parse_args(int argc, char** argv) {
             have_port = true;
         } else if (flag == "--client-host") {
             a.client_host = value;
+        } else if (flag == "--metrics-port") {
+            const auto port = parse_number(value, 65535);
+            if (!port) return fmt::format("--metrics-port: '{}' is not a port 0..65535", value);
+            a.metrics_port = static_cast<std::uint16_t>(*port);
+        } else if (flag == "--metrics-host") {
+            a.metrics_host = std::string{value};
         } else if (flag == "--data") {
             a.data = value;
         } else if (flag == "--tick-ms") {
@@ -441,6 +464,7 @@ std::variant<server_args, std::string> parse_args(int argc, char** argv) {
                                a.id, highest + 1);
     }
     if (!have_port) return std::string{"--client-port is required"};
+    if (a.metrics_host && !a.metrics_port) return std::string{"--metrics-host needs --metrics-port"};
     for (const auto& [id, address] : a.client_addresses)
         if (!a.peers.contains(id))
             return fmt::format("--client-addresses names {}, which --peers does not list", id);
@@ -964,10 +988,14 @@ private:
 template <typename Node>
 class server {
 public:
-    server(boost::asio::io_context& io, Node& node, const server_args& args)
+    /// `registry`: the node's metrics sink (node_options::metrics), shown by INFO and
+    /// --metrics-port.
+    server(boost::asio::io_context& io, Node& node, const server_args& args,
+           const zab::metrics_registry& registry)
         : io_{io},
           node_{node},
           args_{args},
+          registry_{registry},
           acceptor_{io},
           signals_{io, SIGINT, SIGTERM},
           reload_signal_{io, SIGHUP},
@@ -997,6 +1025,14 @@ public:
         if (error)
             return fmt::format("cannot listen on {}:{}: {}", args_.client_host, args_.client_port,
                                error.message());
+        if (args_.metrics_port) {
+            metrics_http_.emplace(io_, [this](std::string_view method, std::string_view target) {
+                return metrics_answer(method, target);
+            });
+            if (auto problem = metrics_http_->start(args_.metrics_host.value_or(args_.client_host),
+                                                    *args_.metrics_port))
+                return problem;
+        }
         signals_.async_wait([this](boost::system::error_code e, int) {
             if (!e) shutdown();
         });
@@ -1009,6 +1045,23 @@ public:
 
     Node& node() { return node_; }
     const server_args& args() const { return args_; }
+    /// The metrics port's bound port (0: none).
+    std::uint16_t metrics_port() const { return metrics_http_ ? metrics_http_->local_port() : 0; }
+
+    /// --metrics-port's answer to one request (kv_metrics.hpp's routes).
+    zab::kv::http_answer metrics_answer(std::string_view method, std::string_view target) const {
+        return zab::kv::route_metrics_request(
+            method, target,
+            [this] {
+                zab::prometheus_text text;
+                zab::write_node_metrics(text, node_, &registry_);
+                return text.text();
+            },
+            [this] {
+                const auto* peer = node_.protocol_peer();
+                return peer ? zab::kv::health_problem(peer->status()) : std::string{"not started"};
+            });
+    }
 
     /// Every member's peer address this replica knows, as "host:port": --peers, then what
     /// the configuration in force carries (ZRECONFIG ADD / REMOVE keep them in the new one).
@@ -1202,7 +1255,14 @@ public:
             line("syncs_diff", c.syncs_diff);
             line("syncs_trunc", c.syncs_trunc);
             line("syncs_snap", c.syncs_snap);
+            line("health", [&] {
+                const std::string problem = zab::kv::health_problem(peer->status());
+                return problem.empty() ? std::string{"ok"} : problem;
+            }());
         }
+        // zab's figures, as --metrics-port shows them (README.md, "Metrics").
+        zab::kv::info_writer zab_figures{out};
+        zab::write_node_metrics(zab_figures, node_, &registry_);
         return out;
     }
 
@@ -1369,6 +1429,7 @@ private:
         accept_retry_.cancel();
         idle_sweep_.cancel();
         expiry_timer_.cancel();
+        if (metrics_http_) metrics_http_->stop();
         node_.stop();
         auto open = connections_;  // close() erases from connections_
         for (auto& [id, weak] : open)
@@ -1378,6 +1439,8 @@ private:
     boost::asio::io_context& io_;
     Node& node_;
     const server_args& args_;
+    const zab::metrics_registry& registry_;
+    std::optional<zab::kv::metrics_http_server> metrics_http_;  ///< --metrics-port
     tcp::acceptor acceptor_;
     boost::asio::signal_set signals_;
     boost::asio::signal_set reload_signal_;
@@ -1434,13 +1497,17 @@ int serve(const server_args& args, Log& log) {
     boost::asio::io_context io;
     boost::asio::thread_pool disk{1};
     zab::kv::kv_state_machine machine{zab::kv::kv_options{}};
+    // zab's distributions and events (INFO, --metrics-port); before the node, which reports to it.
+    zab::metrics_registry registry;
     int status = 0;
     {
         // A memory_log's flush job has no disk work: handing it to the disk thread would
         // only cost two thread wake-ups per flush, so it runs on the node's executor.
         std::optional<boost::asio::any_io_executor> disk_executor;
         if constexpr (!std::is_same_v<Log, zab::memory_log>) disk_executor = disk.get_executor();
-        node_type node{io.get_executor(), node_options_for(args), log, machine,
+        zab::asio::node_options options = node_options_for(args);
+        options.metrics = &registry;
+        node_type node{io.get_executor(), std::move(options), log, machine,
                        std::move(disk_executor),
                        args.peer_tls() ? zab::kv::peer_security{args.peer_tls_options()}
                                        : zab::kv::peer_security{}};
@@ -1449,17 +1516,19 @@ int serve(const server_args& args, Log& log) {
                        started.error().message());
             return 1;
         }
-        server<node_type> srv{io, node, args};
+        server<node_type> srv{io, node, args, registry};
         if (auto problem = srv.start()) {
             fmt::print(stderr, "kv_server: {}\n", *problem);
             node.stop();
             return 1;
         }
-        fmt::print("kv_server: replica {} serving RESP{} on {}:{} (peer port {}{}, {} log{})\n",
+        fmt::print("kv_server: replica {} serving RESP{} on {}:{} (peer port {}{}, {} log{}{})\n",
                    args.id, args.client_tls() ? " over TLS" : "", args.client_host,
                    args.client_port, node.transport().local_port(),
                    args.peer_tls() ? ", mutual TLS" : "", args.memory ? "memory" : "file",
-                   srv.users()->auth_required() ? ", password required" : "");
+                   srv.users()->auth_required() ? ", password required" : "",
+                   args.metrics_port ? fmt::format(", metrics on port {}", srv.metrics_port())
+                                     : std::string{});
         std::fflush(stdout);
         io.run();
         node.stop();

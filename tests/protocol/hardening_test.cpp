@@ -14,6 +14,7 @@
 #include "zab/testing/peer_internals.hpp"
 #include "zab/core/codec.hpp"
 #include "zab/core/peer.hpp"
+#include "zab/runtime/metrics_registry.hpp"
 
 using namespace zab;
 using namespace zab::test;
@@ -341,4 +342,28 @@ TEST_CASE("a durability report for an operation never issued makes nothing durab
     CHECK(l.p->last_committed() == committed);  // 1's ACK alone is no quorum
     l.p->on_log_durable(issued);
     CHECK(l.p->last_committed() == zxid{l.p->durable_epochs().current, 1});
+}
+
+// The metrics hook: a learner whose syncs keep failing is reported once it failed
+// sync_failures_reported (3) times in a row, with the last reason.
+TEST_CASE("metrics hook: a learner stuck syncing is an event, with its failures and reason") {
+    hand_leader l;
+    l.establish();
+    metrics_registry registry{[] { return 0.0; }};
+    std::vector<metric_event> events;
+    registry.set_event_handler([&](const metric_event& e) { events.push_back(e); });
+    l.p->set_metrics(&registry);
+    for (int attempt = 1; attempt <= 3; ++attempt) {
+        l.reconnect(1);  // a new connection: a new sync, ended before it is done
+        l.from(1, wire::follower_info{0});
+        CHECK(registry.events(metric_event_kind::learner_stuck_syncing) == 0);
+    }
+    l.reconnect(1);
+    REQUIRE(registry.events(metric_event_kind::learner_stuck_syncing) == 1);
+    REQUIRE(events.size() == 1);
+    CHECK(events[0].learner == 1);
+    CHECK(events[0].count == 3);
+    CHECK(events[0].self == 3);
+    CHECK(events[0].leader == 3);
+    CHECK(std::string{events[0].reason} == "its connection was lost");
 }

@@ -37,6 +37,7 @@
 #include <catch2/catch.hpp>
 
 #include "zab/runtime/node.hpp"
+#include "zab/runtime/metrics_registry.hpp"
 #include "zab/storage/file_log.hpp"
 #include "zab/storage/memory_log.hpp"
 #include "zab/testing/recording_state_machine.hpp"
@@ -91,6 +92,8 @@ struct cluster {
     std::uint64_t snapshot_every = 0;
     /// Members carry client addresses "client-<id>:6379" (member::client_address).
     bool client_addresses = false;
+    /// node_options::metrics per replica (none: no sink).
+    std::map<peer_id, zab::metrics_sink*> metrics;
 
     explicit cluster(std::size_t n) : voters{n} {
         if constexpr (std::is_same_v<Log, zab::file_log>) dir.emplace();
@@ -115,6 +118,7 @@ struct cluster {
         o.tick = 20ms;
         o.peer.sync_limit_ticks = 50;
         o.peer.snapshot_every = snapshot_every;
+        if (const auto sink = metrics.find(id); sink != metrics.end()) o.metrics = sink->second;
         o.transport.self = id;
         o.transport.reconnect_min = 10ms;
         o.transport.reconnect_max = 200ms;
@@ -400,6 +404,51 @@ TEST_CASE("file logs: the leader (and with five replicas one more) killed, a new
             CHECK(snapshot->last_included > zxid{});
         }
     }
+}
+
+TEST_CASE("metrics: a node forwards its sink to the peer and times its own flush jobs and "
+          "snapshots (file logs)", "[runtime]") {
+    cluster<zab::file_log> c{3};
+    c.snapshot_every = 10;
+    std::map<peer_id, std::unique_ptr<zab::metrics_registry>> registries;
+    for (peer_id id = 1; id <= 3; ++id) {
+        registries[id] = std::make_unique<zab::metrics_registry>();
+        c.metrics[id] = registries[id].get();
+    }
+    c.start_all();
+    REQUIRE(c.run_until([&] { return c.all_serving(); }));
+    CHECK(c.write_through_all("metered", 30) == 30);
+    REQUIRE(c.converged());
+    const peer_id leader = c.leader();
+    // A follower applies what a quorum committed before its own flush is done: wait for
+    // every replica's flush jobs and compaction.
+    REQUIRE(c.run_until([&] {
+        for (peer_id id = 1; id <= 3; ++id)
+            if (registries[id]->of(zab::histogram_kind::flush_records).sum() < 30 ||
+                c.node(id)->protocol_peer()->counters().compactions == 0)
+                return false;
+        return true;
+    }));
+    for (peer_id id = 1; id <= 3; ++id) {
+        INFO("replica " << id);
+        const zab::metrics_registry& r = *registries[id];
+        const auto& fsync = r.of(zab::histogram_kind::fsync_seconds);
+        CHECK(fsync.count() > 0);
+        CHECK(fsync.sum() > 0);
+        CHECK(r.of(zab::histogram_kind::apply_seconds).count() ==
+              c.node(id)->protocol_peer()->counters().transactions_applied);
+        CHECK(r.of(zab::histogram_kind::snapshot_seconds).count() > 0);  // serialized off-thread
+        CHECK(r.of(zab::histogram_kind::snapshot_bytes).count() ==
+              c.node(id)->protocol_peer()->counters().compactions);
+        CHECK(r.events(zab::metric_event_kind::role_changed) >= 1);
+    }
+    CHECK(registries[leader]->of(zab::histogram_kind::commit_seconds).count() ==
+          c.node(leader)->protocol_peer()->counters().commits);
+    // Detached: nothing more is reported.
+    c.node(leader)->set_metrics(nullptr);
+    const auto fsyncs = registries[leader]->of(zab::histogram_kind::fsync_seconds).count();
+    CHECK(c.write_through_all("unmetered", 3) == 3);
+    CHECK(registries[leader]->of(zab::histogram_kind::fsync_seconds).count() == fsyncs);
 }
 
 TEST_CASE("completion tokens: callback, use_future from another thread, use_awaitable, deferred",

@@ -75,7 +75,7 @@ public:
             if (link.forwarding && link.type == learner_type::participant)
                 ctx_.send_frame_after(link.id, frame);
         leader.outstanding.push_back(std::move(p));
-        ++ctx_.counters.proposals;
+        ctx_.note_proposed(id);
         return id;
     }
 
@@ -210,6 +210,7 @@ public:
         for (peer_id id : silent) {
             zab::log(log_level::info, "peer {}: learner {} silent for {} ticks, dropped",
                      ctx_.self(), id, limit);
+            ++ctx_.counters.learners_silent;
             ctx_.drop_learner(id, "silent for sync_limit");
         }
         if (!leader.established()) return;  // until then init_limit bounds the leader (§4)
@@ -458,7 +459,7 @@ protected:  // the building blocks of the phase, for policies derived from this 
         }
         leader.remember_committed(p.record);
         ctx_.apply(p.record);
-        ++ctx_.counters.commits;
+        ctx_.note_committed(id);
     }
 
 

@@ -24,6 +24,7 @@
 #include "zab/core/synchronization.hpp"
 #include "zab/core/error.hpp"
 #include "zab/core/logging.hpp"
+#include "zab/core/metrics.hpp"
 #include "zab/core/options.hpp"
 #include "zab/core/peer_context.hpp"
 #include "zab/core/status.hpp"
@@ -263,6 +264,11 @@ public:
         zab::log(log_level::error, "peer {}: storage failed ({}); replica stopped", ctx_.self(),
                  error.message());
         failure_ = error;
+        if (ctx_.metrics) {
+            metric_event e = ctx_.event(metric_event_kind::storage_failed);
+            e.error = error;
+            ctx_.metrics->on_event(e);
+        }
         ctx_.outbox_.clear();
         ctx_.forget_held_frames();
         ctx_.clients.abandon(errc::storage_failed, 0);
@@ -470,6 +476,16 @@ public:
 
     // --- observation --------------------------------------------------------------------
 
+    /// Reports this replica's distributions and events to `sink` from now on (zab/core/
+    /// metrics.hpp); nullptr (the default) stops reporting. The sink must outlive the peer or
+    /// be replaced first; it is called on the peer's thread, inside its steps. Counters and
+    /// gauges are not pushed: read them from `counters()` and `status()`.
+    void set_metrics(metrics_sink* sink) noexcept {
+        ctx_.metrics = sink;
+        reported_role_ = ctx_.state;
+        reported_leader_ = ctx_.established_leader();
+    }
+
     peer_id id() const noexcept { return ctx_.self(); }
     peer_state state() const noexcept { return ctx_.state; }
     phase current_phase() const noexcept { return ctx_.current_phase(); }
@@ -499,6 +515,11 @@ public:
             const auto trouble = sync_trouble(link.id);
             learner_status l{link.id, link.type, link.at, link.last_acked, 0, trouble.failures,
                              trouble.last_reason};
+            if (!link.snapshot.empty()) {  // streaming (released once the last chunk is queued)
+                l.snapshot_bytes = link.snapshot.size();
+                l.snapshot_sent = link.snapshot_queued;
+                l.snapshot_acknowledged = link.snapshot_acknowledged;
+            }
             if (link.type == learner_type::participant &&
                 committed.epoch() == ctx_.leading->epoch)
                 l.lag = link.last_acked.epoch() == committed.epoch()
@@ -530,6 +551,8 @@ public:
         s.reconfig_in_progress = !ctx_.pending_configs().empty();
         s.removed = ctx_.removed;
         s.disk_stalled = ctx_.disk_stalled;
+        if (ctx_.leading) s.outstanding_proposals = ctx_.leading->outstanding.size();
+        s.log_bytes_since_snapshot = ctx_.history_bytes_after_snapshot();
         return s;
     }
     /// Leader: learner `id`'s failed syncs in a row, connected or not (zero once synced).
@@ -665,6 +688,11 @@ private:
         if (!ctx_.disk_stalled && stalled_for >= bound) {
             ctx_.disk_stalled = true;
             ++ctx_.counters.disk_stalls;
+            if (ctx_.metrics) {
+                metric_event e = ctx_.event(metric_event_kind::disk_stalled);
+                e.count = stalled_for;
+                ctx_.metrics->on_event(e);
+            }
             zab::log(log_level::error,
                      "peer {}: disk stalled: storage writes pending for {} ticks without "
                      "completing{}",
@@ -678,6 +706,7 @@ private:
             ctx_.disk_stalled = false;
             zab::log(log_level::warn, "peer {}: disk writes complete again; disk no longer stalled",
                      ctx_.self());
+            if (ctx_.metrics) ctx_.metrics->on_event(ctx_.event(metric_event_kind::disk_recovered));
             maybe_start_election();
         }
     }
@@ -985,6 +1014,10 @@ private:
         ctx_.current_vote = decision.decided;
         const std::uint64_t deadline = ctx_.now_tick + ctx_.opts().init_limit_ticks;
         ++ctx_.counters.elections_decided;
+        if (ctx_.state == peer_state::leading) {
+            ++ctx_.counters.elections_won;
+            ctx_.forget_proposal_times();
+        }
         zab::log(log_level::info, "peer {}: {} (leader {}, decided by {} votes)", ctx_.self(),
                  ctx_.state, ctx_.current_vote.leader, decision.counted.size());
         auto held = std::exchange(held_learner_infos_, {});
@@ -1305,6 +1338,20 @@ private:
         release_frames();
         if (drop_learners_over_backlog()) release_frames();  // their closes, and the rest
         ctx_.check_invariants();
+        if (ctx_.metrics) report_role_changes();
+    }
+
+    /// With a metrics sink, at the end of a step: the role and the established leader as they
+    /// are now, if they differ from the last ones reported.
+    void report_role_changes() {
+        if (ctx_.state != reported_role_) {
+            reported_role_ = ctx_.state;
+            ctx_.metrics->on_event(ctx_.event(metric_event_kind::role_changed));
+        }
+        if (const peer_id leader = ctx_.established_leader(); leader != reported_leader_) {
+            reported_leader_ = leader;
+            ctx_.metrics->on_event(ctx_.event(metric_event_kind::leader_changed));
+        }
     }
 
     /// A learner whose frames still held after the release exceed `max_learner_backlog`
@@ -1400,6 +1447,9 @@ private:
     std::vector<held_learner_info> held_learner_infos_;
     std::error_code failure_;
     bool shutting_down_ = false;
+    /// What report_role_changes last reported (with a metrics sink).
+    peer_state reported_role_ = peer_state::looking;
+    peer_id reported_leader_ = 0;
 };
 
 }  // namespace zab

@@ -23,6 +23,7 @@
 #include "zab/core/concepts.hpp"
 #include "zab/core/config.hpp"
 #include "zab/core/logging.hpp"
+#include "zab/core/metrics.hpp"
 #include "zab/core/options.hpp"
 #include "zab/core/quorum.hpp"
 #include "zab/core/reconfig.hpp"
@@ -101,6 +102,7 @@ struct peer_counters {
     std::uint64_t notifications_received = 0;
     std::uint64_t elections_started = 0;
     std::uint64_t elections_decided = 0;
+    std::uint64_t elections_won = 0;        ///< decisions to lead (the rest follow or observe)
     std::uint64_t notification_timeouts = 0;
     std::uint64_t establish_timeouts = 0;  ///< discovery/sync not done within init_limit
     std::uint64_t transactions_applied = 0;
@@ -112,6 +114,8 @@ struct peer_counters {
     std::uint64_t snapshot_chunks_sent = 0;  ///< SNAP chunks queued (leader side)
     std::uint64_t snapshot_bytes_sent = 0;   ///< snapshot bytes in them
     std::uint64_t learners_refused = 0;     ///< ahead of the leader, or a stale epoch (§4)
+    std::uint64_t learners_dropped = 0;     ///< leader: learner links it closed, for any reason
+    std::uint64_t learners_silent = 0;      ///< leader: of those, silent for sync_limit (§6.2)
     std::uint64_t leader_step_downs = 0;    ///< no quorum within sync_limit (§6.2)
     std::uint64_t leaderships_abandoned = 0;///< unestablished, a quorum voted elsewhere (ZK-3109)
     std::uint64_t leader_silences = 0;      ///< learner: nothing from the leader for sync_limit
@@ -345,6 +349,7 @@ public:
     /// silence; `why` says which). It may come back on a new connection with a new
     /// FOLLOWERINFO.
     void drop_learner(peer_id id, const char* why) {
+        if (leading) ++counters.learners_dropped;
         forget_learner(id, why);
         close(id);
     }
@@ -384,10 +389,60 @@ public:
         ++trouble.failures;
         trouble.last_reason = why;
         ++counters.learner_sync_failures;
-        if (trouble.failures >= sync_failures_reported)
+        if (trouble.failures >= sync_failures_reported) {
             log(log_level::warn, "peer {}: learner {} failed to sync {} times in a row; last: {}",
                 self_, id, trouble.failures, why);
+            if (metrics) {
+                metric_event e = event(metric_event_kind::learner_stuck_syncing);
+                e.learner = id;
+                e.count = trouble.failures;
+                e.reason = why;
+                metrics->on_event(e);
+            }
+        }
     }
+
+    // --- metrics (zab/core/metrics.hpp) ---------------------------------------------------
+    /// The sink, or null (the default): then nothing below does more than test it.
+    metrics_sink* metrics = nullptr;
+    /// An event of `kind` stamped with this replica's id, role, established leader and tick.
+    metric_event event(metric_event_kind kind) const {
+        metric_event e;
+        e.kind = kind;
+        e.self = self_;
+        e.role = state;
+        e.leader = established_leader();
+        e.tick = now_tick;
+        return e;
+    }
+    /// The leader this replica leads with a quorum or follows past UPTODATE; 0 otherwise.
+    peer_id established_leader() const noexcept {
+        if (leading && leading->established()) return self_;
+        if (learning && learning->at == learner_state::stage::broadcasting) return learning->leader;
+        return 0;
+    }
+    void observe(histogram_kind h, double value) {
+        if (metrics) metrics->observe(h, value);
+    }
+    /// Leader: proposal `id` was made (counted; timed for commit_seconds with a sink).
+    void note_proposed(zxid id) {
+        ++counters.proposals;
+        if (metrics) proposal_times_.emplace_back(id, metrics->now());
+    }
+    /// Leader: proposal `id` committed (counted; its commit_seconds observed with a sink).
+    /// Commits come in zxid order, so the times of earlier proposals (of a leadership that
+    /// ended) go too.
+    void note_committed(zxid id) {
+        ++counters.commits;
+        while (!proposal_times_.empty() && proposal_times_.front().first <= id) {
+            if (proposal_times_.front().first == id && metrics)
+                metrics->observe(histogram_kind::commit_seconds,
+                                 metrics->now() - proposal_times_.front().second);
+            proposal_times_.pop_front();
+        }
+    }
+    /// A new leadership: proposals timed under an earlier one will never commit here.
+    void forget_proposal_times() noexcept { proposal_times_.clear(); }
 
     /// Storage failed outside a completion (a read of the log): the peer stops at the end
     /// of the step, as at a failed fsync (docs/design.md rule 6). A read error never stands for a
@@ -521,12 +576,14 @@ public:
     void apply(const log_record& record) {
         ZAB_ASSERT(record.id > last_applied, "applying out of order");
         shared_bytes result;  // for the writer, if it is in flight here (§6.6)
+        const double started = metrics ? metrics->now() : 0.0;
         if (is_system_txn(record.txn.view())) {
             activate(record);  // a reconfiguration: the core's, not the application's
             machine_->apply_system(record.id, record.txn.view());
         } else {
             result = machine_->apply(record.id, record.txn.view());
         }
+        if (metrics) metrics->observe(histogram_kind::apply_seconds, metrics->now() - started);
         last_applied = record.id;
         last_committed = std::max(last_committed, record.id);
         ++counters.transactions_applied;
@@ -728,7 +785,17 @@ public:
                 return;
             }
         }
-        if (storage_->compact(last_applied, machine_snapshot())) ++counters.compactions;
+        const double started = metrics ? metrics->now() : 0.0;
+        const shared_bytes state = machine_snapshot();
+        if (metrics) observe(histogram_kind::snapshot_seconds, metrics->now() - started);
+        compact_with(last_applied, state);
+    }
+
+    /// The log compacts with `state` at `at` (counted; its size observed with a sink).
+    void compact_with(zxid at, const shared_bytes& state) {
+        if (!storage_->compact(at, state)) return;
+        ++counters.compactions;
+        observe(histogram_kind::snapshot_bytes, static_cast<double>(state.size()));
     }
 
     /// The driver serialized the snapshot handed out for `at` (peer::ready().snapshot).
@@ -738,7 +805,7 @@ public:
         snapshot_work_outstanding_ = false;
         const auto in_effect = storage_->snapshot();
         if (in_effect && in_effect->last_included >= at) return;
-        if (storage_->compact(at, state)) ++counters.compactions;
+        compact_with(at, state);
     }
 
     /// Snapshot work for the driver, taken once (peer::ready()).
@@ -804,6 +871,7 @@ private:
 
     void flush_batch() {
         if (batch_.empty()) return;
+        observe(histogram_kind::append_records, static_cast<double>(batch_.size()));
         storage_->append(batch_op_, batch_);
         batch_.clear();
         note_log_op(batch_op_);
@@ -944,6 +1012,8 @@ private:
     storage_op durable_log_op_ = 0;
     storage_op durable_epoch_op_ = 0;
     std::uint64_t writes_progressed_tick_ = 0;
+    /// Leader, with a metrics sink: each outstanding proposal's `metrics->now()` when made.
+    std::deque<std::pair<zxid, double>> proposal_times_;
 
     std::error_code storage_error_;  ///< a read failed in this step: the peer stops
     std::optional<election_decision> pending_decision_;

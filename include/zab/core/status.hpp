@@ -28,6 +28,12 @@ struct learner_status {
     std::uint64_t lag = 0;
     std::uint64_t sync_failures = 0;   ///< its syncs in a row that ended before UPTODATE
     const char* last_sync_failure = "";
+    /// A SNAP streaming to it: the snapshot's size, the bytes queued to it and the bytes it
+    /// confirmed (SNAPACK); all 0 when none is (the leader lets the snapshot go once its last
+    /// chunk is queued).
+    std::uint64_t snapshot_bytes = 0;
+    std::uint64_t snapshot_sent = 0;
+    std::uint64_t snapshot_acknowledged = 0;
 };
 
 /// A peer's role and progress at one instant.
@@ -50,6 +56,10 @@ struct peer_status {
     bool reconfig_in_progress = false;     ///< a reconfiguration logged here is not committed yet
     bool disk_stalled = false;             ///< storage writes stalled for disk_stall_ticks (§6.5)
     bool removed = false;                  ///< a reconfiguration removed this replica: it stopped
+    std::uint64_t outstanding_proposals = 0;  ///< leader: proposed, not yet committed
+    /// Transaction bytes applied since the last compaction (or restore): about how much
+    /// history the log keeps beyond its snapshot.
+    std::uint64_t log_bytes_since_snapshot = 0;
 };
 
 }  // namespace zab

@@ -65,6 +65,7 @@
 #include "zab/core/config.hpp"
 #include "zab/core/error.hpp"
 #include "zab/core/logging.hpp"
+#include "zab/core/metrics.hpp"
 #include "zab/core/options.hpp"
 #include "zab/core/peer.hpp"
 #include "zab/core/reconfig.hpp"
@@ -88,6 +89,10 @@ struct node_options {
     tcp_transport_options transport; ///< `transport.self` is this replica; its peers' addresses
     /// How long one tick of the peer's clock lasts (every duration in `peer` counts ticks).
     std::chrono::milliseconds tick{100};
+    /// Where the peer and the node report distributions and events (zab/core/metrics.hpp;
+    /// a zab::metrics_registry, zab/runtime/metrics_registry.hpp, is ready-made), or nullptr:
+    /// nothing is measured. It must outlive the node; it is called on the node's executor.
+    metrics_sink* metrics = nullptr;
     /// `call_options::leader_wait` for the `async_propose` and `async_sync` calls that give
     /// no call_options. 0: a call without an established leader fails `not_leader` at once.
     std::chrono::milliseconds leader_wait{0};
@@ -240,6 +245,7 @@ public:
             return make_error_code(errc::invalid_options);
         }
         if (auto listening = transport_.start(); !listening) return listening.error();
+        created.value()->set_metrics(options_.metrics);
         started_ = true;
         peer_ = std::move(created).value();
         tick_length_ = options_.tick;
@@ -446,6 +452,12 @@ public:
         return s;
     }
 
+    /// Reports to `sink` from now on (node_options::metrics); nullptr stops. On the executor.
+    void set_metrics(metrics_sink* sink) noexcept {
+        options_.metrics = sink;
+        if (peer_) peer_->set_metrics(sink);
+    }
+
     /// The peer (for observation: status, counters), or nullptr before `start()`.
     const peer_type* protocol_peer() const noexcept { return peer_.get(); }
     const Transport& transport() const noexcept { return transport_; }
@@ -596,19 +608,24 @@ private:
     void serialize_snapshot(snapshot_work work) {
         auto job = std::make_shared<snapshot_work>(std::move(work));
         auto result = std::make_shared<shared_bytes>();
-        auto finish = [this, alive = alive_, job, result]() {
+        auto took = std::make_shared<double>(0.0);
+        auto finish = [this, alive = alive_, job, result, took]() {
             if (!*alive || !peer_ || stopped_) return;
+            if (options_.metrics) options_.metrics->observe(histogram_kind::snapshot_seconds, *took);
             peer_->on_snapshot_ready(job->at, std::move(*result));
             after_step();
         };
+        auto serialize = [job, result, took] {
+            *took = timed([&] { *result = job->serialize(); });
+        };
         if (disk_) {
-            boost::asio::post(*disk_, [job, result, executor = executor_, finish]() mutable {
-                *result = job->serialize();
+            boost::asio::post(*disk_, [serialize, executor = executor_, finish]() mutable {
+                serialize();
                 boost::asio::post(executor, std::move(finish));
             });
         } else {
-            boost::asio::post(executor_, [job, result, finish]() mutable {
-                *result = job->serialize();
+            boost::asio::post(executor_, [serialize, finish]() mutable {
+                serialize();
                 finish();
             });
         }
@@ -737,25 +754,41 @@ private:
         if (flushing_ || stopped_) return;
         flushing_ = true;
         auto job = std::make_shared<decltype(log_.begin_flush())>(log_.begin_flush());
-        auto finish = [this, alive = alive_, job]() {
+        // Measured here, where the steady clock is (the core has none): fsync_seconds is the
+        // job's run, writes and fdatasyncs, on whichever thread runs it.
+        auto took = std::make_shared<double>(0.0);
+        auto finish = [this, alive = alive_, job, took]() {
             if (!*alive) return;
             flushing_ = false;
+            if (metrics_sink* sink = options_.metrics) {
+                sink->observe(histogram_kind::fsync_seconds, *took);
+                if constexpr (requires { job->records(); })
+                    sink->observe(histogram_kind::flush_records, static_cast<double>(job->records()));
+            }
             const flush_result r = log_.finish_flush(std::move(*job));
             if (!peer_) return;
             peer_->on_flushed(r);
             after_step();
         };
         if (disk_) {
-            boost::asio::post(*disk_, [job, executor = executor_, finish]() mutable {
-                job->run();
+            boost::asio::post(*disk_, [job, took, executor = executor_, finish]() mutable {
+                *took = timed([&] { job->run(); });
                 boost::asio::post(executor, std::move(finish));
             });
         } else {
-            boost::asio::post(executor_, [job, finish]() mutable {
-                job->run();
+            boost::asio::post(executor_, [job, took, finish]() mutable {
+                *took = timed([&] { job->run(); });
                 finish();
             });
         }
+    }
+
+    /// Seconds `work` took on the steady clock.
+    template <typename Work>
+    static double timed(Work&& work) {
+        const auto start = std::chrono::steady_clock::now();
+        work();
+        return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     }
 
     /// The clock: ticks counted from the start on the steady clock, so a late timer gives

@@ -141,6 +141,13 @@ public:
         }
     }
 
+    /// Log records this job writes (for the metrics hook's flush_records).
+    std::size_t records() const noexcept {
+        std::size_t n = 0;
+        for (const detail::pending_write& write : writes_) n += write.records;
+        return n;
+    }
+
     /// True when `run()` has no disk work to do (it may still complete a sync request).
     bool empty() const noexcept {
         return !install_ && !truncation_ && writes_.empty() && !epochs_;

@@ -192,6 +192,7 @@ public:
         sim_time tick_origin = 0;
         std::uint64_t incarnation = 0;       ///< 1 for the first start, +1 per restart
         std::optional<zab::options> peer_options;  ///< this replica's own, if set (restart)
+        metrics_sink* metrics = nullptr;     ///< set_metrics: kept across restarts
     };
 
     explicit simulator(cluster_options options)
@@ -230,6 +231,15 @@ public:
     simulator& operator=(const simulator&) = delete;
 
     // --- lifecycle ------------------------------------------------------------------------
+
+    /// Replica `id` reports to `sink` (zab/core/metrics.hpp) from now on, and after every
+    /// restart; nullptr stops. A sink that measures time should read this simulator's `now()`
+    /// (virtual microseconds).
+    void set_metrics(peer_id id, metrics_sink* sink) {
+        node& n = at(id);
+        n.metrics = sink;
+        if (n.peer) n.peer->set_metrics(sink);
+    }
 
     /// Starts every replica.
     void start() {
@@ -709,6 +719,7 @@ private:
                                          *n.log, *n.machine);
         ZAB_ASSERT(created.has_value(), "simulated peer failed to start");
         n.peer = std::move(created).value();
+        n.peer->set_metrics(n.metrics);
         n.paused = false;
         // A random phase for this replica's clock, so ticks are not in lock-step.
         const sim_time phase = random_.below(options_.tick_us);
