@@ -127,10 +127,11 @@ public:
     void leader_on_ping(learner_link& link, const wire::ping& m) {
         if (m.round > ctx_.leading->ping_round) return;
         link.acked_round = std::max(link.acked_round, m.round);
-        // §7.1: an answer received after the link's ACKEPOCH was sent after it (FIFO), so by
-        // a learner whose accepted epoch is durable: one that waits out its promise when it
-        // restarts. An earlier answer counts for syncs, never for the lease.
-        if (link.at >= learner_link::stage::awaiting_sync) link.lease_round = std::max(link.lease_round, m.round);
+        // §7.1: only the answer to a round sent after UPTODATE counts toward the lease: the
+        // learner got that PING (FIFO) while serving, so it promised (and its epochs are
+        // durable: it keeps the promise across a restart). Earlier ones count for syncs.
+        if (link.at == learner_link::stage::broadcasting && m.round >= link.lease_rounds_from)
+            link.lease_round = std::max(link.lease_round, m.round);
     }
 
     /// A client request forwarded by `link` (§6.1, §7): a write is proposed and answered

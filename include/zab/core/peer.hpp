@@ -219,8 +219,9 @@ public:
         }
         if (ctx_.learning && from == ctx_.learning->leader) {
             ctx_.learning->last_heard_tick = ctx_.now_tick;
-            // §7.1: the promise runs from the last frame heard from the leader, whatever it is.
-            if (const std::uint32_t promise = ctx_.opts().read_lease_ticks; promise != 0)
+            // §7.1: a serving learner's promise runs from the last frame heard from its leader
+            // (only its answers to heartbeats count toward the lease: those sent after UPTODATE).
+            if (const std::uint32_t promise = ctx_.opts().read_lease_ticks; promise != 0 && serving_learner())
                 ctx_.promised_until_tick = ctx_.now_tick + promise;
         }
         if (ctx_.leading)

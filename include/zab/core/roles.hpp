@@ -79,10 +79,11 @@ struct learner_link {
     std::size_t forwarded_outstanding = 0;
     std::uint64_t last_heard_tick = 0;
     std::uint64_t acked_round = 0;  ///< highest heartbeat round it answered (§7 quorum rounds)
-    /// Highest heartbeat round it answered after its ACKEPOCH (§7.1): only such an answer
-    /// comes from a replica whose accepted epoch is durable, which is what makes it keep
-    /// its promise across a restart.
+    /// Highest heartbeat round it answered that counts toward the read lease (§7.1): one
+    /// sent after UPTODATE (`lease_rounds_from` on), so received, FIFO, by a synced learner —
+    /// one that keeps a promise (and, its epochs durable, keeps one across a restart).
     std::uint64_t lease_round = 0;
+    std::uint64_t lease_rounds_from = 0;  ///< set when UPTODATE is sent
     /// SNAP flow control: bytes of the snapshot queued as chunks, and confirmed by SNAPACK.
     std::uint64_t snapshot_queued = 0;
     std::uint64_t snapshot_acknowledged = 0;
