@@ -295,6 +295,25 @@ public:
             token);
     }
 
+    /// A linearizable point like `async_sync`, without a quorum round while the leader holds
+    /// its read lease (docs/protocol.md §7.1; `options::read_lease_ticks`): at that leader it
+    /// completes at once, at a follower after one round trip to it; anywhere else, and with
+    /// lease reads off, it is `async_sync`. Linearizable only while the replicas' clocks keep
+    /// `options::max_clock_drift_ppm` (the node counts ticks on the steady clock). Errors as
+    /// `async_sync`.
+    template <typename CompletionToken>
+    auto async_lease_sync(CompletionToken&& token) {
+        return boost::asio::async_initiate<CompletionToken, completion_signature>(
+            [executor = executor_, alive = alive_, this](auto handler) {
+                boost::asio::post(executor, [executor, alive, this,
+                                             h = std::move(handler)]() mutable {
+                    if (!*alive) return complete(std::move(h), executor, errc::shutting_down, {});
+                    start_request(std::move(h), [&] { return peer_->lease_sync(); });
+                });
+            },
+            token);
+    }
+
     /// Hands this replica's leadership to voter `target` (0: the synced voter that
     /// acknowledged the most) without an election (docs/protocol.md §6.4): writes are refused
     /// with `transferring` meanwhile, the target leads the next epoch. Completes with the last
@@ -427,8 +446,26 @@ private:
     template <typename Event>
     void deliver(Event event) {
         if (!peer_ || stopped_) return;
+        catch_up_clock();
         event();
         after_step();
+    }
+
+    /// With lease reads on (§7.1), the peer's clock is brought up to the steady clock before
+    /// every event, not only when the timer fires: a frame from the leader must be stamped
+    /// with the time it arrived (a follower's promise runs from it), and a lease checked
+    /// against the time it is used.
+    void catch_up_clock() {
+        if (options_.peer.read_lease_ticks == 0 || !peer_) return;
+        if (const std::uint64_t ticks = ticks_due()) peer_->tick(ticks);
+    }
+
+    /// The ticks the steady clock counted since the peer was last given some (now given).
+    std::uint64_t ticks_due() {
+        const auto elapsed = std::chrono::steady_clock::now() - clock_origin_;
+        const auto due = static_cast<std::uint64_t>(elapsed / tick_length_);
+        if (due <= ticks_given_) return 0;
+        return due - std::exchange(ticks_given_, due);
     }
 
     /// The driver contract (zab/core/driver.hpp), after every call into the peer.
@@ -530,6 +567,7 @@ private:
     void start_request(Handler handler, Call call) {
         if (!peer_ || stopped_)
             return complete(handler_type{std::move(handler)}, executor_, errc::shutting_down, {});
+        catch_up_clock();
         // The peer completes nothing from inside the call: the completion (even an
         // immediate refusal) is taken in after_step, once the handler is registered.
         const request_id id = call();
@@ -602,13 +640,7 @@ private:
         timer_.expires_at(clock_origin_ + tick_length_ * static_cast<std::int64_t>(ticks_given_ + 1));
         timer_.async_wait([this, alive = alive_](const boost::system::error_code& error) {
             if (error || !*alive || stopped_) return;
-            const auto elapsed = std::chrono::steady_clock::now() - clock_origin_;
-            const auto due = static_cast<std::uint64_t>(elapsed / tick_length_);
-            if (due > ticks_given_) {
-                const std::uint64_t ticks = due - ticks_given_;
-                ticks_given_ = due;
-                deliver([&] { peer_->tick(ticks); });
-            }
+            if (const std::uint64_t ticks = ticks_due()) deliver([&] { peer_->tick(ticks); });
             arm_timer();
         });
     }
