@@ -429,7 +429,7 @@ protected:  // the building blocks of the phase, for policies derived from this 
     }
 
     /// §7.1: the lease from the latest round that the leader and voters answering it (or a
-    /// later one) after their ACKEPOCH make a quorum of: until that round's tick plus
+    /// later one) after their UPTODATE make a quorum of: until that round's tick plus
     /// options::lease_duration_ticks(). A changed quorum system or a transfer under way
     /// revokes it: only rounds sent from then on count.
     void update_read_lease(leader_state& leader) {

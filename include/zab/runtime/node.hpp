@@ -11,9 +11,9 @@
 //   strand. Every handler of the node, the transport, and every call into the log's
 //   `log_store` members and into the state machine (`apply`, `snapshot`, `restore`) runs
 //   on it. Nothing else of the node is thread-safe.
-// - `async_propose`, `async_sync`, `async_transfer_leadership` and `async_reconfigure` may be
-//   called from any thread: they copy what they need and post to the executor. Every other
-//   member must be called on the executor.
+// - `async_propose`, `async_sync`, `async_lease_sync`, `async_transfer_leadership` and
+//   `async_reconfigure` may be called from any thread: they copy what they need and post to
+//   the executor. Every other member must be called on the executor.
 // - Local reads (`machine()`) must run on the executor too, e.g. inside
 //   `boost::asio::dispatch(node.get_executor(), …)`: that is where `apply` writes.
 // - What blocks: a flush job's `run()` (write + fdatasync). With `disk_executor` (say a
