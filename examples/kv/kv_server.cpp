@@ -13,7 +13,7 @@
 //             [--peer-tls-cert F --peer-tls-key F --peer-tls-ca F] [--tls-min-version 1.3]
 //             [--tls-cert F --tls-key F [--tls-ca-cert F] [--tls-auth-clients yes|no|optional]]
 //             [--requirepass P | --requirepass-file F]
-//             [--admin-user NAME (--admin-pass P | --admin-pass-file F)]
+//             [--admin-user NAME (--admin-pass P | --admin-pass-file F)] [--lease-reads]
 //             [--metrics-port P [--metrics-host HOST]]
 //
 // Metrics (README.md, "Operating a group", "Metrics"): --metrics-port serves HTTP on
@@ -23,6 +23,12 @@
 // leader that sent UPTODATE) and its disk is not stalled, else 503 with the reason; anything
 // else 404, a malformed or oversized request 400 and closed (kv_metrics_http.hpp). INFO shows
 // the same figures in its "# Zab ..." sections.
+//
+// --lease-reads: SYNC / ZSYNC and the reads of a READMODE linearizable connection use lease
+//   syncs (docs/protocol.md §7.1): the leader answers them without a quorum round while it
+//   holds its read lease (promise = sync_limit, 10 % drift bound). Every replica must be
+//   started with it: it is also the promise that keeps a replica out of elections for a
+//   while after it last heard from its leader. INFO: lease_syncs_served, lease_sync_fallbacks.
 //
 // Security (README.md, "Security"):
 // --peer-tls-*: mutual TLS between the replicas (zab::asio::tls_security: the cluster CA,
@@ -216,6 +222,7 @@ struct server_args {
     bool join = false;  ///< options::non_voter_until_synced (ZOOKEEPER-261)
     bool new_member = false;  ///< --new-member: not in the configuration it starts with (§9)
     bool resync_on_corruption = false;  ///< --on-corruption resync (file_log corruption_policy)
+    bool lease_reads = false;  ///< --lease-reads: options::read_lease_ticks, syncs by lease
     std::uint64_t max_clients = 10'000;
     std::uint64_t timeout_s = 0;  ///< idle timeout; 0: none
     std::uint64_t max_input_bytes = std::uint64_t{512} << 20;
@@ -262,7 +269,7 @@ constexpr std::string_view usage_text =
     "                 [--tls-min-version 1.2|1.3] [--tls-cert F --tls-key F [--tls-ca-cert F]\n"
     "                 [--tls-auth-clients yes|no|optional]]\n"
     "                 [--requirepass P | --requirepass-file F]\n"
-    "                 [--admin-user NAME (--admin-pass P | --admin-pass-file F)]\n"
+    "                 [--admin-user NAME (--admin-pass P | --admin-pass-file F)] [--lease-reads]\n"
     "                 [--metrics-port P [--metrics-host HOST]]\n"
     "example: kv_server --id 1 --peers 1=127.0.0.1:7001,2=127.0.0.1:7002,3=127.0.0.1:7003 \\\n"
     "                   --client-port 6381 --data build/cluster/replica-1/data\n";
@@ -320,6 +327,10 @@ std::variant<server_args, std::string> parse_args(int argc, char** argv) {
         }
         if (flag == "--join") {
             a.join = true;
+            continue;
+        }
+        if (flag == "--lease-reads") {
+            a.lease_reads = true;
             continue;
         }
         if (flag == "--new-member") {
@@ -688,8 +699,8 @@ public:
 
     void sync(std::uint64_t ticket) {
         ++owner_.counters().syncs;
-        owner_.node().async_sync([self = this->shared_from_this(), ticket](
-                                     boost::system::error_code error, zab::asio::reply r) {
+        auto done = [self = this->shared_from_this(), ticket](boost::system::error_code error,
+                                                              zab::asio::reply r) {
             std::optional<std::string> refused;
             if (error) {
                 ++self->owner_.counters().syncs_failed;
@@ -697,7 +708,9 @@ public:
             }
             self->session_.sync_done(ticket, std::move(refused));
             self->pump();
-        });
+        };
+        if (owner_.args().lease_reads) owner_.node().async_lease_sync(std::move(done));
+        else owner_.node().async_sync(std::move(done));
     }
 
     void transfer(std::uint64_t ticket, std::uint64_t target) {
@@ -1227,6 +1240,10 @@ public:
         line("reads", counters_.reads);
         line("syncs", counters_.syncs);
         line("syncs_failed", counters_.syncs_failed);
+        if (const auto* p = node_.protocol_peer()) {  // §7.1, at the leader
+            line("lease_syncs_served", p->counters().lease_syncs_served);
+            line("lease_sync_fallbacks", p->counters().lease_sync_fallbacks);
+        }
         out += "# Security\r\n";
         line("client_tls", args_.client_tls() ? 1 : 0);
         line("peer_tls", args_.peer_tls() ? 1 : 0);
@@ -1479,6 +1496,7 @@ zab::asio::node_options node_options_for(const server_args& args) {
     o.peer.snapshot_every = args.snapshot_every;
     o.peer.non_voter_until_synced = args.join;
     o.peer.snapshot_every_bytes = args.snapshot_every_bytes;
+    if (args.lease_reads) o.peer.read_lease_ticks = o.peer.sync_limit_ticks;  // §7.1
     // The largest write is refused by the session before it is proposed; zab refuses
     // anything larger too (definitely), and every replica's log holds one (see below).
     o.peer.max_txn_bytes = static_cast<std::uint32_t>(max_txn_bytes);

@@ -101,6 +101,7 @@ TEST_CASE("codec: edge values of every field survive", "[codec]") {
         wire::proposal{zxid{1, 1}, one},
         wire::forwarded_request{~0ull, wire::request_kind::sync, empty},
         wire::forwarded_request{0, wire::request_kind::write, one},
+        wire::forwarded_request{1, wire::request_kind::lease_sync, empty},
         wire::snap{zxid{}, 0, 0, empty},
         wire::snap{zxid{3, 9}, ~0ull, ~0ull - 1, one},
         wire::snap_ack{~0ull},

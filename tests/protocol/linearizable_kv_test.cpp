@@ -1,8 +1,10 @@
 // Histories of the real core under faults are linearizable (issue #5, items 5–6): simulated
 // clients put, compare-and-set and read a replicated key-value map through any replica,
 // while the sweep's fault mix runs; the linearizability checker then checks what they saw.
-// Reads use `sync()` first (§7). A read without it is ZooKeeper's sequentially consistent
-// local read: the same checker must catch a stale one.
+// Reads use `sync()` first (§7), or `lease_sync()` (§7.1) with lease reads on and the
+// replicas' clocks at different rates that change and jump within the drift bound. A read
+// without either is ZooKeeper's sequentially consistent local read: the same checker must
+// catch a stale one.
 #include <functional>
 #include <map>
 #include <tuple>
@@ -91,17 +93,26 @@ using op = operation<kv_model>;
 
 struct run_result {
     linearizability_report report;
-    std::uint64_t completed = 0, unknown = 0, faults = 0;
+    std::uint64_t completed = 0, unknown = 0, faults = 0, clock_jumps = 0, lease_served = 0;
 };
 
+/// How reads are served: from local state, after a sync (§7), after a lease sync (§7.1).
+enum class reads { local, sync, lease };
+
 /// One seeded run: 4 clients, 2 keys, faults for a few virtual seconds, then healing.
-run_result run(std::uint64_t seed, bool reads_sync) {
+run_result run(std::uint64_t seed, reads how) {
     prng draw{seed ^ 0x11a5ull};
+    prng clock_draw{seed ^ 0xc10cull};  // lease runs only: the other draws stay as they were
     cluster_options o;
     o.seed = seed;
     o.voters = draw.chance(0.5) ? 3 : 5;
     o.peer.init_limit_ticks = 20;
     o.peer.sync_limit_ticks = 10;
+    if (how == reads::lease) {
+        o.peer.read_lease_ticks = 10;
+        o.peer.max_clock_drift_ppm = zab::test::clock_faults::drift_bound_ppm;
+    }
+    zab::test::clock_faults clocks{o.peer.read_lease_ticks};
     o.network.delay_max = draw.between(500, 8'000);
     sim_type sim{o};
 
@@ -163,7 +174,7 @@ run_result run(std::uint64_t seed, bool reads_sync) {
         cl.is_read = pick < 4;
         if (cl.is_read) {
             next.input = kv_model::get(key);
-            if (!reads_sync) {
+            if (how == reads::local) {
                 // A local read: whatever this replica applied so far.
                 if (!sim.peer_of(at)) return;
                 next.return_time = now;
@@ -172,7 +183,7 @@ run_result run(std::uint64_t seed, bool reads_sync) {
                 keep.push_back(true);
                 return;
             }
-            id = sim.sync(at);
+            id = how == reads::lease ? sim.lease_sync(at) : sim.sync(at);
         } else if (pick < 8) {
             const std::string value = fmt::format("v{}", ++unique);
             next.input = kv_model::put(key, value);
@@ -201,12 +212,14 @@ run_result run(std::uint64_t seed, bool reads_sync) {
     sim.start();
     zab::test::fault_mix faults{draw};
     zab::test::fault_counts fault_counts;
+    if (how == reads::lease) clocks.start(sim, clock_draw, fault_counts);
     const sim_time end = sim.now() + draw.between(2'000'000, 6'000'000);
     while (sim.now() < end) {
         sim.run_for(draw.between(1'000, 30'000));
         for (std::size_t i = 0; i < clients.size(); ++i)
             if (!clients[i].busy && draw.chance(0.5)) start_op(i);
         if (draw.chance(0.05)) faults.inject(sim, draw, fault_counts);
+        if (how == reads::lease && clock_draw.chance(0.05)) clocks.inject(sim, clock_draw, fault_counts);
     }
     faults.heal(sim);
     for (const auto& n : sim.nodes())
@@ -227,6 +240,9 @@ run_result run(std::uint64_t seed, bool reads_sync) {
     r.report = checked.value();
     r.faults = fault_counts.breaks + fault_counts.partitions + fault_counts.crashes +
                fault_counts.pauses + fault_counts.one_way;
+    r.clock_jumps = fault_counts.clock_jumps;
+    for (const auto& n : sim.nodes())
+        if (n.peer) r.lease_served += n.peer->counters().lease_syncs_served;
     return r;
 }
 
@@ -235,7 +251,7 @@ run_result run(std::uint64_t seed, bool reads_sync) {
 TEST_CASE("key-value histories under faults are linearizable when reads sync first (§7)") {
     std::uint64_t operations = 0, unknown = 0, faults = 0;
     for (std::uint64_t seed = 1; seed <= 100; ++seed) {
-        const auto r = run(seed, true);
+        const auto r = run(seed, reads::sync);
         INFO("seed " << seed << ": " << r.report.summary() << "\n" << r.report.explanation);
         REQUIRE(r.report.ok());
         operations += r.completed + r.unknown;
@@ -255,9 +271,30 @@ TEST_CASE("local reads without sync are caught stale by the same checker") {
     // partitioned replica answers from its own state. Some seed must show it.
     bool caught = false;
     for (std::uint64_t seed = 1; seed <= 60 && !caught; ++seed) {
-        const auto r = run(seed, false);
+        const auto r = run(seed, reads::local);
         caught = r.report.verdict == linearizability_verdict::not_linearizable;
         if (caught) WARN("seed " << seed << ": " << r.report.summary());
     }
     CHECK(caught);
+}
+
+TEST_CASE("key-value histories are linearizable with lease reads under faults and clock skew "
+          "within the drift bound (§7.1)") {
+    std::uint64_t operations = 0, faults = 0, jumps = 0, served = 0;
+    for (std::uint64_t seed = 1; seed <= 60; ++seed) {
+        const auto r = run(seed, reads::lease);
+        INFO("seed " << seed << ": " << r.report.summary() << "\n" << r.report.explanation);
+        REQUIRE(r.report.ok());
+        operations += r.completed + r.unknown;
+        faults += r.faults;
+        jumps += r.clock_jumps;
+        served += r.lease_served;
+    }
+    WARN(operations << " operations under " << faults << " faults and " << jumps
+                    << " clock jumps; lease syncs served under a lease by the last leaders: "
+                    << served << "; all linearizable");
+    CHECK(operations > 500);
+    CHECK(faults > 5);
+    CHECK(jumps > 0);
+    CHECK(served > 0);
 }

@@ -2,13 +2,17 @@
 // synchronization and broadcast, with proposals at the leader throughout.
 //
 //   zab_protocol_sweep [--seeds N] [--first S] [--trace] [--verbose] [--snapshot-every N]
-//                      [--snapshot-chunk N] [--classic-faults]
+//                      [--snapshot-chunk N] [--classic-faults] [--no-transfers]
+//                      [--no-reconfig] [--lease-reads]
 //
 // --snapshot-every N runs every peer with options::snapshot_every = N: logs compacted while
 // the faults go on, so restarts recover from snapshots and learners behind one get SNAP.
 // --snapshot-chunk N streams every SNAP in chunks of N bytes (1–3 in flight by seed).
 // --classic-faults draws only the faults of fault_set::classic and the NEWLEADER crash points
 // (the sweep as it was before the extended faults: its seeds replay those runs).
+// --lease-reads runs every peer with lease reads (docs/protocol.md §7.1): lease syncs among
+// the client requests, checked like syncs (a sync sees every write completed before it),
+// and clocks at different rates that change rate and jump, within the drift bound.
 //
 // Each seed draws a cluster (3 or 5 voters, sometimes an observer), a network, a disk and a
 // fault mix (sweep_faults.hpp), plus crashes aimed at each of the four points of a
@@ -46,6 +50,7 @@ int main(int argc, char** argv) {
     variant.extended_faults = !args->classic_faults;
     variant.leadership_transfers = !args->no_transfers;
     variant.reconfigurations = !args->no_reconfig;
+    variant.lease_reads = args->lease_reads;
     const std::uint64_t combined = zab::test::run_sweep(
         *args, argv[0], t,
         [&variant](std::uint64_t seed, zab::test::protocol_totals& totals, bool trace) {
@@ -75,6 +80,8 @@ int main(int argc, char** argv) {
         "crash points: {}; "
         "clients: {} writes ({} done, {} refused, {} unknown), {} syncs ({} done); "
         "leadership transfers: {} asked, {} handed over, {} timed out, {} handovers followed; "
+        "lease reads: {} lease syncs, {} served under a lease, {} by a quorum round, {} clock "
+        "rate changes, {} clock jumps; "
         "reconfigurations: {} asked, {} committed ({} voters added, {} observers added, {} "
         "removals, {} type changes, {} replacements, {} learners added, {} reweighted), {} "
         "learners promoted, refused: {} in progress, {} stale "
@@ -91,7 +98,8 @@ int main(int argc, char** argv) {
         t.storage_terminal_fired, f.failed_restarts, f.storage_slow, f.storage_hangs, t.storage_slowed, t.disk_stalls, points,
         t.client_writes, t.writes_ok, t.writes_refused, t.writes_unknown,
         t.client_syncs, t.syncs_ok, t.transfers, t.handed_over, t.transfers_timed_out,
-        t.handovers_followed, t.reconfigs, t.reconfigs_committed, t.reconfig_kinds[0],
+        t.handovers_followed, t.lease_syncs, t.lease_served, t.lease_fallbacks, f.clock_rates,
+        f.clock_jumps, t.reconfigs, t.reconfigs_committed, t.reconfig_kinds[0],
         t.reconfig_kinds[1], t.reconfig_kinds[2], t.reconfig_kinds[3], t.reconfig_kinds[4],
         t.reconfig_kinds[5], t.reconfig_kinds[6], t.learners_promoted,
         t.refused_in_progress, t.refused_version, t.refused_no_quorum, t.refused_other,
@@ -135,6 +143,9 @@ int main(int argc, char** argv) {
                   t.removed_replicas == 0 || t.crashes_in_reconfig == 0 ||
                   t.learners_promoted == 0;
     }
+    if (variant.lease_reads)
+        trivial = trivial || t.lease_served == 0 || t.lease_fallbacks == 0 ||
+                  f.clock_rates == 0 || f.clock_jumps == 0;
     // A handful of seeds may legitimately miss a rare event; a real sweep may not.
     trivial = trivial && seeds >= 50;
     if (trivial) fmt::print(stderr, "sweep exercised too little: some count above is zero\n");

@@ -62,6 +62,9 @@ struct protocol_totals {
                                                     // (promote), weights or groups redrawn
     std::uint64_t learners_promoted = 0;
     std::uint64_t disk_stalls = 0;  ///< disk-stall fencing acting (§6.5)
+    /// Lease reads (§7.1): lease syncs asked by clients, and at the leaders, answered under
+    /// the lease or by a quorum round instead.
+    std::uint64_t lease_syncs = 0, lease_served = 0, lease_fallbacks = 0;
     std::uint64_t refused_in_progress = 0, refused_version = 0, refused_no_quorum = 0,
                   refused_other = 0;
     std::uint64_t leaving_handoffs = 0, removed_replicas = 0, crashes_in_reconfig = 0;
@@ -112,6 +115,10 @@ struct sweep_variant {
     /// by a joiner, a compare-and-set on a stale version, two changes at once. Drawn from a
     /// stream of their own. Off by default, like leadership_transfers.
     bool reconfigurations = false;
+    /// Lease reads (docs/protocol.md §7.1) on every peer with the promise at sync_limit and
+    /// the drift bound of clock_faults; lease syncs among the client requests, checked like
+    /// syncs; clock_faults among the faults. Drawn from a stream of their own.
+    bool lease_reads = false;
     /// (negative tests) one rule of §9 removed from the core (options::test_hooks).
     options::test_hooks::reconfig_rule broken_reconfig = options::test_hooks::reconfig_rule::none;
 };
@@ -201,6 +208,12 @@ protocol_seed_result run_protocol_seed(std::uint64_t seed, protocol_totals& t, b
         o.peer.transfer_timeout_ticks = static_cast<std::uint32_t>(transfer_draw.between(1, 3));
     prng reconfig_draw{seed ^ 0x3c9f1e7ab5d20486ull};
     if (variant.reconfigurations) o.joiners = reconfig_draw.below(3);
+    prng lease_draw{seed ^ 0x1ea5e5ead5c10c4bull};
+    if (variant.lease_reads) {
+        o.peer.read_lease_ticks = o.peer.sync_limit_ticks;
+        o.peer.max_clock_drift_ppm = clock_faults::drift_bound_ppm;
+    }
+    clock_faults clocks{o.peer.read_lease_ticks};
     if (variant.snapshot_chunk_bytes != 0) {
         o.peer.snapshot_chunk_bytes = variant.snapshot_chunk_bytes;
         o.peer.snapshot_chunks_in_flight = static_cast<std::uint32_t>(1 + seed % 3);
@@ -258,6 +271,17 @@ protocol_seed_result run_protocol_seed(std::uint64_t seed, protocol_totals& t, b
         if (const auto id = sim.submit(at, as_bytes(txn)))
             clients.submitted(at, sim.at(at).incarnation, *id, client_op::write, txn);
     };
+    // A lease sync (§7.1), checked like any sync: half the time at the leader.
+    auto lease_request = [&] {
+        const peer_id leader = established_leader(sim);
+        const peer_id at = leader != 0 && lease_draw.chance(0.5)
+                               ? leader
+                               : static_cast<peer_id>(1 + lease_draw.below(sim.nodes().size()));
+        if (const auto id = sim.lease_sync(at)) {
+            clients.submitted(at, sim.at(at).incarnation, *id, client_op::sync);
+            ++t.lease_syncs;
+        }
+    };
     if (trace) sim.set_trace([](std::string_view line) { fmt::print("{}\n", line); });
     // Per replica and incarnation, the counters last seen (they restart with the peer).
     std::vector<peer_counters> last_counters(sim.nodes().size() + 1);
@@ -282,6 +306,8 @@ protocol_seed_result run_protocol_seed(std::uint64_t seed, protocol_totals& t, b
             t.handovers_followed += c.handovers_followed - last_counters[n.id].handovers_followed;
             t.learners_promoted += c.learners_promoted - last_counters[n.id].learners_promoted;
             t.disk_stalls += c.disk_stalls - last_counters[n.id].disk_stalls;
+            t.lease_served += c.lease_syncs_served - last_counters[n.id].lease_syncs_served;
+            t.lease_fallbacks += c.lease_sync_fallbacks - last_counters[n.id].lease_sync_fallbacks;
             last_counters[n.id] = c;
             if (n.peer->status().removed && !removed_seen.contains({n.id, n.incarnation})) {
                 removed_seen.insert({n.id, n.incarnation});
@@ -291,6 +317,7 @@ protocol_seed_result run_protocol_seed(std::uint64_t seed, protocol_totals& t, b
         }
     };
     sim.start();
+    if (variant.lease_reads) clocks.start(sim, lease_draw, t.faults);
 
     const sim_time end_of_faults = sim.now() + draw.between(3'000'000, 15'000'000);
     fault_mix faults{draw, variant.extended_faults ? fault_set::all : fault_set::classic};
@@ -413,6 +440,10 @@ protocol_seed_result run_protocol_seed(std::uint64_t seed, protocol_totals& t, b
         const std::uint64_t burst = draw.between(0, 3);
         for (std::uint64_t i = 0; i < burst; ++i) propose_somewhere();
         if (draw.chance(0.3)) client_request();
+        if (variant.lease_reads) {
+            if (lease_draw.chance(0.3)) lease_request();
+            if (lease_draw.chance(0.02)) clocks.inject(sim, lease_draw, t.faults);
+        }
         if (draw.chance(0.08)) faults.inject(sim, draw, t.faults);
         count_crashes_in_reconfig(crashes_before);
         if (variant.extended_faults && draw.chance(0.05)) faults.inject_extended(sim, draw, t.faults);
@@ -480,7 +511,10 @@ protocol_seed_result run_protocol_seed(std::uint64_t seed, protocol_totals& t, b
     restart_failed();
     for (const auto& n : sim.nodes())
         if (!n.peer && !fired_early) sim.restart(n.id);
-    const sim_time bound = recovery_bound(o, variant.extended_faults ? disk_hang_max : 0);
+    sim_time bound = recovery_bound(o, variant.extended_faults ? disk_hang_max : 0);
+    // Lease reads: a replica waits out its promise before it votes (after the heal, after a
+    // restart), and the slowest clock runs 10 % late.
+    if (variant.lease_reads) bound += bound / 8 + 2 * o.peer.read_lease_ticks * o.tick_us;
     t.bound = std::max(t.bound, bound);
     const sim_time start = sim.now();
     auto everyone_established = [&] {

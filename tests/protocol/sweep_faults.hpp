@@ -8,7 +8,9 @@
 // the connection holds), links broken at the next frame of a chosen message kind, and frames
 // of a chosen kind delayed; with fault_set::all also storage faults: an operation kind that
 // fails transiently (retried by the log layer: late), fails terminally (the replica enters
-// its failed state, and a restart brings it back once the disk is healed), or is slow.
+// its failed state, and a restart brings it back once the disk is healed), or is slow. With
+// lease reads on (docs/protocol.md §7.1), `clock_faults`: replicas' clocks run at different
+// rates, change rate, and jump ahead, within the drift bound the lease assumes.
 #pragma once
 
 #include <array>
@@ -30,6 +32,8 @@ struct fault_counts {
     // fault_set::all
     std::uint64_t storage_transient = 0, storage_terminal = 0, storage_slow = 0,
                   storage_hangs = 0, failed_restarts = 0;
+    // clock_faults
+    std::uint64_t clock_rates = 0, clock_jumps = 0;
 };
 
 /// A hung disk's extra latency (sweep_faults: inject_storage), in virtual microseconds.
@@ -233,6 +237,52 @@ private:
     std::uint64_t w_link_delay_ = 0, w_stall_ = 0, w_frame_break_ = 0, w_frame_delay_ = 0,
                   w_storage_ = 0;
     std::vector<peer_id> paused_;
+};
+
+/// Clock faults for lease reads (§7.1), within the drift bound `drift_bound_ppm` that the
+/// sweep's peers assume: every replica's clock runs at its own rate, between 10 % slow and
+/// 15 % fast (any two within a factor 1.28 of each other, under the 1.5 the bound allows),
+/// changes rate now and then, and now and then jumps a tick ahead — at most once per two
+/// promises (2 × read_lease_ticks of its own clock), which the bound's slack absorbs: with
+/// the promise of 10 ticks the lease is ⌊8 / 1.5⌋ = 5 ticks, and a follower's promise then
+/// lasts at least 6.4 ticks of the leader's time, jump and tick granularity included.
+class clock_faults {
+public:
+    static constexpr std::uint32_t drift_bound_ppm = 500'000;
+    static constexpr std::int64_t slowest_ppm = -100'000, fastest_ppm = 150'000;
+
+    explicit clock_faults(std::uint64_t promise_ticks) : promise_ticks_{promise_ticks} {}
+
+    /// Every replica's clock at a rate of its own.
+    template <typename Simulator>
+    void start(Simulator& sim, testing::prng& draw, fault_counts& counts) {
+        for (const auto& n : sim.nodes()) set_rate(sim, draw, n.id, counts);
+    }
+
+    /// One clock fault: a replica's clock changes rate, or jumps a tick ahead.
+    template <typename Simulator>
+    void inject(Simulator& sim, testing::prng& draw, fault_counts& counts) {
+        const auto id = static_cast<peer_id>(1 + draw.below(sim.nodes().size()));
+        if (draw.chance(0.5)) return set_rate(sim, draw, id, counts);
+        last_jump_.resize(sim.nodes().size() + 1);
+        const std::uint64_t now = sim.clock_of(id);
+        if (last_jump_[id] != 0 && now >= last_jump_[id] && now < last_jump_[id] + 2 * promise_ticks_)
+            return;  // too soon after its last jump: that would leave the bound
+        sim.jump_clock(id, 1);
+        last_jump_[id] = sim.clock_of(id);
+        ++counts.clock_jumps;
+    }
+
+private:
+    template <typename Simulator>
+    void set_rate(Simulator& sim, testing::prng& draw, peer_id id, fault_counts& counts) {
+        const auto span = static_cast<std::uint64_t>(fastest_ppm - slowest_ppm);
+        sim.set_clock_rate(id, slowest_ppm + static_cast<std::int64_t>(draw.below(span + 1)));
+        ++counts.clock_rates;
+    }
+
+    std::uint64_t promise_ticks_;
+    std::vector<std::uint64_t> last_jump_;  ///< per replica: its clock after its last jump
 };
 
 }  // namespace zab::test

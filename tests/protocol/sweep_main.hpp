@@ -15,7 +15,7 @@
 namespace zab::test {
 
 /// `[--seeds N] [--first S] [--trace] [--verbose] [--snapshot-every N] [--snapshot-chunk N]
-/// [--classic-faults]`
+/// [--classic-faults] [--no-transfers] [--no-reconfig] [--lease-reads]`
 struct sweep_args {
     std::uint64_t seeds = 0;
     std::uint64_t first = 1;
@@ -34,6 +34,10 @@ struct sweep_args {
     /// No reconfigurations among the faults and no joiners (the sweep as it was before them:
     /// a seed found then replays as it failed); the protocol sweep only.
     bool no_reconfig = false;
+    /// Lease reads (docs/protocol.md §7.1) on every peer, lease syncs among the client
+    /// requests, and clocks that run at different rates and jump, within the drift bound;
+    /// the protocol sweep only.
+    bool lease_reads = false;
 };
 
 /// Parses the command line; prints the usage and returns nothing on a bad argument.
@@ -50,6 +54,7 @@ inline std::optional<sweep_args> parse_sweep_args(int argc, char** argv,
         else if (arg == "--classic-faults") a.classic_faults = true;
         else if (arg == "--no-transfers") a.no_transfers = true;
         else if (arg == "--no-reconfig") a.no_reconfig = true;
+        else if (arg == "--lease-reads") a.lease_reads = true;
         else if (arg == "--snapshot-every" && i + 1 < argc)
             a.snapshot_every = std::strtoull(argv[++i], nullptr, 10);
         else if (arg == "--snapshot-chunk" && i + 1 < argc)
@@ -58,7 +63,7 @@ inline std::optional<sweep_args> parse_sweep_args(int argc, char** argv,
             fmt::print(stderr,
                        "usage: {} [--seeds N] [--first S] [--trace] [--verbose] "
                        "[--snapshot-every N] [--snapshot-chunk N] [--classic-faults] [--no-transfers] "
-                       "[--no-reconfig]\n",
+                       "[--no-reconfig] [--lease-reads]\n",
                        argv[0]);
             return std::nullopt;
         }
@@ -97,7 +102,7 @@ std::uint64_t run_sweep(const sweep_args& a, const char* program, Totals& totals
         combined.add(r.hash);
         if (!r.ok) {
             ++totals.failures;
-            fmt::print(stderr, "replay: {} --first {} --seeds 1 --trace{}{}{}{}{}\n", program, seed,
+            fmt::print(stderr, "replay: {} --first {} --seeds 1 --trace{}{}{}{}{}{}\n", program, seed,
                        a.snapshot_every == 0
                            ? std::string{}
                            : fmt::format(" --snapshot-every {}", a.snapshot_every),
@@ -106,7 +111,8 @@ std::uint64_t run_sweep(const sweep_args& a, const char* program, Totals& totals
                            : fmt::format(" --snapshot-chunk {}", a.snapshot_chunk),
                        a.classic_faults ? " --classic-faults" : "",
                        a.no_transfers ? " --no-transfers" : "",
-                       a.no_reconfig ? " --no-reconfig" : "");
+                       a.no_reconfig ? " --no-reconfig" : "",
+                       a.lease_reads ? " --lease-reads" : "");
         }
     }
     return combined.value();

@@ -95,7 +95,10 @@ std::string text(const wire::message& m) {
                 return fmt::format("zxid {}", text(v.id));
             else if constexpr (std::is_same_v<T, wire::forwarded_request>)
                 return fmt::format("id {}, {}, txn {}", v.request_id,
-                                   v.kind == wire::request_kind::sync ? "sync" : "write", text(v.txn));
+                                   v.kind == wire::request_kind::sync         ? "sync"
+                                   : v.kind == wire::request_kind::lease_sync ? "lease sync"
+                                                                              : "write",
+                                   text(v.txn));
             else if constexpr (std::is_same_v<T, wire::ping>)
                 return fmt::format("last {}, round {}", text(v.last_proposed), v.round);
             else if constexpr (std::is_same_v<T, zab::wire::sync_answer>)

@@ -125,7 +125,13 @@ public:
     /// A heartbeat answer (any message refreshes the learner's deadline; the peer did that):
     /// the round it answers counts toward the syncs waiting for a quorum round (§7).
     void leader_on_ping(learner_link& link, const wire::ping& m) {
-        if (m.round <= ctx_.leading->ping_round) link.acked_round = std::max(link.acked_round, m.round);
+        if (m.round > ctx_.leading->ping_round) return;
+        link.acked_round = std::max(link.acked_round, m.round);
+        // §7.1: only the answer to a round sent after UPTODATE counts toward the lease: the
+        // learner got that PING (FIFO) while serving, so it promised (and its epochs are
+        // durable: it keeps the promise across a restart). Earlier ones count for syncs.
+        if (link.at == learner_link::stage::broadcasting && m.round >= link.lease_rounds_from)
+            link.lease_round = std::max(link.lease_round, m.round);
     }
 
     /// A client request forwarded by `link` (§6.1, §7): a write is proposed and answered
@@ -137,7 +143,7 @@ public:
             ctx_.drop_learner(link.id, "a request before UPTODATE");
             return;
         }
-        if (m.kind == wire::request_kind::sync) {
+        if (m.kind != wire::request_kind::write) {
             // Bounded like its writes: one learner's syncs cannot grow the leader's table
             // without limit (issue 15 defect 6); a refusal is definite.
             const auto waiting = static_cast<std::size_t>(std::count_if(
@@ -146,6 +152,12 @@ public:
             if (waiting >= ctx_.opts().max_forwarded_per_learner) {
                 ++ctx_.counters.requests_refused;
                 ctx_.send(link.id, wire::forwarded_reply{m.request_id, wire::reply_outcome::backpressure, zxid{}});
+                return;
+            }
+            if (m.kind == wire::request_kind::lease_sync && lease_answers(m.request_id)) {
+                // §7.1: the COMMITs of everything committed so far went out on this FIFO
+                // connection before this SYNC.
+                ctx_.send(link.id, wire::sync_answer{m.request_id});
                 return;
             }
             leader.syncs.push_back({link.id, link.connection, m.request_id, leader.ping_round + 1});
@@ -170,6 +182,31 @@ public:
         auto& leader = *ctx_.leading;
         leader.syncs.push_back({ctx_.self(), 0, id, leader.ping_round + 1});
         leader.round_wanted = true;
+    }
+
+    /// A lease sync at this leader (§7.1): true when its read lease answers it now — then the
+    /// caller completes it with what is applied here, everything committed — else false, and
+    /// it must take the quorum round of a sync. Counted either way.
+    bool lease_answers(request_id) {
+        // The leader applies what it commits in the same step (and its initial history when
+        // established, §5.5): what is applied here is everything committed.
+        if (holds_read_lease() && ctx_.last_applied >= ctx_.leading->max_committed()) {
+            ++ctx_.counters.lease_syncs_served;
+            return true;
+        }
+        ++ctx_.counters.lease_sync_fallbacks;
+        return false;
+    }
+
+    /// Whether this established leader holds its read lease now (§7.1): a quorum of voters
+    /// (of every active configuration) answered a heartbeat round sent less than
+    /// options::lease_duration_ticks() ago, since the quorum system last changed, and no
+    /// leadership transfer is under way.
+    bool holds_read_lease() {
+        auto& leader = *ctx_.leading;
+        if (!leader.established() || ctx_.opts().read_lease_ticks == 0) return false;
+        update_read_lease(leader);
+        return ctx_.now_tick < leader.lease.until;
     }
 
     /// Runs after every event while LEADING: own durability, commits in order, syncs.
@@ -197,6 +234,7 @@ public:
             send_heartbeats();
         }
         answer_syncs();
+        if (ctx_.opts().read_lease_ticks != 0) update_read_lease(leader);
     }
 
     /// Every tick while LEADING (§6.2): heartbeats, silent learners, the quorum check.
@@ -289,9 +327,9 @@ public:
         ++ctx_.counters.requests_forwarded;
     }
 
-    /// Forwards a client sync to the leader (§7).
-    void learner_forward_sync(request_id id) {
-        ctx_.send(ctx_.learning->leader, wire::forwarded_request{id, wire::request_kind::sync, {}});
+    /// Forwards a client sync (or lease sync, §7.1) to the leader (§7).
+    void learner_forward_sync(request_id id, wire::request_kind kind = wire::request_kind::sync) {
+        ctx_.send(ctx_.learning->leader, wire::forwarded_request{id, kind, {}});
         ctx_.clients.add_sync(id);
         ++ctx_.counters.requests_forwarded;
     }
@@ -359,6 +397,12 @@ protected:  // the building blocks of the phase, for policies derived from this 
     void send_heartbeats(const std::vector<peer_id>& skip = {}) {
         auto& leader = *ctx_.leading;
         ++leader.ping_round;
+        if (ctx_.opts().read_lease_ticks != 0) {
+            // §7.1: a lease runs from the tick its round went out in; one entry per tick.
+            auto& ticks = leader.lease.round_ticks;
+            if (ticks.empty() || ticks.back().second != ctx_.now_tick)
+                ticks.emplace_back(leader.ping_round, ctx_.now_tick);
+        }
         for (const auto& link : leader.links)
             if (std::find(skip.begin(), skip.end(), link.id) == skip.end())
                 ctx_.send(link.id, wire::ping{leader.last_proposed, leader.ping_round});
@@ -383,6 +427,48 @@ protected:  // the building blocks of the phase, for policies derived from this 
             }
             return true;
         });
+    }
+
+    /// §7.1: the lease from the latest round that the leader and voters answering it (or a
+    /// later one) after their UPTODATE make a quorum of: until that round's tick plus
+    /// options::lease_duration_ticks(). A changed quorum system or a transfer under way
+    /// revokes it: only rounds sent from then on count.
+    void update_read_lease(leader_state& leader) {
+        auto& lease = leader.lease;
+        if (lease.quorums_generation != ctx_.quorums_generation() || leader.transfer) {
+            lease.quorums_generation = ctx_.quorums_generation();
+            lease.until = 0;
+            lease.rounds_from = leader.ping_round + 1;
+            lease.round_ticks.clear();
+            return;
+        }
+        const std::uint64_t duration = ctx_.opts().lease_duration_ticks();
+        // A round sent `duration` ticks ago or earlier can lease nothing any more.
+        while (lease.round_ticks.size() > 1 && lease.round_ticks[1].second + duration <= ctx_.now_tick)
+            lease.round_ticks.pop_front();
+        // The highest round a quorum answered: answers sorted downwards, the first prefix
+        // that (with the leader) is a quorum. The leader answers every round itself.
+        std::vector<std::pair<std::uint64_t, peer_id>>& answers = lease_scratch_;
+        answers.clear();
+        for (const auto& link : leader.links)
+            if (link.type == learner_type::participant && link.lease_round >= lease.rounds_from)
+                answers.emplace_back(link.lease_round, link.id);
+        std::sort(answers.begin(), answers.end(), std::greater<>{});
+        peer_set& holders = holders_scratch_;
+        holders.clear();
+        holders.insert(ctx_.self());
+        std::uint64_t round = 0;
+        if (ctx_.quorums().contains_quorum(holders)) round = leader.ping_round;
+        for (std::size_t i = 0; round == 0 && i < answers.size(); ++i) {
+            holders.insert(answers[i].second);
+            if (ctx_.quorums().contains_quorum(holders)) round = answers[i].first;
+        }
+        if (round < lease.rounds_from) return;
+        // The tick of the last entry whose first round is at most `round`.
+        const auto sent = std::upper_bound(lease.round_ticks.begin(), lease.round_ticks.end(), round,
+                                           [](std::uint64_t r, const auto& e) { return r < e.first; });
+        if (sent == lease.round_ticks.begin()) return;  // sent too long ago to count
+        lease.until = std::max(lease.until, std::prev(sent)->second + duration);
     }
 
     bool append_in_order(const log_record& record) {
@@ -467,6 +553,7 @@ protected:  // the building blocks of the phase, for policies derived from this 
     peer_context& ctx_;
     std::vector<std::pair<zxid, peer_id>> progress_scratch_;  ///< quorum_acked's, reused
     peer_set holders_scratch_;                                ///< quorum_acked's, reused
+    std::vector<std::pair<std::uint64_t, peer_id>> lease_scratch_;  ///< update_read_lease's
 };
 
 }  // namespace zab

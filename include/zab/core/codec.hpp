@@ -251,7 +251,7 @@ struct wire_enum_traits<peer_state> {
 };
 template <>
 struct wire_enum_traits<wire::request_kind> {
-    static constexpr auto max = static_cast<std::uint8_t>(wire::request_kind::sync);
+    static constexpr auto max = static_cast<std::uint8_t>(wire::request_kind::lease_sync);
 };
 template <>
 struct wire_enum_traits<wire::reply_outcome> {

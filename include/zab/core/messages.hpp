@@ -167,8 +167,9 @@ struct inform {
     }
 };
 
-/// What a forwarded REQUEST asks the leader to do.
-enum class request_kind : std::uint8_t { write = 0, sync = 1 };
+/// What a forwarded REQUEST asks the leader to do. `lease_sync`: a sync that a leader
+/// holding a read lease answers at once, without a quorum round (§7.1).
+enum class request_kind : std::uint8_t { write = 0, sync = 1, lease_sync = 2 };
 
 /// Learner → leader: a client's write (or sync) forwarded to the leader (§6.1, §7).
 /// `request_id` is chosen by the learner and echoed in the answer.

@@ -39,6 +39,33 @@ struct options {
     /// (a large snapshot install counts).
     std::uint32_t disk_stall_ticks = 100;
 
+    /// Lease reads (docs/protocol.md §7.1), off by default (0). When set, this is the
+    /// followers' promise: a replica that heard from its leader at tick h takes no part in
+    /// electing any leader (its election does not start) before tick h + read_lease_ticks,
+    /// whatever ended its role — a lost connection, the leader's silence, a restart (a
+    /// replica that ever accepted an epoch waits this long after it starts). An established
+    /// leader then holds a read lease for `lease_duration_ticks()` ticks from the sending of
+    /// every heartbeat round that a quorum of its voters answered, and answers
+    /// `peer::lease_sync` without a quorum round while it holds one. Every replica of the
+    /// group must run with the same value. A sensible value is sync_limit_ticks: failover
+    /// after a lost connection then waits up to this long.
+    std::uint32_t read_lease_ticks = 0;
+
+    /// Lease reads: the bound on clock drift the lease assumes, in parts per million —
+    /// between any two instants, no replica's clock counts more than (1 + drift) times the
+    /// ticks any other's counts, give or take a tick at each end. 100'000 (10 %) by default;
+    /// at most 1'000'000. A broken bound can make a lease read stale (§7.1).
+    std::uint32_t max_clock_drift_ppm = 100'000;
+
+    /// The leader's read lease in ticks, counted from the sending of a heartbeat round that a
+    /// quorum answered: ⌊(read_lease_ticks − 2) / (1 + drift)⌋, so that it ends before any
+    /// follower's promise can (§7.1). 0 when lease reads are off.
+    std::uint64_t lease_duration_ticks() const noexcept {
+        if (read_lease_ticks < 3) return 0;
+        return (std::uint64_t{read_lease_ticks} - 2) * 1'000'000 /
+               (1'000'000 + std::uint64_t{max_clock_drift_ppm});
+    }
+
     /// Bound on a leadership transfer's catch-up (§6.4): a target that does not hold every
     /// proposal this long after `peer::transfer_leadership` is given up, and writes resume.
     std::uint32_t transfer_timeout_ticks = 50;
@@ -154,6 +181,11 @@ struct options {
         if (sync_limit_ticks < 2)
             return "sync_limit_ticks must be at least 2 (a heartbeat goes out every tick)";
         if (transfer_timeout_ticks == 0) return "transfer_timeout_ticks must be at least 1";
+        if (max_clock_drift_ppm > 1'000'000)
+            return "max_clock_drift_ppm must be at most 1'000'000 (clocks within a factor 2)";
+        if (read_lease_ticks != 0 && lease_duration_ticks() == 0)
+            return "read_lease_ticks leaves no lease: with the drift bound and two ticks of "
+                   "granularity the leader's lease would be empty (raise read_lease_ticks)";
         if (init_limit_ticks < sync_limit_ticks)
             return "init_limit_ticks must be >= sync_limit_ticks (sync takes longer than a "
                    "heartbeat round)";

@@ -218,8 +218,13 @@ public:
             end_step();
             return;
         }
-        if (ctx_.learning && from == ctx_.learning->leader)
+        if (ctx_.learning && from == ctx_.learning->leader) {
             ctx_.learning->last_heard_tick = ctx_.now_tick;
+            // §7.1: a serving learner's promise runs from the last frame heard from its leader
+            // (only its answers to heartbeats count toward the lease: those sent after UPTODATE).
+            if (const std::uint32_t promise = ctx_.opts().read_lease_ticks; promise != 0 && serving_learner())
+                ctx_.promised_until_tick = ctx_.now_tick + promise;
+        }
         if (ctx_.leading)
             if (auto* link = find_link(from)) link->last_heard_tick = ctx_.now_tick;
         ctx_.handling = type_of(decoded.value().msg);
@@ -364,15 +369,31 @@ public:
     /// machine after it sees every write that completed anywhere before `sync` was called.
     /// Errors: `not_leader` (no established leader to ask, or the role ended first),
     /// `backpressure`, `storage_failed`.
-    request_id sync() {
+    request_id sync() { return sync_request(wire::request_kind::sync); }
+
+    /// A linearizable point like `sync()`, without a quorum round when the leader holds its
+    /// read lease (docs/protocol.md §7.1; options::read_lease_ticks): on such a leader it
+    /// completes within the call (the zxid applied here, which is everything committed); at
+    /// a learner the leader answers it at once, after the COMMITs it sent before; anywhere
+    /// else — lease reads off, no lease (not renewed by a quorum recently enough, the quorum
+    /// system just changed, a transfer under way) — it is a `sync()`. The read after it is
+    /// linearizable only while the clocks keep options::max_clock_drift_ppm (§7.1).
+    /// Counters: `lease_syncs_served`, `lease_sync_fallbacks` (at the leader). Errors as `sync`.
+    request_id lease_sync() { return sync_request(wire::request_kind::lease_sync); }
+
+private:
+    request_id sync_request(wire::request_kind kind) {
         const request_id id = ctx_.clients.next_id();
         if (const auto refusal = client_refusal()) {
             ctx_.clients.fail_now(id, client_op::sync, *refusal);
         } else if (ctx_.leading && ctx_.leading->established()) {
             ctx_.clients.add_sync(id);
-            broadcast_.leader_sync(id);
+            if (kind == wire::request_kind::lease_sync && broadcast_.lease_answers(id))
+                ctx_.clients.answer_sync(id, ctx_.last_applied);
+            else
+                broadcast_.leader_sync(id);
         } else if (serving_learner()) {
-            broadcast_.learner_forward_sync(id);
+            broadcast_.learner_forward_sync(id, kind);
         } else {
             ctx_.clients.fail_now(id, client_op::sync, errc::not_leader, leader_hint());
         }
@@ -380,6 +401,7 @@ public:
         return id;
     }
 
+public:
     /// Hands this established leader's leadership to voter `target` without an election
     /// (docs/protocol.md §6.4); 0 picks the synced voter that acknowledged the most. From
     /// now on new writes are refused with `transferring` (the hint names the target); syncs
@@ -469,6 +491,10 @@ public:
         if (ctx_.opts().disk_stall_ticks != 0 && !ctx_.disk_stalled && ctx_.writes_pending())
             consider(std::max(ctx_.now_tick + 1, ctx_.now_tick - ctx_.writes_stalled_for() +
                                                      ctx_.opts().disk_stall_ticks));
+        // §7.1: a LOOKING replica whose promise keeps it out of the election.
+        if (ctx_.state == peer_state::looking && !election_started_ &&
+            ctx_.now_tick < ctx_.promised_until_tick)
+            consider(ctx_.promised_until_tick);
         // Leaders ping every tick; learners check their leader's silence every tick.
         if (ctx_.leading || ctx_.learning) consider(ctx_.now_tick + 1);
         return deadline;
@@ -662,6 +688,12 @@ private:
         ctx_.last_logged = ctx_.last_zxid_visible = log.last_zxid();
         ctx_.last_applied = state_machine.last_applied();
         ctx_.last_committed = ctx_.last_applied;
+        // §7.1: a replica that ever accepted an epoch may have promised a leader its support
+        // just before it stopped, and nothing durable says when: it keeps a whole promise
+        // from its start. (One that never accepted an epoch never answered a heartbeat that
+        // counts toward a lease.)
+        if (opts.read_lease_ticks != 0 && ctx_.durable_epochs.accepted != 0)
+            ctx_.promised_until_tick = opts.read_lease_ticks;
         // ZOOKEEPER-261: a wiped voter has no durable current epoch until a leader syncs it.
         ctx_.voting_suspended = opts.non_voter_until_synced &&
                                 ctx_.config().is_voter(self) && ctx_.durable_epochs.current == 0;
@@ -721,6 +753,9 @@ private:
         if (!started_ || election_started_ || ctx_.state != peer_state::looking ||
             !ctx_.log_ops_.empty() || ctx_.removed || ctx_.disk_stalled)
             return;
+        // §7.1: a promise to the last leader holds this replica out of every election (it
+        // neither votes nor stands, and follows nobody) until it expires.
+        if (ctx_.now_tick < ctx_.promised_until_tick) return;
         election_started_ = true;
         election_.start();
         for (auto& [from, n] : std::exchange(held_notifications_, {}))

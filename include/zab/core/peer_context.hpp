@@ -135,6 +135,8 @@ struct peer_counters {
     std::uint64_t disk_stalls = 0;          ///< storage writes made no progress for disk_stall_ticks (§6.5)
     std::uint64_t invitations_sent = 0;
     std::uint64_t removal_witnessed = 0;    ///< removed: answers telling a laggard of the change (§9)     ///< leader: LEADING notifications to absent members (§9)
+    std::uint64_t lease_syncs_served = 0;   ///< leader: lease syncs answered under its lease (§7.1)
+    std::uint64_t lease_sync_fallbacks = 0; ///< leader: lease syncs that took a quorum round instead
 };
 
 /// The log, as the policies see it: the peer adapts the user's `log_store` to this, so the
@@ -201,6 +203,9 @@ public:
     const std::vector<configuration>& pending_configs() const noexcept { return pending_; }
     /// Every active configuration's verifier: the committed one, and each pending one.
     const quorum_system& quorums() const noexcept { return quorums_; }
+    /// Moves whenever `quorums()` is rebuilt (a configuration logged, committed or truncated
+    /// away): a read lease counted with an older quorum system is void (§7.1).
+    std::uint64_t quorums_generation() const noexcept { return quorums_generation_; }
     /// What Fast Leader Election counts votes with: the committed configuration alone (§9
     /// step 7). FLE only proposes a leader — discovery's epoch and NEWLEADER quorums, which
     /// need every active configuration, decide — and a pending configuration's new voters
@@ -269,6 +274,10 @@ public:
     /// Storage writes have been pending without progress for options::disk_stall_ticks
     /// (§6.5); cleared when they progress again.
     bool disk_stalled = false;
+    /// Lease reads (§7.1): this replica's promise to the leaders it followed — it takes no
+    /// part in electing anyone before this tick (options::read_lease_ticks after the last
+    /// frame from its leader; after a start, when it may have promised before the crash).
+    std::uint64_t promised_until_tick = 0;
 
     // --- durable quantities (docs/protocol.md §2, §11.3) ---------------------------------------
     /// Epochs as durable on this replica: never ahead of what a crash would recover.
@@ -970,6 +979,7 @@ private:
         }
         quorums_ = quorum_system{std::move(verifiers)};
         election_quorums_ = quorum_system::of(config_);
+        ++quorums_generation_;
     }
 
     peer_id self_;
@@ -979,6 +989,7 @@ private:
     std::vector<configuration> pending_;
     quorum_system quorums_;
     quorum_system election_quorums_;
+    std::uint64_t quorums_generation_ = 0;
     options options_;
     storage_port* storage_ = nullptr;
     std::uint64_t applied_since_compaction_ = 0;

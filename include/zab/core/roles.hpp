@@ -79,6 +79,11 @@ struct learner_link {
     std::size_t forwarded_outstanding = 0;
     std::uint64_t last_heard_tick = 0;
     std::uint64_t acked_round = 0;  ///< highest heartbeat round it answered (§7 quorum rounds)
+    /// Highest heartbeat round it answered that counts toward the read lease (§7.1): one
+    /// sent after UPTODATE (`lease_rounds_from` on), so received, FIFO, by a synced learner —
+    /// one that keeps a promise (and, its epochs durable, keeps one across a restart).
+    std::uint64_t lease_round = 0;
+    std::uint64_t lease_rounds_from = 0;  ///< set when UPTODATE is sent
     /// SNAP flow control: bytes of the snapshot queued as chunks, and confirmed by SNAPACK.
     std::uint64_t snapshot_queued = 0;
     std::uint64_t snapshot_acknowledged = 0;
@@ -198,6 +203,21 @@ struct leader_state {
     std::uint64_t next_invitation_tick = 0;
     std::vector<pending_sync> syncs;  ///< syncs waiting for a quorum round (§7)
     bool round_wanted = false;        ///< start a heartbeat round now (a sync is waiting)
+
+    /// The read lease (§7.1; options::read_lease_ticks): lease syncs are answered without a
+    /// quorum round while `now_tick < until`.
+    struct read_lease {
+        std::uint64_t until = 0;
+        /// Only rounds from this one on count: a lease is revoked by moving it past every
+        /// round sent so far (the quorum system changed, a transfer began).
+        std::uint64_t rounds_from = 1;
+        /// ctx.quorums_generation() when the lease was last computed.
+        std::uint64_t quorums_generation = 0;
+        /// The tick each heartbeat round went out in: (first round of a tick, that tick),
+        /// oldest first; only the last lease_duration_ticks are kept.
+        std::deque<std::pair<std::uint64_t, std::uint64_t>> round_ticks;
+    };
+    read_lease lease;
 
     /// Records a leader keeps in memory for DIFF (ZooKeeper's commitLogCount, §5.1).
     static constexpr std::size_t committed_window_max = 500;

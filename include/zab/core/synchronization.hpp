@@ -68,6 +68,7 @@ public:
                 if (link.at != learner_link::stage::awaiting_uptodate) continue;
                 ctx_.send(link.id, wire::up_to_date{});
                 link.move_to(learner_link::stage::broadcasting);
+                link.lease_rounds_from = leader.ping_round + 1;  // §7.1: answered after UPTODATE
                 std::erase_if(leader.sync_trouble, [&](const auto& t) { return t.first == link.id; });
             }
         }

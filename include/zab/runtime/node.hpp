@@ -11,9 +11,9 @@
 //   strand. Every handler of the node, the transport, and every call into the log's
 //   `log_store` members and into the state machine (`apply`, `snapshot`, `restore`) runs
 //   on it. Nothing else of the node is thread-safe.
-// - `async_propose`, `async_sync`, `async_transfer_leadership` and `async_reconfigure` may be
-//   called from any thread: they copy what they need and post to the executor. Every other
-//   member must be called on the executor.
+// - `async_propose`, `async_sync`, `async_lease_sync`, `async_transfer_leadership` and
+//   `async_reconfigure` may be called from any thread: they copy what they need and post to
+//   the executor. Every other member must be called on the executor.
 // - Local reads (`machine()`) must run on the executor too, e.g. inside
 //   `boost::asio::dispatch(node.get_executor(), …)`: that is where `apply` writes.
 // - What blocks: a flush job's `run()` (write + fdatasync). With `disk_executor` (say a
@@ -361,6 +361,25 @@ public:
             token);
     }
 
+    /// A linearizable point like `async_sync`, without a quorum round while the leader holds
+    /// its read lease (docs/protocol.md §7.1; `options::read_lease_ticks`): at that leader it
+    /// completes at once, at a follower after one round trip to it; anywhere else, and with
+    /// lease reads off, it is `async_sync`. Linearizable only while the replicas' clocks keep
+    /// `options::max_clock_drift_ppm` (the node counts ticks on the steady clock). Errors as
+    /// `async_sync`.
+    template <typename CompletionToken>
+    auto async_lease_sync(CompletionToken&& token) {
+        return boost::asio::async_initiate<CompletionToken, completion_signature>(
+            [executor = executor_, alive = alive_, this](auto handler) {
+                boost::asio::post(executor, [executor, alive, this,
+                                             h = std::move(handler)]() mutable {
+                    if (!*alive) return complete(std::move(h), executor, errc::shutting_down, {});
+                    start_request(std::move(h), [&] { return peer_->lease_sync(); });
+                });
+            },
+            token);
+    }
+
     /// Hands this replica's leadership to voter `target` (0: the synced voter that
     /// acknowledged the most) without an election (docs/protocol.md §6.4): writes are refused
     /// with `transferring` meanwhile, the target leads the next epoch. Completes with the last
@@ -519,8 +538,26 @@ private:
     template <typename Event>
     void deliver(Event event) {
         if (!peer_ || stopped_) return;
+        catch_up_clock();
         event();
         after_step();
+    }
+
+    /// With lease reads on (§7.1), the peer's clock is brought up to the steady clock before
+    /// every event, not only when the timer fires: a frame from the leader must be stamped
+    /// with the time it arrived (a follower's promise runs from it), and a lease checked
+    /// against the time it is used.
+    void catch_up_clock() {
+        if (options_.peer.read_lease_ticks == 0 || !peer_) return;
+        if (const std::uint64_t ticks = ticks_due()) peer_->tick(ticks);
+    }
+
+    /// The ticks the steady clock counted since the peer was last given some (now given).
+    std::uint64_t ticks_due() {
+        const auto elapsed = std::chrono::steady_clock::now() - clock_origin_;
+        const auto due = static_cast<std::uint64_t>(elapsed / tick_length_);
+        if (due <= ticks_given_) return 0;
+        return due - std::exchange(ticks_given_, due);
     }
 
     /// The driver contract (zab/core/driver.hpp), after every call into the peer.
@@ -638,6 +675,7 @@ private:
     void start_request(Handler handler, Call call, call_options how = {}) {
         if (!peer_ || stopped_)
             return complete(handler_type{std::move(handler)}, executor_, errc::shutting_down, {});
+        catch_up_clock();
         pending_request request{handler_type{std::move(handler)}, {}, {}};
         if (how.leader_wait > std::chrono::milliseconds::zero()) {
             request.retry = call;
@@ -797,13 +835,7 @@ private:
         timer_.expires_at(clock_origin_ + tick_length_ * static_cast<std::int64_t>(ticks_given_ + 1));
         timer_.async_wait([this, alive = alive_](const boost::system::error_code& error) {
             if (error || !*alive || stopped_) return;
-            const auto elapsed = std::chrono::steady_clock::now() - clock_origin_;
-            const auto due = static_cast<std::uint64_t>(elapsed / tick_length_);
-            if (due > ticks_given_) {
-                const std::uint64_t ticks = due - ticks_given_;
-                ticks_given_ = due;
-                deliver([&] { peer_->tick(ticks); });
-            }
+            if (const std::uint64_t ticks = ticks_due()) deliver([&] { peer_->tick(ticks); });
             if (!stopped_) expire_parked();
             arm_timer();
         });

@@ -190,6 +190,13 @@ public:
         std::deque<std::function<void()>> held;  ///< events that arrived while paused
         std::optional<event_queue::event_id> wake;
         sim_time tick_origin = 0;
+        /// The replica's clock (§7.1's lease reads assume how far clocks may drift): from
+        /// virtual time `clock_base_time`, when it read `clock_base_ticks`, it counts ticks at
+        /// (1 + clock_ppm / 10^6) times the nominal rate. The rate survives restarts (it is
+        /// the machine's); `set_clock_rate` and `jump_clock` change it.
+        std::int64_t clock_ppm = 0;
+        sim_time clock_base_time = 0;
+        std::uint64_t clock_base_ticks = 0;
         std::uint64_t incarnation = 0;       ///< 1 for the first start, +1 per restart
         std::optional<zab::options> peer_options;  ///< this replica's own, if set (restart)
         metrics_sink* metrics = nullptr;     ///< set_metrics: kept across restarts
@@ -653,6 +660,39 @@ public:
         return client_call(id, [&](peer_type& p) { return p.sync(); });
     }
 
+    /// A client lease sync at replica `id` (§7.1): answered without a quorum round by a
+    /// leader holding its read lease; its completion reaches the completion observer.
+    std::optional<request_id> lease_sync(peer_id id) {
+        return client_call(id, [&](peer_type& p) { return p.lease_sync(); });
+    }
+
+    // --- clocks (clock skew faults) -------------------------------------------------------
+
+    /// Replica `id`'s clock counts ticks at (1 + ppm / 10^6) times the nominal rate from now
+    /// on (ppm > -10^6), through restarts; 0 is the nominal rate. It never goes back: the
+    /// ticks counted so far stay counted.
+    void set_clock_rate(peer_id id, std::int64_t ppm) {
+        ZAB_ASSERT(ppm > -1'000'000, "a clock rate must stay positive");
+        node& n = at(id);
+        rebase_clock(n);
+        n.clock_ppm = ppm;
+        trace_line(id, "CLOCK RATE", fmt::format("{:+} ppm", ppm));
+        if (n.peer && !n.paused) reschedule_wake(n);
+    }
+
+    /// Replica `id`'s clock jumps `ticks` ahead at once (a clock stepped forward); it sees
+    /// them at its next event.
+    void jump_clock(peer_id id, std::uint64_t ticks) {
+        node& n = at(id);
+        rebase_clock(n);
+        n.clock_base_ticks += ticks;
+        trace_line(id, "CLOCK JUMP", fmt::format("+{} ticks", ticks));
+        if (n.peer && !n.paused) reschedule_wake(n);
+    }
+
+    /// The tick replica `id`'s clock reads now (what its peer sees at its next event).
+    std::uint64_t clock_of(peer_id id) const { return tick_now(at(id)); }
+
     /// Asks replica `id` to hand its leadership to `target` (0: the best voter; §6.4); the
     /// one completion (op `transfer`) reaches the completion observer.
     std::optional<request_id> transfer_leadership(peer_id id, peer_id target) {
@@ -724,6 +764,8 @@ private:
         // A random phase for this replica's clock, so ticks are not in lock-step.
         const sim_time phase = random_.below(options_.tick_us);
         n.tick_origin = events_.now() >= phase ? events_.now() - phase : 0;
+        n.clock_base_time = n.tick_origin;
+        n.clock_base_ticks = 0;
         const peer_id id = n.id;
         network_handler handler;
         handler.connected = [this, id](peer_id from, connection_id c) {
@@ -836,7 +878,25 @@ private:
     }
 
     std::uint64_t tick_now(const node& n) const {
-        return (events_.now() - n.tick_origin) / options_.tick_us;
+        const sim_time elapsed = events_.now() - n.clock_base_time;
+        if (n.clock_ppm == 0) return n.clock_base_ticks + elapsed / options_.tick_us;
+        const auto rate = static_cast<std::uint64_t>(1'000'000 + n.clock_ppm);
+        return n.clock_base_ticks + elapsed * rate / (1'000'000 * options_.tick_us);
+    }
+
+    /// The virtual time at which `n`'s clock reads `tick` (now, if it already does).
+    sim_time time_of_tick(const node& n, std::uint64_t tick) const {
+        if (tick <= n.clock_base_ticks) return n.clock_base_time;
+        const std::uint64_t ticks = tick - n.clock_base_ticks;
+        if (n.clock_ppm == 0) return n.clock_base_time + ticks * options_.tick_us;
+        const auto rate = static_cast<std::uint64_t>(1'000'000 + n.clock_ppm);
+        return n.clock_base_time + (ticks * 1'000'000 * options_.tick_us + rate - 1) / rate;
+    }
+
+    /// Starts `n`'s clock afresh from what it reads now (before its rate or reading changes).
+    void rebase_clock(node& n) {
+        n.clock_base_ticks = tick_now(n);
+        n.clock_base_time = events_.now();
     }
 
     void catch_up(node& n) {
@@ -854,7 +914,7 @@ private:
         if (!n.peer || n.paused) return;
         const auto deadline = n.peer->next_deadline();
         if (!deadline) return;
-        const sim_time due = n.tick_origin + *deadline * options_.tick_us;
+        const sim_time due = time_of_tick(n, *deadline);
         const peer_id id = n.id;
         n.wake = events_.schedule_at(std::max(due, events_.now()), [this, id] {
             node& m = at(id);
