@@ -133,8 +133,8 @@ struct peer_counters {
     std::uint64_t handovers_followed = 0;   ///< a HANDOVER from this replica's leader adopted
     std::uint64_t learners_promoted = 0;    ///< leader: promotions to voter proposed (§9)
     std::uint64_t disk_stalls = 0;          ///< storage writes made no progress for disk_stall_ticks (§6.5)
-    std::uint64_t invitations_sent = 0;
-    std::uint64_t removal_witnessed = 0;    ///< removed: answers telling a laggard of the change (§9)     ///< leader: LEADING notifications to absent members (§9)
+    std::uint64_t invitations_sent = 0;     ///< leader: LEADING notifications to absent members (§9)
+    std::uint64_t removal_witnessed = 0;    ///< removed: answers telling a laggard of the change (§9)
     std::uint64_t lease_syncs_served = 0;   ///< leader: lease syncs answered under its lease (§7.1)
     std::uint64_t lease_sync_fallbacks = 0; ///< leader: lease syncs that took a quorum round instead
 };
