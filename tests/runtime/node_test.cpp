@@ -200,14 +200,20 @@ struct cluster {
     std::shared_ptr<outcome> reconfigure(peer_id at, std::vector<zab::member> members) {
         auto o = std::make_shared<outcome>();
         zab::reconfig_request request{std::move(members), node(at)->status().config.version()};
-        node(at)->async_reconfigure(std::move(request),
-                                    [o](boost::system::error_code e, zab::asio::reply r) {
-                                        o->done = true;
-                                        o->error = e;
-                                        o->reply = r;
-                                        ++o->completions;
-                                    });
+        node(at)->async_reconfigure(std::move(request), recorder(o));
         return o;
+    }
+
+    /// A completion handler that records into `o`; a write that succeeded is remembered
+    /// with its bytes as acknowledged.
+    auto recorder(std::shared_ptr<outcome> o, std::optional<std::string> write = std::nullopt) {
+        return [this, o, write](boost::system::error_code e, zab::asio::reply r) {
+            o->done = true;
+            o->error = e;
+            o->reply = r;
+            ++o->completions;
+            if (!e && write) acknowledged[r.id] = *write;
+        };
     }
 
     template <typename Condition>
@@ -238,14 +244,7 @@ struct cluster {
     /// Proposes `bytes` at `id` with a callback that records the outcome.
     std::shared_ptr<outcome> propose(peer_id id, const std::string& bytes) {
         auto o = std::make_shared<outcome>();
-        node(id)->async_propose(zab::as_bytes(bytes),
-                                [this, o, bytes](boost::system::error_code e, zab::asio::reply r) {
-                                    o->done = true;
-                                    o->error = e;
-                                    o->reply = r;
-                                    ++o->completions;
-                                    if (!e) acknowledged[r.id] = bytes;
-                                });
+        node(id)->async_propose(zab::as_bytes(bytes), recorder(o, bytes));
         return o;
     }
 
@@ -254,26 +253,14 @@ struct cluster {
                                              std::chrono::milliseconds wait) {
         auto o = std::make_shared<outcome>();
         node(id)->async_propose(zab::as_bytes(bytes), zab::asio::call_options{wait},
-                                [this, o, bytes](boost::system::error_code e, zab::asio::reply r) {
-                                    o->done = true;
-                                    o->error = e;
-                                    o->reply = r;
-                                    ++o->completions;
-                                    if (!e) acknowledged[r.id] = bytes;
-                                });
+                                recorder(o, bytes));
         return o;
     }
 
     /// A sync at `id`, waiting up to `wait` for a leader.
     std::shared_ptr<outcome> sync_waiting(peer_id id, std::chrono::milliseconds wait) {
         auto o = std::make_shared<outcome>();
-        node(id)->async_sync(zab::asio::call_options{wait},
-                             [o](boost::system::error_code e, zab::asio::reply r) {
-                                 o->done = true;
-                                 o->error = e;
-                                 o->reply = r;
-                                 ++o->completions;
-                             });
+        node(id)->async_sync(zab::asio::call_options{wait}, recorder(o));
         return o;
     }
 
