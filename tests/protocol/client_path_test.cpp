@@ -33,7 +33,9 @@ struct outcomes {
     bool done(peer_id at, request_id id) const { return find(at, id) != nullptr; }
 };
 
-peer_id leader_of(sim_type& sim) {
+/// The established leader of a simulator of any machine, 0 if none.
+template <typename Sim>
+peer_id leader_of(Sim& sim) {
     for (const auto& n : sim.nodes())
         if (n.peer && n.peer->state() == peer_state::leading && n.peer->established()) return n.id;
     return 0;
@@ -642,17 +644,10 @@ std::size_t position_of(const Sim& sim, peer_id at, zxid z) {
 }
 
 template <typename Sim>
-peer_id leader_in(Sim& sim) {
-    for (const auto& n : sim.nodes())
-        if (n.peer && n.peer->state() == peer_state::leading && n.peer->established()) return n.id;
-    return 0;
-}
-
-template <typename Sim>
 void settle(Sim& sim) {
     REQUIRE(sim.run_until(
         [&] {
-            if (leader_in(sim) == 0) return false;
+            if (leader_of(sim) == 0) return false;
             for (const auto& n : sim.nodes())
                 if (n.peer && !n.peer->established()) return false;
             return true;
@@ -748,16 +743,16 @@ TEST_CASE("results from apply (§6.6): the proposer gets what its replica's appl
         }
     };
     check_round("before-");
-    const peer_id old_leader = leader_in(sim);
+    const peer_id old_leader = leader_of(sim);
     sim.crash(old_leader);
     settle(sim);
-    REQUIRE(leader_in(sim) != old_leader);
+    REQUIRE(leader_of(sim) != old_leader);
     check_round("after-");
     // Syncs and refusals carry no result.
-    const auto s = sim.sync(leader_in(sim));
-    REQUIRE(sim.run_until([&] { return out.find(leader_in(sim), *s) != nullptr; },
+    const auto s = sim.sync(leader_of(sim));
+    REQUIRE(sim.run_until([&] { return out.find(leader_of(sim), *s) != nullptr; },
                           sim.now() + 5'000'000));
-    CHECK(out.find(leader_in(sim), *s)->response.empty());
+    CHECK(out.find(leader_of(sim), *s)->response.empty());
 }
 
 TEST_CASE("results from apply (§6.6): a write applied here inside a snapshot completes with its "
@@ -803,7 +798,7 @@ TEST_CASE("client sessions (§6.7): a tagged write retried across leader changes
     const std::vector<sim_time> delays = {0, 1'000, 3'000, 6'000, 12'000, 50'000};
     for (std::uint64_t seq = 1; seq <= delays.size(); ++seq) {
         const auto txn = tagged(fmt::format("w{}", seq), 7, seq);
-        const peer_id leader = leader_in(sim);
+        const peer_id leader = leader_of(sim);
         peer_id at = 0;
         for (const auto& n : sim.nodes())
             if (n.peer && n.id != leader) at = n.id;
@@ -827,7 +822,7 @@ TEST_CASE("client sessions (§6.7): a tagged write retried across leader changes
         } else {
             CHECK(first.outcome.error() == make_error_code(errc::outcome_unknown));
         }
-        const client_completion retry = submit_and_wait(leader_in(sim), txn);
+        const client_completion retry = submit_and_wait(leader_of(sim), txn);
         const session_reply r = reply_of(retry);
         if (result) CHECK(r.status == session_status::duplicate);
         if (r.status == session_status::duplicate) ++duplicates;
@@ -841,7 +836,7 @@ TEST_CASE("client sessions (§6.7): a tagged write retried across leader changes
     CHECK(duplicates > 0);  // some first attempts committed despite their leader's crash
     CHECK(duplicates < static_cast<int>(delays.size()));  // and some did not
     // An older sequence is a definite error: nothing applied, no result.
-    const session_reply stale = reply_of(submit_and_wait(leader_in(sim), tagged("w1", 7, 1)));
+    const session_reply stale = reply_of(submit_and_wait(leader_of(sim), tagged("w1", 7, 1)));
     CHECK(stale.status == session_status::stale);
     CHECK(stale.result.empty());
     // Every replica applied each write exactly once, and they agree byte for byte.
