@@ -21,11 +21,17 @@
 //   bytes/prop       frame bytes sent by all peers / committed proposals;
 //   frames/prop      frames sent by all peers / committed proposals;
 //   cpu %            process CPU time / wall time of the run: well below 100 means the
-//                    shared machine took the core away, and commits/s is low for that.
+//                    shared machine took the core away, and commits/s is low for that;
+//   allocs/commit    heap allocations (operator new, counted by this program) during the
+//                    run / committed writes: what the core and this driver allocate per write.
+// The writes that may be submitted at once (the window's free room) go in one
+// `peer::submit_batch` call, as a driver hands over what arrived in one turn of its loop;
+// `--per-write` submits them one `submit` at a time instead (one PROPOSAL each).
 // Every run then checks that every peer applied every write (same count, same bytes, same
 // last zxid as the leader's last committed one), and exits non-zero if not.
 //
 //   zab_protocol_ceiling_bench [--commits N] [--repeat R] [--quick] [--peers 3|5] [--window W]
+//                              [--per-write]
 //
 // Defaults: 200,000 commits per run, each row the median of 3 runs (the machine is shared
 // and noisy). `--quick` runs 5,000 commits once: it proves the benchmark runs, the numbers
@@ -39,6 +45,7 @@
 #include <cstring>
 #include <ctime>
 #include <memory>
+#include <new>
 #include <optional>
 #include <span>
 #include <string>
@@ -52,6 +59,41 @@
 #include "zab/core/options.hpp"
 #include "zab/core/peer.hpp"
 #include "zab/storage/memory_log.hpp"
+
+// --- counting every allocation of the program ---------------------------------------------
+
+namespace {
+std::uint64_t allocations = 0;  // one thread: no atomics needed
+
+// Out of line, so that the compiler, seeing malloc under `new` and free under `delete`
+// through inlining, does not take the pair for a mismatch.
+[[gnu::noinline]] void* counted_allocate(std::size_t size, std::size_t align) {
+    ++allocations;
+    void* p = align <= alignof(std::max_align_t)
+                  ? std::malloc(size == 0 ? 1 : size)
+                  : std::aligned_alloc(align, (size + align - 1) / align * align);
+    if (p == nullptr) throw std::bad_alloc{};
+    return p;
+}
+[[gnu::noinline]] void counted_release(void* p) noexcept { std::free(p); }
+}  // namespace
+
+void* operator new(std::size_t size) { return counted_allocate(size, 0); }
+void* operator new[](std::size_t size) { return counted_allocate(size, 0); }
+void* operator new(std::size_t size, std::align_val_t a) {
+    return counted_allocate(size, static_cast<std::size_t>(a));
+}
+void* operator new[](std::size_t size, std::align_val_t a) {
+    return counted_allocate(size, static_cast<std::size_t>(a));
+}
+void operator delete(void* p) noexcept { counted_release(p); }
+void operator delete[](void* p) noexcept { counted_release(p); }
+void operator delete(void* p, std::size_t) noexcept { counted_release(p); }
+void operator delete[](void* p, std::size_t) noexcept { counted_release(p); }
+void operator delete(void* p, std::align_val_t) noexcept { counted_release(p); }
+void operator delete[](void* p, std::align_val_t) noexcept { counted_release(p); }
+void operator delete(void* p, std::size_t, std::align_val_t) noexcept { counted_release(p); }
+void operator delete[](void* p, std::size_t, std::align_val_t) noexcept { counted_release(p); }
 
 namespace {
 
@@ -312,6 +354,14 @@ public:
         return request;
     }
 
+    /// Client writes at `id` in one call (consecutive request ids, the first returned).
+    zab::request_id submit_batch(zab::peer_id id, std::span<const zab::byte_view> txns) {
+        node& n = at(id);
+        const zab::request_id request = n.peer->submit_batch(txns);
+        settle(n);
+        return request;
+    }
+
     /// The client completions taken since the last `clear_completions()`.
     const std::vector<taken_completion>& completions() const noexcept { return completions_; }
     void clear_completions() { completions_.clear(); }
@@ -358,6 +408,7 @@ struct configuration_case {
     std::size_t voters = 3;
     bool at_follower = false;
     std::size_t window = 1;  ///< W: writes outstanding at once
+    bool per_write = false;  ///< one `submit` per write instead of `submit_batch`
 };
 
 struct run_result {
@@ -367,6 +418,7 @@ struct run_result {
     double bytes_per_proposal = 0;
     double frames_per_proposal = 0;
     double cpu_percent = 0;
+    double allocations_per_commit = 0;
 };
 
 zab::options options_for(std::size_t window) {
@@ -434,15 +486,22 @@ run_result run_once(const configuration_case& k, std::uint64_t commits) {
 
     std::uint64_t submitted = 0, completed = 0;
     std::optional<zab::request_id> first_request;
+    std::vector<zab::byte_view> batch(k.window, zab::byte_view{payload});
+    const std::uint64_t allocations_before = allocations;
     const std::clock_t cpu_start = std::clock();
     const auto start = clock_type::now();
     while (completed < commits) {
         while (submitted - completed < k.window && submitted < commits) {
             const auto now = clock_type::now();
-            const zab::request_id id = c.submit(origin, payload);
+            const auto room = static_cast<std::size_t>(
+                k.per_write ? 1 : std::min(k.window - (submitted - completed), commits - submitted));
+            const zab::request_id id =
+                room == 1 ? c.submit(origin, payload)
+                          : c.submit_batch(origin, std::span<const zab::byte_view>{batch}.first(room));
             if (!first_request) first_request = id;
             if (id - *first_request != submitted) fail("request ids are not consecutive");
-            submitted_at[static_cast<std::size_t>(submitted++)] = now;
+            for (std::size_t i = 0; i < room; ++i)
+                submitted_at[static_cast<std::size_t>(submitted++)] = now;
         }
         if (!c.completions().empty()) {
             const auto now = clock_type::now();
@@ -466,6 +525,7 @@ run_result run_once(const configuration_case& k, std::uint64_t commits) {
     const double seconds = std::chrono::duration<double>(clock_type::now() - start).count();
     const double cpu_seconds =
         static_cast<double>(std::clock() - cpu_start) / static_cast<double>(CLOCKS_PER_SEC);
+    const std::uint64_t allocated = allocations - allocations_before;
 
     verify(c, leader, commits, closes_before, dropped_before);
     const auto proposals = static_cast<double>(commits);
@@ -477,6 +537,7 @@ run_result run_once(const configuration_case& k, std::uint64_t commits) {
     r.frames_per_proposal =
         static_cast<double>(c.network().frames_sent() - frames_before) / proposals;
     r.cpu_percent = 100.0 * cpu_seconds / seconds;
+    r.allocations_per_commit = static_cast<double>(allocated) / proposals;
     return r;
 }
 
@@ -487,7 +548,7 @@ double median(std::vector<double> values) {
 
 /// Runs a configuration `repeat` times; each column is the median of its runs.
 run_result run_median(const configuration_case& k, std::uint64_t commits, int repeat) {
-    std::vector<double> rate, p50, p99, bytes, frames, cpu;
+    std::vector<double> rate, p50, p99, bytes, frames, cpu, allocs;
     for (int i = 0; i < repeat; ++i) {
         const run_result r = run_once(k, commits);
         rate.push_back(r.commits_per_second);
@@ -496,8 +557,10 @@ run_result run_median(const configuration_case& k, std::uint64_t commits, int re
         bytes.push_back(r.bytes_per_proposal);
         frames.push_back(r.frames_per_proposal);
         cpu.push_back(r.cpu_percent);
+        allocs.push_back(r.allocations_per_commit);
     }
-    return {median(rate), median(p50), median(p99), median(bytes), median(frames), median(cpu)};
+    return {median(rate),   median(p50), median(p99),   median(bytes),
+            median(frames), median(cpu), median(allocs)};
 }
 
 struct arguments {
@@ -505,6 +568,7 @@ struct arguments {
     int repeat = 3;
     std::size_t only_peers = 0;   ///< 0: every group size
     std::size_t only_window = 0;  ///< 0: every W
+    bool per_write = false;
 };
 
 arguments parse(int argc, char** argv) {
@@ -512,7 +576,8 @@ arguments parse(int argc, char** argv) {
     bool repeat_given = false;
     const auto usage = [&] {
         fmt::print(stderr,
-                   "usage: {} [--commits N] [--repeat R] [--quick] [--peers 3|5] [--window W]\n",
+                   "usage: {} [--commits N] [--repeat R] [--quick] [--peers 3|5] [--window W] "
+                   "[--per-write]\n",
                    argv[0]);
         std::exit(2);
     };
@@ -523,6 +588,8 @@ arguments parse(int argc, char** argv) {
             if (!repeat_given) a.repeat = 1;
         } else if (arg == "--commits" && i + 1 < argc) {
             a.commits = std::strtoull(argv[++i], nullptr, 10);
+        } else if (arg == "--per-write") {
+            a.per_write = true;
         } else if (arg == "--peers" && i + 1 < argc) {
             a.only_peers = std::strtoull(argv[++i], nullptr, 10);
         } else if (arg == "--window" && i + 1 < argc) {
@@ -544,23 +611,26 @@ int main(int argc, char** argv) {
     const arguments args = parse(argc, argv);
     std::vector<configuration_case> cases;
     for (const std::size_t voters : {std::size_t{3}, std::size_t{5}}) {
-        for (const std::size_t window : {1, 16, 256, 4096}) cases.push_back({voters, false, window});
-        cases.push_back({voters, true, 256});
+        for (const std::size_t window : {1, 16, 256, 4096})
+            cases.push_back({voters, false, window, args.per_write});
+        cases.push_back({voters, true, 256, args.per_write});
     }
 
     fmt::print("zab protocol ceiling: {}-byte writes, in-memory transport, instant durability, "
-               "one thread\n{} commits per run, median of {} run(s)\n",
-               transaction_bytes, args.commits, args.repeat);
-    fmt::print("{:>5} {:>8} {:>5} {:>12} {:>9} {:>9} {:>11} {:>12} {:>6}\n", "peers", "origin",
-               "W", "commits/s", "p50 us", "p99 us", "bytes/prop", "frames/prop", "cpu %");
+               "one thread\n{} commits per run, median of {} run(s), {}\n",
+               transaction_bytes, args.commits, args.repeat,
+               args.per_write ? "one submit per write" : "the window's free room in one submit_batch");
+    fmt::print("{:>5} {:>8} {:>5} {:>12} {:>9} {:>9} {:>11} {:>12} {:>6} {:>13}\n", "peers",
+               "origin", "W", "commits/s", "p50 us", "p99 us", "bytes/prop", "frames/prop",
+               "cpu %", "allocs/commit");
     for (const auto& k : cases) {
         if (args.only_peers != 0 && k.voters != args.only_peers) continue;
         if (args.only_window != 0 && k.window != args.only_window) continue;
         const run_result r = run_median(k, args.commits, args.repeat);
-        fmt::print("{:>5} {:>8} {:>5} {:>12.0f} {:>9.1f} {:>9.1f} {:>11.1f} {:>12.2f} {:>6.0f}\n",
+        fmt::print("{:>5} {:>8} {:>5} {:>12.0f} {:>9.1f} {:>9.1f} {:>11.1f} {:>12.2f} {:>6.0f} {:>13.2f}\n",
                    k.voters, k.at_follower ? "follower" : "leader", k.window,
                    r.commits_per_second, r.p50_us, r.p99_us, r.bytes_per_proposal,
-                   r.frames_per_proposal, r.cpu_percent);
+                   r.frames_per_proposal, r.cpu_percent, r.allocations_per_commit);
         std::fflush(stdout);
     }
     return 0;

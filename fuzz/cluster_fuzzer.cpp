@@ -317,6 +317,22 @@ private:
         m.leader_epoch = epoch_field();
         m.round = counter_field(round_);
     }
+    // A batch: the first zxid, then count % 5 entries of bytes fields, and a count that
+    // agrees with them unless the next byte says otherwise (then the decoder refuses it).
+    void fill(wire::proposal_batch& m, std::vector<shared_bytes>& keep) {
+        m.first = zxid_field();
+        const std::uint32_t entries = in_.byte() % 5;
+        std::vector<std::byte> out;
+        for (std::uint32_t i = 0; i < entries; ++i) {
+            const byte_view txn = bytes_field(keep);
+            const auto size = static_cast<std::uint32_t>(txn.size());
+            for (int b = 0; b < 4; ++b) out.push_back(static_cast<std::byte>(size >> (8 * b)));
+            out.insert(out.end(), txn.begin(), txn.end());
+        }
+        m.count = in_.byte() < 224 ? entries : entries + 1;
+        keep.push_back(shared_bytes{std::move(out)});
+        m.txns = keep.back().view();
+    }
 
     program_reader& in_;
     sim_type& sim_;

@@ -59,6 +59,12 @@ bytes payload_of(const bytes& frame) { return {frame.begin() + frame_header_size
 std::vector<std::pair<std::string, bytes>> seeds() {
     static_assert(std::endian::native == std::endian::little);
     const byte_view txn = as_bytes("set x=1");
+    // Two entries of a PROPOSALS batch: "set x=1" and "y".
+    const bytes batch_bytes{std::byte{7}, std::byte{0}, std::byte{0}, std::byte{0}, std::byte{'s'},
+                            std::byte{'e'}, std::byte{'t'}, std::byte{' '}, std::byte{'x'},
+                            std::byte{'='}, std::byte{'1'}, std::byte{1}, std::byte{0},
+                            std::byte{0}, std::byte{0}, std::byte{'y'}};
+    const byte_view batch_entries{batch_bytes};
     std::vector<std::pair<std::string, bytes>> out;
     const std::vector<wire::message> valid{
         wire::notification{peer_state::looking, 1, zxid{1, 3}, 2, 1},
@@ -82,6 +88,7 @@ std::vector<std::pair<std::string, bytes>> seeds() {
         zab::wire::sync_answer{7},
         wire::forwarded_reply{9, wire::reply_outcome::backpressure, zxid{}},
         wire::handover{2, zxid{2, 1}, 2, 3},
+        wire::proposal_batch{zxid{2, 1}, 2, batch_entries},
     };
     for (const auto& m : valid) {
         std::string name{to_string(type_of(m))};
@@ -128,6 +135,14 @@ std::vector<std::pair<std::string, bytes>> seeds() {
     payload = payload_of(proposal_frame);
     payload[8] = std::byte{0xff};  // the txn's length now runs past the payload
     out.emplace_back("invalid-length_overrun", with_payload(proposal_frame, payload));
+    // A batch that claims three transactions and holds two; one that starts at counter 0.
+    const bytes batch_frame = encoded(wire::proposal_batch{zxid{2, 1}, 2, batch_entries});
+    payload = payload_of(batch_frame);
+    payload[8] = std::byte{3};
+    out.emplace_back("invalid-batch_count", with_payload(batch_frame, payload));
+    payload = payload_of(batch_frame);
+    payload[0] = std::byte{0};
+    out.emplace_back("invalid-batch_counter_zero", with_payload(batch_frame, payload));
     return out;
 }
 
@@ -208,7 +223,7 @@ bytes to_seed(const program_writer& p) {
 /// last logged, 7 the one after it, 5 with epoch byte 3/4 the epoch marker of the accepted
 /// epoch/the next; epoch byte 3 is the receiver's accepted epoch).
 program forged(std::size_t index) {
-    static const std::array<program, 21> fields{{
+    static const std::array<program, 22> fields{{
         {0, 1, 1, 0, 3},        // NOTIFICATION: LOOKING, for 1, the receiver's zxid and epoch
         {3, 0},                 // FOLLOWERINFO: accepted epoch, protocol version
         {3, 0},                 // OBSERVERINFO
@@ -230,16 +245,18 @@ program forged(std::size_t index) {
         {1},                    // SYNC answer
         {1, 0, 1},              // REPLY: accepted
         {2, 1, 3, 0},           // HANDOVER to 2
+        {7, 2, 3, 42, 3, 43, 0},  // PROPOSALS: the next two zxids, short txns
     }};
     program out{static_cast<std::uint8_t>(index), 0};
     out.insert(out.end(), fields[index].begin(), fields[index].end());
     return out;
 }
 
-constexpr const char* message_names[21] = {
+constexpr const char* message_names[22] = {
     "notification", "followerinfo", "observerinfo", "leaderinfo", "ackepoch", "diff", "trunc",
     "snap", "snapack", "syncack", "newleader", "ack", "uptodate", "proposal", "commit", "inform",
-    "request", "ping", "sync", "reply", "handover"};
+    "request", "ping", "sync", "reply", "handover", "proposals"};
+static_assert(std::size(message_names) == std::variant_size_v<wire::message>);
 
 program operands(std::initializer_list<std::uint8_t> first, const program& rest) {
     program out{first};
@@ -360,7 +377,7 @@ std::vector<std::pair<std::string, bytes>> cluster_seeds() {
         // Every message type from a stranger, to every replica, while the cluster works.
         program_writer p{20};
         p(op::run, {150});
-        for (std::size_t i = 0; i < 21; ++i) {
+        for (std::size_t i = 0; i < std::size(message_names); ++i) {
             for (std::uint8_t k = 1; k <= 3; ++k) p(op::stranger_frame, operands({r(k)}, forged(i)));
             if (i % 5 == 4) writes(p, 1);
             p(op::run, {5});
@@ -383,7 +400,7 @@ std::vector<std::pair<std::string, bytes>> cluster_seeds() {
         p(op::run, {150});
         add("damaged-frames", p);
     }
-    for (std::size_t i = 0; i < 21; ++i) {
+    for (std::size_t i = 0; i < std::size(message_names); ++i) {
         // Message type i forged by every member to every other, as leader and as learner.
         program_writer p{100 + i, static_cast<std::uint8_t>(i % 3)};
         p(op::run, {150});

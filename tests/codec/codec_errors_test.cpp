@@ -3,7 +3,9 @@
 // payload is wrong.
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <set>
+#include <string>
 #include <vector>
 
 #include <catch2/catch.hpp>
@@ -396,5 +398,109 @@ TEST_CASE("errors: random mutations of valid frames never crash", "[codec][error
         }
         INFO("case " << i);
         check_garbage(input);
+    }
+}
+
+namespace {
+
+/// A PROPOSALS payload: first, count, then the entries' byte field holding `entries` as
+/// given (each a u32 length and its bytes, or anything else a test wants there).
+std::vector<std::byte> batch_payload(zxid first, std::uint32_t count, const std::vector<std::byte>& entries) {
+    std::vector<std::byte> out;
+    auto put = [&out](std::uint64_t value, int size) {
+        for (int i = 0; i < size; ++i) out.push_back(static_cast<std::byte>(value >> (8 * i)));
+    };
+    put(first.value(), 8);
+    put(count, 4);
+    put(entries.size(), 4);
+    out.insert(out.end(), entries.begin(), entries.end());
+    return out;
+}
+
+/// Entries of the given sizes, each filled with its index.
+std::vector<std::byte> batch_entries(std::initializer_list<std::uint32_t> sizes) {
+    std::vector<std::byte> out;
+    std::uint8_t index = 0;
+    for (const std::uint32_t size : sizes) {
+        for (int i = 0; i < 4; ++i) out.push_back(static_cast<std::byte>(size >> (8 * i)));
+        out.insert(out.end(), size, std::byte{index++});
+    }
+    return out;
+}
+
+std::string decode_batch(zxid first, std::uint32_t count, const std::vector<std::byte>& entries) {
+    return status(decode(raw_frame(type_byte(wire::message_type::proposal_batch),
+                                   batch_payload(first, count, entries))));
+}
+
+}  // namespace
+
+TEST_CASE("errors: a PROPOSALS batch whose entries do not match its count is malformed",
+          "[codec][errors][batch]") {
+    const std::string malformed = status(errc::malformed);
+    const auto three = batch_entries({3, 0, 5});
+    CHECK(decode_batch(zxid{2, 1}, 3, three) == "ok");
+    // Claims more transactions than it holds, or fewer.
+    CHECK(decode_batch(zxid{2, 1}, 4, three) == malformed);
+    CHECK(decode_batch(zxid{2, 1}, 0xffffffffu, three) == malformed);
+    CHECK(decode_batch(zxid{2, 1}, 2, three) == malformed);
+    // An entry's length runs past the entries (at every cut of the last entry).
+    for (std::size_t cut = 1; cut <= 5 + 4; ++cut) {
+        auto shorter = three;
+        shorter.resize(three.size() - cut);
+        INFO("cut " << cut);
+        CHECK(decode_batch(zxid{2, 1}, 3, shorter) == malformed);
+    }
+    // Bytes after the last entry.
+    auto longer = three;
+    longer.push_back(std::byte{0});
+    CHECK(decode_batch(zxid{2, 1}, 3, longer) == malformed);
+    // An empty batch.
+    CHECK(decode_batch(zxid{2, 1}, 0, {}) == malformed);
+}
+
+TEST_CASE("errors: a PROPOSALS batch outside one epoch, or from counter 0, is malformed",
+          "[codec][errors][batch]") {
+    const std::string malformed = status(errc::malformed);
+    const auto two = batch_entries({1, 1});
+    // zxids are first, first + 1, …: consecutive by construction. The run must not reach
+    // past the epoch's last counter (it would wrap into the next epoch) …
+    CHECK(decode_batch(zxid{5, zxid::counter_max - 1}, 2, two) == "ok");
+    CHECK(decode_batch(zxid{5, zxid::counter_max}, 2, two) == malformed);
+    CHECK(decode_batch(zxid{0xffffffffu, zxid::counter_max}, 2, two) == malformed);
+    // … and counter 0 is an epoch's marker, never a proposal (§1).
+    CHECK(decode_batch(zxid{5, 0}, 2, two) == malformed);
+    CHECK(decode_batch(zxid{5, 1}, 2, two) == "ok");
+}
+
+TEST_CASE("codec: encode_proposal_batch writes what encode writes, and places each txn",
+          "[codec][batch]") {
+    test::message_factory factory{38};
+    for (int round = 0; round < 50; ++round) {
+        const auto count = static_cast<std::uint32_t>(1 + factory.rng().below(20));
+        std::vector<byte_view> txns;
+        for (std::uint32_t i = 0; i < count; ++i) txns.push_back(factory.bytes());
+        const zxid first{3, static_cast<std::uint32_t>(1 + factory.rng().below(1000))};
+        const frame_context context = factory.context();
+        std::vector<byte_view> placed(count);
+        const shared_bytes frame = encode_proposal_batch(context, first, txns, placed);
+
+        const auto decoded = decode(frame.view());
+        REQUIRE(status(decoded) == "ok");
+        const auto& batch = std::get<wire::proposal_batch>(decoded.value().msg);
+        CHECK(batch.first == first);
+        CHECK(batch.count == count);
+        CHECK(test::to_vector(encode(context, batch).view()) == test::to_vector(frame.view()));
+        std::uint32_t seen = 0;
+        for_each_batch_txn(batch, [&](zxid id, byte_view txn) {
+            CHECK(id == zxid{3, first.counter() + seen});
+            CHECK(test::to_vector(txn) == test::to_vector(txns[seen]));
+            // The placed view is the txn inside the frame (what log records share).
+            CHECK(placed[seen].data() == txn.data());
+            CHECK(placed[seen].size() == txn.size());
+            ++seen;
+            return true;
+        });
+        CHECK(seen == count);
     }
 }

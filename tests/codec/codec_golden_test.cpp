@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <catch2/catch.hpp>
@@ -34,7 +35,7 @@ TEST_CASE("golden: a COMMIT frame, byte for byte", "[codec][golden]") {
     // CRC computed independently (a bitwise CRC32C in Python) over the 8 payload bytes.
     const std::vector<std::byte> expected = from_hex(
         "5a 41 42 31"                // magic "ZAB1"
-        "03"                         // version
+        "04"                         // version
         "1f"                         // type 31 = COMMIT
         "00 00"                      // flags
         "01 02 03 04 05 06 07 08"    // group_id 0x0807060504030201
@@ -92,6 +93,10 @@ TEST_CASE("golden: the payload of every message type", "[codec][golden]") {
          "0700000000000000 00 0400000002000000"},
         {wire::handover{3, zxid{2, 5}, 2, 9}, wire::message_type::handover,
          "0300000000000000 0500000002000000 02000000 0900000000000000"},
+        // <2, 7> and <2, 8>: "ab", then empty. The entries' field is 4 + 2 + 4 bytes.
+        {wire::proposal_batch{zxid{2, 7}, 2, as_bytes(std::string_view{"\x02\0\0\0ab\0\0\0\0", 10})},
+         wire::message_type::proposal_batch,
+         "0700000002000000 02000000 0a000000 02000000 6162 00000000"},
     };
 
     // Every type has a golden payload (a new message must add one here).
@@ -127,4 +132,5 @@ TEST_CASE("golden: wire type numbers are stable", "[codec][golden]") {
     CHECK(test::type_byte(wire::message_type::sync_answer) == 35);
     CHECK(test::type_byte(wire::message_type::forwarded_reply) == 36);
     CHECK(test::type_byte(wire::message_type::handover) == 37);
+    CHECK(test::type_byte(wire::message_type::proposal_batch) == 38);
 }

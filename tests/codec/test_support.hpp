@@ -87,6 +87,22 @@ public:
 
     zxid any_zxid() noexcept { return zxid::from_value(rng_.u64()); }
 
+    /// A valid PROPOSALS batch of `count` (≥ 1) random transactions: a run inside one epoch,
+    /// from a counter that is often at the edges (1, or ending at the epoch's last one).
+    wire::proposal_batch batch(std::uint32_t count) {
+        const std::uint32_t last_first = zxid::counter_max - (count - 1);
+        const std::uint32_t counter =
+            rng_.one_in(4) ? 1 : rng_.one_in(3) ? last_first : static_cast<std::uint32_t>(1 + rng_.below(last_first));
+        std::vector<std::byte> entries;
+        for (std::uint32_t i = 0; i < count; ++i) {
+            const auto size = static_cast<std::uint32_t>(rng_.below(rng_.one_in(16) ? 4000 : 64));
+            for (int b = 0; b < 4; ++b) entries.push_back(static_cast<std::byte>(size >> (8 * b)));
+            for (std::uint32_t b = 0; b < size; ++b) entries.push_back(static_cast<std::byte>(rng_.next()));
+        }
+        auto& buffer = storage_.emplace_back(std::move(entries));
+        return {zxid{rng_.u32(), counter}, count, buffer};
+    }
+
     template <typename M>
     M make() {
         if constexpr (std::is_same_v<M, wire::notification>) {
@@ -118,6 +134,8 @@ public:
             return {rng_.u64()};
         } else if constexpr (std::is_same_v<M, wire::forwarded_reply>) {
             return {rng_.u64(), static_cast<wire::reply_outcome>(rng_.below(6)), any_zxid()};
+        } else if constexpr (std::is_same_v<M, wire::proposal_batch>) {
+            return batch(static_cast<std::uint32_t>(1 + rng_.below(rng_.one_in(4) ? 300 : 8)));
         } else {
             static_assert(std::is_same_v<M, wire::handover>, "message_factory: add the new message type");
             return {rng_.u64(), any_zxid(), rng_.u32(), rng_.u64()};

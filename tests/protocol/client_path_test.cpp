@@ -1,6 +1,7 @@
 // The client path (docs/protocol.md §6.1, §7): writes submitted on any replica, one honest outcome
 // each; linearizable sync; lease syncs (§7.1); bounds; zxid counter exhaustion (§1).
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -236,6 +237,61 @@ TEST_CASE("bounds: requests in flight, outstanding proposals, forwarded per lear
         for (const auto& a : n.machine->applied()) CHECK(as_string_view(a.txn.view()) != "f2");
 }
 
+TEST_CASE("batched writes (§6.1): at the leader one PROPOSALS frame and one ACK per follower; "
+          "at a follower each is forwarded; every one completes once, applied in order") {
+    cluster_options o;
+    o.seed = 157;
+    sim_type sim{o};
+    outcomes out{sim};
+    settled(sim);
+    const peer_id leader = leader_of(sim);
+    const peer_id follower = some_follower(sim);
+    std::map<wire::message_type, int> to_leader;  // frames the followers sent the leader
+    sim.set_message_observer([&](peer_id receiver, peer_id, const wire::message& m) {
+        if (receiver == leader) ++to_leader[type_of(m)];
+    });
+    std::vector<std::string> txns;
+    for (int i = 0; i < 20; ++i) txns.push_back(fmt::format("b{}", i));
+    std::vector<byte_view> views;
+    for (const auto& t : txns) views.push_back(as_bytes(t));
+    const auto first = sim.submit_batch(leader, views);
+    REQUIRE(first);
+    const auto everywhere = [&](std::size_t n) {
+        for (const auto& node : sim.nodes())
+            if (node.machine->applied().size() < n) return false;
+        return true;
+    };
+    REQUIRE(sim.run_until([&] { return out.done(leader, *first + 19) && everywhere(20); },
+                          sim.now() + 5'000'000));
+    sim.run_for(500'000);  // the slower follower's ACK, after the commit it was not needed for
+    CHECK(sim.peer_of(leader)->counters().proposal_batches == 1);
+    // One durable append of the batch on each follower, so one ACK each covers all twenty.
+    CHECK(to_leader[wire::message_type::ack] == 2);
+    zxid previous;
+    for (request_id id = *first; id < *first + 20; ++id) {
+        const client_completion* c = out.find(leader, id);
+        REQUIRE(c != nullptr);
+        REQUIRE(c->outcome.has_value());
+        if (id > *first) CHECK(previous.continued_by(c->outcome.value()));
+        previous = c->outcome.value();
+        CHECK(applied_with(sim, follower, c->outcome.value(), txns[id - *first]));
+    }
+
+    // At a follower: forwarded one REQUEST each (the leader batches only its own clients').
+    to_leader.clear();
+    const auto forwarded = sim.submit_batch(follower, views);
+    REQUIRE(forwarded);
+    REQUIRE(sim.run_until([&] { return out.done(follower, *forwarded + 19) && everywhere(40); },
+                          sim.now() + 5'000'000));
+    CHECK(to_leader[wire::message_type::forwarded_request] == 20);
+    for (request_id id = *forwarded; id < *forwarded + 20; ++id) {
+        REQUIRE(out.find(follower, id)->outcome.has_value());
+        CHECK(out.seen.at({follower, id}).size() == 1);
+    }
+    sim.run_for(1'000'000);
+    for (const auto& node : sim.nodes()) CHECK(node.machine->applied().size() == 40);
+}
+
 TEST_CASE("zxid counter exhaustion (§1, ZOOKEEPER-1277): refused, the leader steps down, a new epoch follows") {
     cluster_options o;
     o.seed = 57;
@@ -245,9 +301,21 @@ TEST_CASE("zxid counter exhaustion (§1, ZOOKEEPER-1277): refused, the leader st
     settled(sim);
     const peer_id leader = leader_of(sim);
     const epoch_t epoch = zab::testing::internals(*sim.peer_of(leader)).leading->epoch;
-    const auto a = sim.submit(leader, as_bytes("a"));
-    const auto b = sim.submit(leader, as_bytes("b"));
-    const auto c = sim.submit(leader, as_bytes("c"));
+    // One at a time, or as one batch: the batch takes the two counters left (one PROPOSALS
+    // frame) and its third write finds none, alone.
+    const bool batched = GENERATE(false, true);
+    std::optional<request_id> a, b, c;
+    if (batched) {
+        const std::vector<byte_view> abc{as_bytes("a"), as_bytes("b"), as_bytes("c")};
+        a = sim.submit_batch(leader, abc);
+        b = *a + 1;
+        c = *a + 2;
+        CHECK(sim.peer_of(leader)->counters().proposal_batches == 1);
+    } else {
+        a = sim.submit(leader, as_bytes("a"));
+        b = sim.submit(leader, as_bytes("b"));
+        c = sim.submit(leader, as_bytes("c"));
+    }
     REQUIRE(out.done(leader, *c));
     CHECK(out.find(leader, *c)->outcome.error() == make_error_code(errc::zxid_exhausted));
     REQUIRE(sim.run_until([&] { return out.done(leader, *a) && out.done(leader, *b); },

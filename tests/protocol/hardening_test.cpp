@@ -3,6 +3,7 @@
 // and asserts the rule the defect broke. The classes they belong to are checked in every run
 // of the protocol sweeps by the invariant checker (property::quorum_durable, §6.1).
 #include <algorithm>
+#include <map>
 #include <optional>
 #include <string>
 #include <variant>
@@ -366,4 +367,168 @@ TEST_CASE("metrics hook: a learner stuck syncing is an event, with its failures 
     CHECK(events[0].self == 3);
     CHECK(events[0].leader == 3);
     CHECK(std::string{events[0].reason} == "its connection was lost");
+}
+
+// --- PROPOSALS batches (docs/protocol.md §6.1) ----------------------------------------------
+
+namespace {
+
+std::vector<byte_view> views_of(const std::vector<std::string>& txns) {
+    std::vector<byte_view> out;
+    for (const auto& t : txns) out.push_back(as_bytes(t));
+    return out;
+}
+
+}  // namespace
+
+TEST_CASE("a batch goes to each follower as one PROPOSALS frame; a run committed at once as one "
+          "COMMIT") {
+    hand_leader l;
+    l.establish();
+    const epoch_t e = l.p->durable_epochs().current;
+    const std::vector<std::string> txns{"a", "bb", "ccc"};
+    const request_id first = l.p->submit_batch(views_of(txns));
+    for (const peer_id f : {1, 2}) {
+        INFO("follower " << f);
+        CHECK(sent_to<wire::proposal>(l.transport, f).empty());
+        const auto batches = sent_to<wire::proposal_batch>(l.transport, f);
+        REQUIRE(batches.size() == 1);
+        CHECK(batches[0].first == zxid{e, 1});
+        CHECK(batches[0].count == 3);
+        std::vector<std::string> carried;
+        for_each_batch_txn(batches[0], [&](zxid, byte_view txn) {
+            carried.emplace_back(as_string_view(txn));
+            return true;
+        });
+        CHECK(carried == txns);
+    }
+    // The leader's own log holds each as a record of its own, sharing the frame's bytes.
+    REQUIRE(l.log.records.size() == 3);
+    CHECK(as_string_view(l.log.records[1].txn.view()) == "bb");
+    CHECK(l.p->counters().proposal_batches == 1);
+
+    // Durable here, and follower 1 acknowledges the last: all three commit in one step.
+    l.disk_catches_up();
+    l.transport.sent.clear();
+    l.from(1, wire::ack{zxid{e, 3}});
+    CHECK(l.p->last_committed() == zxid{e, 3});
+    for (const peer_id f : {1, 2}) {
+        INFO("follower " << f);
+        const auto commits = sent_to<wire::commit>(l.transport, f);
+        REQUIRE(commits.size() == 1);  // COMMIT(<e, 3>) covers <e, 1> and <e, 2>
+        CHECK(commits[0].id == zxid{e, 3});
+    }
+    CHECK(l.p->counters().frames_coalesced == 0);  // the other COMMITs were never made
+    const auto done = l.p->ready().completions;
+    REQUIRE(done.size() == 3);
+    for (std::size_t i = 0; i < 3; ++i) {
+        CHECK(done[i].id == first + i);
+        REQUIRE(done[i].outcome.has_value());
+        CHECK(done[i].outcome.value() == zxid{e, static_cast<std::uint32_t>(1 + i)});
+    }
+    CHECK(l.machine.applied().size() == 3);
+}
+
+TEST_CASE("a batch with writes that may not be proposed: those refused one by one, the runs "
+          "around them batched") {
+    options opts;
+    opts.max_txn_bytes = 4;
+    opts.max_outstanding_proposals = 4;
+    hand_leader l{0, opts};
+    l.establish();
+    const epoch_t e = l.p->durable_epochs().current;
+    // "toolong" is above max_txn_bytes; "e" finds the outstanding bound full.
+    const std::vector<std::string> txns{"a", "b", "toolong", "c", "d", "e"};
+    const request_id first = l.p->submit_batch(views_of(txns));
+    const auto batches = sent_to<wire::proposal_batch>(l.transport, 1);
+    REQUIRE(batches.size() == 2);
+    CHECK(batches[0].first == zxid{e, 1});
+    CHECK(batches[0].count == 2);
+    CHECK(batches[1].first == zxid{e, 3});
+    CHECK(batches[1].count == 2);
+    CHECK(sent_to<wire::proposal>(l.transport, 1).empty());
+    std::map<request_id, std::error_code> refused;
+    for (const auto& c : l.p->ready().completions)
+        if (!c.outcome) refused[c.id] = c.outcome.error();
+    CHECK(refused == std::map<request_id, std::error_code>{
+                         {first + 2, make_error_code(errc::too_large)},
+                         {first + 5, make_error_code(errc::backpressure)}});
+    // The four proposed commit and complete with their zxids, in order.
+    l.disk_catches_up();
+    l.from(2, wire::ack{zxid{e, 4}});
+    std::vector<std::pair<request_id, zxid>> completed;
+    for (const auto& c : l.p->ready().completions) completed.emplace_back(c.id, c.outcome.value());
+    CHECK(completed == std::vector<std::pair<request_id, zxid>>{{first, zxid{e, 1}},
+                                                               {first + 1, zxid{e, 2}},
+                                                               {first + 3, zxid{e, 3}},
+                                                               {first + 4, zxid{e, 4}}});
+}
+
+TEST_CASE("a batch larger than max_batch_bytes is split; zab's own transactions are refused") {
+    options opts;
+    opts.max_batch_bytes = 10;  // two 1-byte writes: 4 + 1 each
+    hand_leader l{0, opts};
+    l.establish();
+    const shared_bytes reconfig =
+        encode_reconfig(reconfig_request{{member{1, learner_type::participant}}, std::nullopt});
+    const std::string system_txn{as_string_view(reconfig.view())};
+    const std::vector<std::string> txns{"a", "b", "c", "d", system_txn, "e"};
+    const request_id first = l.p->submit_batch(views_of(txns));
+    const auto batches = sent_to<wire::proposal_batch>(l.transport, 1);
+    const auto singles = sent_to<wire::proposal>(l.transport, 1);
+    REQUIRE(batches.size() == 2);  // a b | c d
+    CHECK(batches[0].count == 2);
+    CHECK(batches[1].count == 2);
+    REQUIRE(singles.size() == 1);  // e: a run of one is a PROPOSAL
+    CHECK(as_string_view(singles[0].txn) == "e");
+    bool system_refused = false;
+    for (const auto& c : l.p->ready().completions)
+        if (c.id == first + 4)
+            system_refused = !c.outcome && c.outcome.error() == make_error_code(errc::invalid_argument);
+    CHECK(system_refused);
+}
+
+TEST_CASE("a follower whose one fsync covers several PROPOSALs acknowledges them with one ACK") {
+    // Replica 1, following 3 by configuration, driven by hand through discovery and a DIFF
+    // sync to serving; then three PROPOSALs arrive, each a step of its own, and the disk
+    // reports them durable at once.
+    options opts;
+    opts.fixed_leader = 3;
+    recording_transport transport;
+    hand_log log;
+    testing::recording_state_machine machine;
+    auto created = leader_peer::create(1, voters(3), opts, transport, log, machine);
+    REQUIRE(created.has_value());
+    auto& f = *created.value();
+    f.on_connected(3, 7);
+    f.start();
+    REQUIRE(f.state() == peer_state::following);
+    const auto from_leader = [&](const wire::message& m) { f.on_receive(3, 7, encode(frame_context{}, m)); };
+    const auto disk_catches_up = [&] {
+        if (!log.epoch_writes.empty()) f.on_epochs_durable(log.epoch_writes.back());
+        if (!log.syncs.empty()) f.on_log_durable(log.syncs.back());
+    };
+    from_leader(wire::leader_info{1});
+    disk_catches_up();
+    from_leader(wire::diff{zxid{}});
+    from_leader(wire::new_leader{zxid{1, 0}});
+    disk_catches_up();
+    from_leader(wire::up_to_date{});
+    disk_catches_up();
+    REQUIRE(f.established());
+    transport.sent.clear();
+
+    for (std::uint32_t c = 1; c <= 3; ++c)
+        from_leader(wire::proposal{zxid{1, c}, as_bytes("x")});
+    CHECK(sent_to<wire::ack>(transport, 3).empty());  // nothing durable yet
+    disk_catches_up();                                // one report covers the three appends
+    const auto acks = sent_to<wire::ack>(transport, 3);
+    REQUIRE(acks.size() == 1);
+    CHECK(acks[0].acked == zxid{1, 3});
+    CHECK(f.counters().frames_coalesced == 2);
+
+    // A COMMIT of the last applies the three (it covers the run, §6.1).
+    from_leader(wire::commit{zxid{1, 3}});
+    CHECK(machine.applied().size() == 3);
+    CHECK(f.last_applied() == zxid{1, 3});
 }

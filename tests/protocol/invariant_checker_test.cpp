@@ -96,7 +96,7 @@ struct script {
         for (std::size_t i = common; i < log[leader].size(); ++i) {
             append(follower, log[leader][i]);
             check.commit_sent(leader, follower, log[leader][i].id, {});
-            check.commit_received(follower, log[leader][i].id, log[leader][i].id);
+            check.commit_received(follower, log[leader][i].id, log[leader][i].id, true);
         }
         set_epochs(follower, {e, e});
         check.newleader_acked(follower, e, mine, epoch[follower], snapshot[follower]);
@@ -133,7 +133,7 @@ struct script {
         check.committed(t);
         for (peer_id f : followers) {
             check.commit_sent(leader, f, t.id, {});
-            check.commit_received(f, t.id, t.id);
+            check.commit_received(f, t.id, t.id, true);
         }
         catch_up(leader);
         for (peer_id f : followers) catch_up(f);
@@ -631,12 +631,14 @@ TEST_CASE("commit order: COMMITs go backwards on one connection, not across a re
     CHECK(fired(c) == std::vector{property::commit_order});
 }
 
-TEST_CASE("commit order: a follower's COMMIT does not match its oldest pending proposal") {
+TEST_CASE("commit order: a follower's COMMIT names no pending proposal") {
     invariant_checker c;
-    c.commit_received(B, X.id, X.id);
+    c.commit_received(B, X.id, X.id, true);
+    c.commit_received(B, Y.id, X.id, true);  // covers X too: a run committed at once (§6.1)
     CHECK(c.ok());
-    SECTION("another proposal is pending") { c.commit_received(B, Y.id, X.id); }
-    SECTION("nothing is pending") { c.commit_received(B, Y.id, std::nullopt); }
+    SECTION("one it never received") { c.commit_received(B, Y.id, X.id, false); }
+    SECTION("one committed already") { c.commit_received(B, X.id, Y.id, false); }
+    SECTION("nothing is pending") { c.commit_received(B, Y.id, std::nullopt, false); }
     CHECK(fired(c) == std::vector{property::commit_order});
 }
 
@@ -750,10 +752,10 @@ TEST_CASE("the same fact is reported once; past the limit violations are only co
     invariant_checker_options options;
     options.max_violations = 2;
     invariant_checker c{options};
-    for (int i = 0; i < 3; ++i) c.commit_received(B, Y.id, X.id);
+    for (int i = 0; i < 3; ++i) c.commit_received(B, Y.id, X.id, false);
     CHECK(c.violations().size() == 1);
-    c.commit_received(B, Y.id, Z.id);
-    c.commit_received(B, Y.id, W.id);
+    c.commit_received(B, Y.id, Z.id, false);
+    c.commit_received(B, Y.id, W.id, false);
     CHECK(c.violations().size() == 2);
     CHECK_FALSE(c.ok());
     CHECK(c.report().find("and 1 more") != std::string::npos);

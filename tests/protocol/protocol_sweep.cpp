@@ -3,7 +3,7 @@
 //
 //   zab_protocol_sweep [--seeds N] [--first S] [--trace] [--verbose] [--snapshot-every N]
 //                      [--snapshot-chunk N] [--classic-faults] [--no-transfers]
-//                      [--no-reconfig] [--lease-reads]
+//                      [--no-reconfig] [--lease-reads] [--batches]
 //
 // --snapshot-every N runs every peer with options::snapshot_every = N: logs compacted while
 // the faults go on, so restarts recover from snapshots and learners behind one get SNAP.
@@ -13,6 +13,8 @@
 // --lease-reads runs every peer with lease reads (docs/protocol.md §7.1): lease syncs among
 // the client requests, checked like syncs (a sync sees every write completed before it),
 // and clocks at different rates that change rate and jump, within the drift bound.
+// --batches submits half the client writes several at once (peer::submit_batch): leaders
+// propose them as PROPOSALS batches, which crashes, breaks and delays then cut.
 //
 // Each seed draws a cluster (3 or 5 voters, sometimes an observer), a network, a disk and a
 // fault mix (sweep_faults.hpp), plus crashes aimed at each of the four points of a
@@ -51,6 +53,7 @@ int main(int argc, char** argv) {
     variant.leadership_transfers = !args->no_transfers;
     variant.reconfigurations = !args->no_reconfig;
     variant.lease_reads = args->lease_reads;
+    variant.batches = args->batches;
     const std::uint64_t combined = zab::test::run_sweep(
         *args, argv[0], t,
         [&variant](std::uint64_t seed, zab::test::protocol_totals& totals, bool trace) {
@@ -81,7 +84,7 @@ int main(int argc, char** argv) {
         "clients: {} writes ({} done, {} refused, {} unknown), {} syncs ({} done); "
         "leadership transfers: {} asked, {} handed over, {} timed out, {} handovers followed; "
         "lease reads: {} lease syncs, {} served under a lease, {} by a quorum round, {} clock "
-        "rate changes, {} clock jumps; "
+        "rate changes, {} clock jumps; batches: {} submit_batch calls, {} PROPOSALS frames; "
         "reconfigurations: {} asked, {} committed ({} voters added, {} observers added, {} "
         "removals, {} type changes, {} replacements, {} learners added, {} reweighted), {} "
         "learners promoted, refused: {} in progress, {} stale "
@@ -99,7 +102,7 @@ int main(int argc, char** argv) {
         t.client_writes, t.writes_ok, t.writes_refused, t.writes_unknown,
         t.client_syncs, t.syncs_ok, t.transfers, t.handed_over, t.transfers_timed_out,
         t.handovers_followed, t.lease_syncs, t.lease_served, t.lease_fallbacks, f.clock_rates,
-        f.clock_jumps, t.reconfigs, t.reconfigs_committed, t.reconfig_kinds[0],
+        f.clock_jumps, t.batch_calls, t.proposal_batches, t.reconfigs, t.reconfigs_committed, t.reconfig_kinds[0],
         t.reconfig_kinds[1], t.reconfig_kinds[2], t.reconfig_kinds[3], t.reconfig_kinds[4],
         t.reconfig_kinds[5], t.reconfig_kinds[6], t.learners_promoted,
         t.refused_in_progress, t.refused_version, t.refused_no_quorum, t.refused_other,
@@ -143,6 +146,7 @@ int main(int argc, char** argv) {
                   t.removed_replicas == 0 || t.crashes_in_reconfig == 0 ||
                   t.learners_promoted == 0;
     }
+    if (variant.batches) trivial = trivial || t.batch_calls == 0 || t.proposal_batches == 0;
     if (variant.lease_reads)
         trivial = trivial || t.lease_served == 0 || t.lease_fallbacks == 0 ||
                   f.clock_rates == 0 || f.clock_jumps == 0;

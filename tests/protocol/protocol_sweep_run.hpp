@@ -65,6 +65,8 @@ struct protocol_totals {
     /// Lease reads (§7.1): lease syncs asked by clients, and at the leaders, answered under
     /// the lease or by a quorum round instead.
     std::uint64_t lease_syncs = 0, lease_served = 0, lease_fallbacks = 0;
+    /// Batched writes: submit_batch calls, and PROPOSALS frames the leaders made of them.
+    std::uint64_t batch_calls = 0, proposal_batches = 0;
     std::uint64_t refused_in_progress = 0, refused_version = 0, refused_no_quorum = 0,
                   refused_other = 0;
     std::uint64_t leaving_handoffs = 0, removed_replicas = 0, crashes_in_reconfig = 0;
@@ -119,6 +121,10 @@ struct sweep_variant {
     /// the drift bound of clock_faults; lease syncs among the client requests, checked like
     /// syncs; clock_faults among the faults. Drawn from a stream of their own.
     bool lease_reads = false;
+    /// Half the client writes submitted several at once (peer::submit_batch), and a third
+    /// of the seeds with options::max_batch_bytes small enough to split a batch. Drawn
+    /// from a stream of their own.
+    bool batches = false;
     /// (negative tests) one rule of §9 removed from the core (options::test_hooks).
     options::test_hooks::reconfig_rule broken_reconfig = options::test_hooks::reconfig_rule::none;
 };
@@ -208,6 +214,8 @@ protocol_seed_result run_protocol_seed(std::uint64_t seed, protocol_totals& t, b
         o.peer.transfer_timeout_ticks = static_cast<std::uint32_t>(transfer_draw.between(1, 3));
     prng reconfig_draw{seed ^ 0x3c9f1e7ab5d20486ull};
     if (variant.reconfigurations) o.joiners = reconfig_draw.below(3);
+    prng batch_draw{seed ^ 0x5b0a7c4e2d19f863ull};
+    if (variant.batches && batch_draw.chance(0.3)) o.peer.max_batch_bytes = 40;  // two or so
     prng lease_draw{seed ^ 0x1ea5e5ead5c10c4bull};
     if (variant.lease_reads) {
         o.peer.read_lease_ticks = o.peer.sync_limit_ticks;
@@ -267,6 +275,23 @@ protocol_seed_result run_protocol_seed(std::uint64_t seed, protocol_totals& t, b
                 clients.submitted(at, sim.at(at).incarnation, *id, client_op::sync);
             return;
         }
+        if (variant.batches && batch_draw.chance(0.5)) {
+            std::vector<std::string> txns(batch_draw.between(2, 8));
+            std::vector<byte_view> views;
+            for (auto& txn : txns) {
+                txn = fmt::format("s{}-c{}", seed, ++client_number);
+                views.push_back(as_bytes(txn));
+            }
+            // Half at the leader, where they become PROPOSALS; elsewhere they are forwarded.
+            const peer_id leader = established_leader(sim);
+            const peer_id to = leader != 0 && batch_draw.chance(0.5) ? leader : at;
+            if (const auto id = sim.submit_batch(to, views)) {
+                ++t.batch_calls;
+                for (std::size_t i = 0; i < txns.size(); ++i)
+                    clients.submitted(to, sim.at(to).incarnation, *id + i, client_op::write, txns[i]);
+            }
+            return;
+        }
         const std::string txn = fmt::format("s{}-c{}", seed, ++client_number);
         if (const auto id = sim.submit(at, as_bytes(txn)))
             clients.submitted(at, sim.at(at).incarnation, *id, client_op::write, txn);
@@ -308,6 +333,7 @@ protocol_seed_result run_protocol_seed(std::uint64_t seed, protocol_totals& t, b
             t.disk_stalls += c.disk_stalls - last_counters[n.id].disk_stalls;
             t.lease_served += c.lease_syncs_served - last_counters[n.id].lease_syncs_served;
             t.lease_fallbacks += c.lease_sync_fallbacks - last_counters[n.id].lease_sync_fallbacks;
+            t.proposal_batches += c.proposal_batches - last_counters[n.id].proposal_batches;
             last_counters[n.id] = c;
             if (n.peer->status().removed && !removed_seen.contains({n.id, n.incarnation})) {
                 removed_seen.insert({n.id, n.incarnation});

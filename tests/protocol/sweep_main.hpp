@@ -38,6 +38,10 @@ struct sweep_args {
     /// requests, and clocks that run at different rates and jump, within the drift bound;
     /// the protocol sweep only.
     bool lease_reads = false;
+    /// Client writes often submitted several at once (peer::submit_batch: PROPOSALS
+    /// batches), some leaders with a batch limit small enough to split them; the protocol
+    /// sweep only.
+    bool batches = false;
 };
 
 /// Parses the command line; prints the usage and returns nothing on a bad argument.
@@ -55,6 +59,7 @@ inline std::optional<sweep_args> parse_sweep_args(int argc, char** argv,
         else if (arg == "--no-transfers") a.no_transfers = true;
         else if (arg == "--no-reconfig") a.no_reconfig = true;
         else if (arg == "--lease-reads") a.lease_reads = true;
+        else if (arg == "--batches") a.batches = true;
         else if (arg == "--snapshot-every" && i + 1 < argc)
             a.snapshot_every = std::strtoull(argv[++i], nullptr, 10);
         else if (arg == "--snapshot-chunk" && i + 1 < argc)
@@ -63,7 +68,7 @@ inline std::optional<sweep_args> parse_sweep_args(int argc, char** argv,
             fmt::print(stderr,
                        "usage: {} [--seeds N] [--first S] [--trace] [--verbose] "
                        "[--snapshot-every N] [--snapshot-chunk N] [--classic-faults] [--no-transfers] "
-                       "[--no-reconfig] [--lease-reads]\n",
+                       "[--no-reconfig] [--lease-reads] [--batches]\n",
                        argv[0]);
             return std::nullopt;
         }
@@ -102,7 +107,7 @@ std::uint64_t run_sweep(const sweep_args& a, const char* program, Totals& totals
         combined.add(r.hash);
         if (!r.ok) {
             ++totals.failures;
-            fmt::print(stderr, "replay: {} --first {} --seeds 1 --trace{}{}{}{}{}{}\n", program, seed,
+            fmt::print(stderr, "replay: {} --first {} --seeds 1 --trace{}{}{}{}{}{}{}\n", program, seed,
                        a.snapshot_every == 0
                            ? std::string{}
                            : fmt::format(" --snapshot-every {}", a.snapshot_every),
@@ -112,7 +117,7 @@ std::uint64_t run_sweep(const sweep_args& a, const char* program, Totals& totals
                        a.classic_faults ? " --classic-faults" : "",
                        a.no_transfers ? " --no-transfers" : "",
                        a.no_reconfig ? " --no-reconfig" : "",
-                       a.lease_reads ? " --lease-reads" : "");
+                       a.lease_reads ? " --lease-reads" : "", a.batches ? " --batches" : "");
         }
     }
     return combined.value();

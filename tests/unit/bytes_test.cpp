@@ -1,5 +1,7 @@
-// Unit tests of zab::shared_bytes and the byte_view helpers (docs/design.md rule 10).
+// Unit tests of zab::shared_bytes and the byte_view helpers (docs/design.md rule 10), and of
+// zab::ring, the FIFO queue of the write path.
 #include <cstddef>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -7,6 +9,7 @@
 #include <catch2/catch.hpp>
 
 #include "zab/core/bytes.hpp"
+#include "zab/core/ring.hpp"
 
 namespace {
 std::string text_of(const zab::shared_bytes& b) {
@@ -111,4 +114,48 @@ TEST_CASE("empty shared_bytes: default, copied from nothing, or an empty slice")
     const auto empty_slice = full.slice(zab::byte_view{});
     CHECK(empty_slice.empty());
     CHECK(empty_slice == none);
+}
+
+// --- zab::ring (core/ring.hpp): the write path's FIFO queues -------------------------------
+
+TEST_CASE("ring: a FIFO across wrap-around and growth, slots released as they leave") {
+    zab::ring<zab::shared_bytes> q;
+    std::vector<std::string> model;  // what a std::deque would hold
+    auto bytes = [](int i) { return zab::shared_bytes::copy_of(zab::as_bytes(std::to_string(i))); };
+    int next = 0;
+    // Interleaved pushes and pops wrap the head around the buffer many times and grow it
+    // (16 → 32 → 64) with the head in the middle.
+    for (int round = 0; round < 200; ++round) {
+        const int pushes = round % 7 == 0 ? 40 : 3;
+        for (int i = 0; i < pushes; ++i) {
+            q.push_back(bytes(next));
+            model.push_back(std::to_string(next++));
+        }
+        const int pops = round % 5 == 0 ? 30 : 2;
+        for (int i = 0; i < pops && !q.empty(); ++i) {
+            CHECK(zab::as_string_view(q.front().view()) == model.front());
+            q.pop_front();
+            model.erase(model.begin());
+        }
+        REQUIRE(q.size() == model.size());
+        std::size_t k = 0;
+        for (const auto& b : q) CHECK(zab::as_string_view(b.view()) == model[k++]);
+        for (std::size_t j = 0; j < q.size(); ++j) CHECK(zab::as_string_view(q[j].view()) == model[j]);
+        if (!q.empty()) CHECK(zab::as_string_view(q.back().view()) == model.back());
+    }
+    q.clear();
+    CHECK(q.empty());
+    q.push_back(bytes(7));
+    CHECK(zab::as_string_view(q.front().view()) == "7");
+
+    // What leaves, from either end, is released at once (its slot is reset).
+    zab::ring<std::shared_ptr<int>> owners;
+    const auto held = std::make_shared<int>(1);
+    for (int i = 0; i < 20; ++i) owners.push_back(held);  // through a growth
+    CHECK(held.use_count() == 21);
+    owners.pop_front();
+    owners.pop_back();
+    CHECK(held.use_count() == 19);
+    owners.clear();
+    CHECK(held.use_count() == 1);
 }

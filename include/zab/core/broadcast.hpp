@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <span>
 #include <utility>
 
 #include "zab/core/codec.hpp"
@@ -36,19 +37,10 @@ public:
         // Every replica logs what the leader proposes: one oversized write must be refused
         // here, never become a record some replica's log cannot take (issue 15 defect 5).
         if (txn.size() > ctx_.opts().max_txn_bytes) return make_error_code(errc::too_large);
-        if (!ctx_.leading || !ctx_.leading->established())
-            return make_error_code(errc::not_leader);
-        auto& leader = *ctx_.leading;
-        if (leader.transfer) return make_error_code(errc::transferring);
-        if (leader.outstanding.size() >= ctx_.opts().max_outstanding_proposals)
-            return make_error_code(errc::backpressure);
+        if (auto refused = may_propose(1); !refused) return refused.error();
         if (is_system_txn(txn))
             if (auto refused = check_reconfig(txn); !refused) return refused.error();
-        if (leader.last_proposed.counter_exhausted()) {
-            // §1, ZOOKEEPER-1277: never propose the last counter; a new epoch starts at 0.
-            ctx_.request_election("zxid counter exhausted");
-            return make_error_code(errc::zxid_exhausted);
-        }
+        auto& leader = *ctx_.leading;
         const zxid id = leader.last_proposed.next();
         const shared_bytes frame =
             encode(frame_context{ctx_.opts().group_id, ctx_.config().version()}, wire::proposal{id, txn});
@@ -61,22 +53,49 @@ public:
         ZAB_ASSERT(std::equal(txn.begin(), txn.end(), txn_in_frame.begin()),
                    "a PROPOSAL's txn is not at the end of its frame");
 #endif
-        outstanding_proposal p;
-        p.record = log_record{id, frame.slice(txn_in_frame)};
-        p.frame = frame;
-        p.log_op = ctx_.append(p.record);
-        p.origin = origin;
-        if (learner_link* link = origin != 0 ? leader.find_link(origin) : nullptr) {
-            p.origin_connection = link->connection;
-            ++link->forwarded_outstanding;
-        }
-        leader.last_proposed = id;
-        for (const auto& link : leader.links)
-            if (link.forwarding && link.type == learner_type::participant)
-                ctx_.send_frame_after(link.id, frame);
-        leader.outstanding.push_back(std::move(p));
-        ctx_.note_proposed(id);
+        record_proposal(id, frame, txn_in_frame, false, origin);
+        send_to_followers(frame);
         return id;
+    }
+
+    /// Proposes the application transactions `txns` (two or more, none a system txn, each at
+    /// most options::max_txn_bytes, together at most options::max_batch_bytes with 4 bytes
+    /// each: the caller splits) as consecutive zxids in one PROPOSALS frame: one encoding,
+    /// one frame per follower, one ACK back from each. All or nothing: the errors of
+    /// `propose` (backpressure when the whole run does not fit max_outstanding_proposals,
+    /// zxid_exhausted when the epoch's counters do not reach its end). Returns the first zxid.
+    result<zxid> propose_batch(std::span<const byte_view> txns, peer_id origin = 0) {
+        ZAB_ASSERT(txns.size() >= 2 && txns.size() <= UINT32_MAX, "propose_batch: not a batch");
+        if (auto refused = may_propose(txns.size()); !refused) return refused.error();
+        auto& leader = *ctx_.leading;
+        const zxid first = leader.last_proposed.next();
+        placed_scratch_.resize(txns.size());
+        const shared_bytes frame = encode_proposal_batch(
+            frame_context{ctx_.opts().group_id, ctx_.config().version()}, first, txns, placed_scratch_);
+        zxid id = first;
+        for (std::size_t i = 0; i < txns.size(); ++i, id = id.next())
+            record_proposal(id, frame, placed_scratch_[i], true, origin);
+        send_to_followers(frame);
+        ++ctx_.counters.proposal_batches;
+        return first;
+    }
+
+    /// Whether `count` more proposals may be made now: `not_leader`, `transferring`,
+    /// `backpressure`, `zxid_exhausted` (§1, ZOOKEEPER-1277: never the last counter; asks for
+    /// a new epoch, which starts again at 0).
+    result<void> may_propose(std::size_t count) {
+        if (!ctx_.leading || !ctx_.leading->established()) return make_error_code(errc::not_leader);
+        auto& leader = *ctx_.leading;
+        if (leader.transfer) return make_error_code(errc::transferring);
+        if (leader.outstanding.size() + count > ctx_.opts().max_outstanding_proposals)
+            return make_error_code(errc::backpressure);
+        if (std::uint64_t{leader.last_proposed.counter()} + count > zxid::counter_max - 1) {
+            if (leader.last_proposed.counter_exhausted())
+                ctx_.request_election("zxid counter exhausted");
+            return make_error_code(leader.last_proposed.counter_exhausted() ? errc::zxid_exhausted
+                                                                           : errc::backpressure);
+        }
+        return success();
     }
 
     /// Whether the established leader may propose reconfiguration `txn` now (§9). Every
@@ -222,12 +241,21 @@ public:
         // §6.1 tryToCommit: strictly in order, up to the highest zxid a quorum of every
         // verifier holds durably. O(voters²) per step, whatever the window.
         const zxid point = std::exchange(leader.progress_moved, false) ? quorum_acked(leader) : zxid{};
+        zxid committed;
         while (!leader.outstanding.empty() && leader.outstanding.front().record.id <= point) {
             outstanding_proposal p = std::move(leader.outstanding.front());
             leader.outstanding.pop_front();
             if (leader.self_acked_count > 0) --leader.self_acked_count;  // a quorum may lack the leader
+            committed = p.record.id;
             commit_proposal(std::move(p));
         }
+        // One COMMIT, of the last, covers the run for every serving follower (§6.1): the
+        // frames it saves are never encoded.
+        if (committed != zxid{})
+            for (const auto& link : leader.links)
+                if (link.forwarding && link.type == learner_type::participant &&
+                    link.at == learner_link::stage::broadcasting)
+                    ctx_.send_cumulative(link.id, wire::commit{committed});
         if (!leader.established()) return;
         if (leader.round_wanted) {
             leader.round_wanted = false;
@@ -294,10 +322,30 @@ public:
         }
         if (!append_in_order(record)) return;
         if (learner.newleader_epoch_op != 0)
-            ctx_.send_after(learner.leader, wire::ack{record.id}, ctx_.last_log_op(), learner.newleader_epoch_op);
+            ctx_.send_cumulative(learner.leader, wire::ack{record.id}, ctx_.last_log_op(), learner.newleader_epoch_op);
     }
 
-    /// COMMIT after NEWLEADER: must name the oldest unapplied proposal (§6.1).
+    /// PROPOSALS after NEWLEADER: each transaction as a PROPOSAL of its own, and one ACK, of
+    /// the last logged, once durable (it covers the run: the connection is FIFO). A
+    /// transaction the leader misbehaves with ends the batch there.
+    void learner_on_proposal_batch(const wire::proposal_batch& m, const shared_bytes& frame) {
+        auto& learner = *ctx_.learning;
+        if (ctx_.self_type() != learner_type::participant) {
+            ctx_.leader_misbehaved("PROPOSALS sent to an observer");
+            return;
+        }
+        zxid logged;
+        for_each_batch_txn(m, [&](zxid id, byte_view txn) {
+            if (append_in_order(log_record{id, frame.slice(txn)})) logged = id;
+            return !ctx_.election_requested();
+        });
+        if (ctx_.election_requested() || logged == zxid{}) return;
+        if (learner.newleader_epoch_op != 0)
+            ctx_.send_cumulative(learner.leader, wire::ack{logged}, ctx_.last_log_op(), learner.newleader_epoch_op);
+    }
+
+    /// COMMIT after NEWLEADER: names a pending proposal, and commits it and every one before
+    /// it (§6.1; a leader committing a run in one step sends only the last one's COMMIT).
     void learner_on_commit(const wire::commit& m) {
         auto& learner = *ctx_.learning;
         if (learner.unapplied.empty() || learner.unapplied.front().id > m.id ||
@@ -365,6 +413,32 @@ public:
     }
 
 protected:  // the building blocks of the phase, for policies derived from this one
+    /// Registers proposal `id`, whose txn is `txn` inside `frame` (a PROPOSAL, or a PROPOSALS
+    /// batch when `batched`): the leader's own append, and the forwarding learner's count.
+    void record_proposal(zxid id, const shared_bytes& frame, byte_view txn, bool batched, peer_id origin) {
+        auto& leader = *ctx_.leading;
+        outstanding_proposal p;
+        p.record = log_record{id, frame.slice(txn)};
+        p.frame = frame;
+        p.frame_is_batch = batched;
+        p.log_op = ctx_.append(p.record);
+        p.origin = origin;
+        if (learner_link* link = origin != 0 ? leader.find_link(origin) : nullptr) {
+            p.origin_connection = link->connection;
+            ++link->forwarded_outstanding;
+        }
+        leader.last_proposed = id;
+        leader.outstanding.push_back(std::move(p));
+        ctx_.note_proposed(id);
+    }
+
+    /// The proposal (or batch) frame to every follower that is sent the leader's proposals.
+    void send_to_followers(const shared_bytes& frame) {
+        for (const auto& link : ctx_.leading->links)
+            if (link.forwarding && link.type == learner_type::participant)
+                ctx_.send_frame_after(link.id, frame);
+    }
+
     /// A definite refusal on the wire and back: the two directions of one mapping.
     static wire::reply_outcome refusal_reply(errc e) noexcept {
         switch (e) {
@@ -538,10 +612,11 @@ protected:  // the building blocks of the phase, for policies derived from this 
             --origin->forwarded_outstanding;
         for (const auto& link : leader.links) {
             if (!link.forwarding) continue;
-            if (link.type == learner_type::participant)
-                ctx_.send(link.id, wire::commit{id});
-            else
+            if (link.type != learner_type::participant)
                 ctx_.send(link.id, wire::inform{id, p.record.txn.view()});
+            else if (link.at != learner_link::stage::broadcasting)  // counted by a syncing learner
+                ctx_.send(link.id, wire::commit{id});
+            // A serving follower gets one COMMIT for the run, from leader_advance.
         }
         leader.remember_committed(p.record);
         ctx_.apply(p.record);
@@ -554,6 +629,7 @@ protected:  // the building blocks of the phase, for policies derived from this 
     std::vector<std::pair<zxid, peer_id>> progress_scratch_;  ///< quorum_acked's, reused
     peer_set holders_scratch_;                                ///< quorum_acked's, reused
     std::vector<std::pair<std::uint64_t, peer_id>> lease_scratch_;  ///< update_read_lease's
+    std::vector<byte_view> placed_scratch_;                   ///< propose_batch's, reused
 };
 
 }  // namespace zab

@@ -11,13 +11,15 @@
 //   or says the result is unknown: it reached this peer inside a snapshot (§6.6).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
-#include <map>
+#include <deque>
 #include <optional>
 #include <set>
 #include <utility>
 #include <vector>
 
+#include "zab/core/assert.hpp"
 #include "zab/core/bytes.hpp"
 #include "zab/core/error.hpp"
 #include "zab/core/types.hpp"
@@ -50,12 +52,20 @@ struct client_completion {
 };
 
 /// The requests a peer has in flight, and the completions not yet taken by the driver.
+///
+/// Writes are kept in two queues ordered the way they arrive and leave in steady state —
+/// by request id (ids only grow) and by zxid (assigned, and applied, in zxid order) — so a
+/// write costs no allocation of its own: the queues grow by blocks, and a write that
+/// finishes out of order leaves a marker that is dropped once it reaches the front (or when
+/// markers outnumber the live entries).
 class client_table {
 public:
     request_id next_id() noexcept { return ++last_id_; }
+    /// The id `next_id()` will return, without taking it.
+    request_id peek_next_id() const noexcept { return last_id_ + 1; }
 
     /// Requests in flight (the bound `options::max_pending_requests` counts these).
-    std::size_t in_flight() const noexcept { return writes_.size() + syncs_.size(); }
+    std::size_t in_flight() const noexcept { return live_writes_ + syncs_.size(); }
 
     /// A request that fails before it goes anywhere.
     void fail_now(request_id id, client_op op, errc e, peer_id hint = 0) {
@@ -63,18 +73,20 @@ public:
     }
 
     /// A write handed to the leader: proposed here as `assigned`, or forwarded (nullopt
-    /// until the leader's REPLY names its zxid).
+    /// until the leader's REPLY names its zxid). Ids are added in increasing order.
     void add_write(request_id id, std::optional<zxid> assigned) {
-        writes_[id] = assigned;
-        if (assigned) by_zxid_[*assigned] = id;
+        ZAB_ASSERT(writes_.empty() || writes_.back().id < id, "client_table: write ids out of order");
+        writes_.push_back({id, assigned, false});
+        ++live_writes_;
+        if (assigned) name(*assigned, id);
     }
 
     /// The leader proposed forwarded write `id` as `z`.
     void assign(request_id id, zxid z) {
-        const auto it = writes_.find(id);
-        if (it == writes_.end() || it->second) return;  // unknown, or already named
-        it->second = z;
-        by_zxid_[z] = id;
+        write_entry* w = find_write(id);
+        if (w == nullptr || w->assigned) return;  // unknown, or already named
+        w->assigned = z;
+        name(z, id);
     }
 
     /// The leader refused forwarded write or sync `id`: definite.
@@ -83,9 +95,9 @@ public:
             fail_now(id, client_op::sync, e, hint);
             return;
         }
-        const auto it = writes_.find(id);
-        if (it == writes_.end() || it->second) return;
-        writes_.erase(it);
+        write_entry* w = find_write(id);
+        if (w == nullptr || w->assigned) return;
+        finish_write(*w);
         fail_now(id, client_op::write, e, hint);
     }
 
@@ -93,18 +105,25 @@ public:
     /// flight keeps it (until the driver takes the completion): memory stays bounded by
     /// `max_pending_requests`.
     void applied(zxid z, shared_bytes result = {}) {
-        const auto it = by_zxid_.find(z);
-        if (it == by_zxid_.end()) return;
-        succeed(it->second, z, std::move(result), false);
+        if (by_zxid_.empty()) return;
+        auto it = by_zxid_.begin();  // the front, in steady state: applied in zxid order
+        if (it->first != z) {
+            it = std::lower_bound(by_zxid_.begin(), by_zxid_.end(), z,
+                                  [](const auto& e, zxid v) { return e.first < v; });
+            if (it == by_zxid_.end() || it->first != z) return;
+        }
+        const request_id id = it->second;
         by_zxid_.erase(it);
+        succeed(id, z, std::move(result), false);
     }
 
     /// The state machine was replaced by a snapshot at `z`: every write named ≤ z is in it,
     /// applied but not here, so its result is unknown.
     void applied_through(zxid z) {
-        while (!by_zxid_.empty() && by_zxid_.begin()->first <= z) {
-            succeed(by_zxid_.begin()->second, by_zxid_.begin()->first, {}, true);
-            by_zxid_.erase(by_zxid_.begin());
+        while (!by_zxid_.empty() && by_zxid_.front().first <= z) {
+            const auto [named, id] = by_zxid_.front();
+            by_zxid_.pop_front();
+            succeed(id, named, {}, true);
         }
     }
 
@@ -133,11 +152,13 @@ public:
     /// `sync_error`.
     void abandon(errc sync_error, peer_id hint) {
         if (transfer_) finish_transfer(make_error_code(sync_error), hint);
-        for (const auto& [id, assigned] : writes_)
-            completions_.push_back({id, client_op::write, make_error_code(errc::outcome_unknown),
-                                    hint, {}, false});
+        for (const write_entry& w : writes_)
+            if (!w.finished)
+                completions_.push_back({w.id, client_op::write,
+                                        make_error_code(errc::outcome_unknown), hint, {}, false});
         for (const request_id id : syncs_) fail_now(id, client_op::sync, sync_error, hint);
         writes_.clear();
+        live_writes_ = 0;
         by_zxid_.clear();
         syncs_.clear();
     }
@@ -147,14 +168,52 @@ public:
     bool has_completions() const noexcept { return !completions_.empty(); }
 
 private:
+    struct write_entry {
+        request_id id;
+        std::optional<zxid> assigned;
+        bool finished;  ///< completed: a marker until it reaches the front
+    };
+
+    /// The write in flight with this id, if any.
+    write_entry* find_write(request_id id) {
+        const auto it = std::lower_bound(writes_.begin(), writes_.end(), id,
+                                         [](const write_entry& w, request_id r) { return w.id < r; });
+        return it == writes_.end() || it->id != id || it->finished ? nullptr : &*it;
+    }
+
+    void finish_write(write_entry& w) {
+        w.finished = true;
+        --live_writes_;
+        while (!writes_.empty() && writes_.front().finished) writes_.pop_front();
+        if (writes_.size() > 2 * live_writes_ + 64)  // markers behind a write that waits
+            std::erase_if(writes_, [](const write_entry& e) { return e.finished; });
+    }
+
+    /// Write `id` is `z`: kept in zxid order (assigned in increasing order but for a REPLY
+    /// that overtook an older one's).
+    void name(zxid z, request_id id) {
+        if (by_zxid_.empty() || by_zxid_.back().first < z) {
+            by_zxid_.emplace_back(z, id);
+            return;
+        }
+        const auto at = std::lower_bound(by_zxid_.begin(), by_zxid_.end(), z,
+                                         [](const auto& e, zxid v) { return e.first < v; });
+        if (at != by_zxid_.end() && at->first == z) {
+            at->second = id;
+            return;
+        }
+        by_zxid_.insert(at, {z, id});
+    }
+
     void succeed(request_id id, zxid z, shared_bytes response, bool response_unknown) {
-        writes_.erase(id);
+        if (write_entry* w = find_write(id)) finish_write(*w);
         completions_.push_back({id, client_op::write, z, 0, std::move(response), response_unknown});
     }
 
     request_id last_id_ = 0;
-    std::map<request_id, std::optional<zxid>> writes_;
-    std::map<zxid, request_id> by_zxid_;
+    std::deque<write_entry> writes_;  ///< ascending ids
+    std::size_t live_writes_ = 0;     ///< entries of `writes_` not finished
+    std::deque<std::pair<zxid, request_id>> by_zxid_;  ///< ascending zxids
     std::set<request_id> syncs_;
     std::optional<request_id> transfer_;
     std::vector<client_completion> completions_;

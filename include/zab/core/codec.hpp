@@ -58,7 +58,7 @@ namespace zab {
 inline constexpr std::uint32_t frame_magic = 0x3142415Au;
 
 /// The frame format version this build writes and the only one it reads.
-inline constexpr std::uint8_t frame_version = 3;
+inline constexpr std::uint8_t frame_version = 4;
 
 /// Size of the fixed frame header. A stream transport reads exactly this many bytes, calls
 /// `decode_header`, and only then knows how many payload bytes to read.
@@ -383,6 +383,34 @@ void fields(auto& a, message_of<wire::forwarded_reply> auto& m) { a(m.request_id
 void fields(auto& a, message_of<wire::handover> auto& m) {
     a(m.leader, m.leader_zxid, m.leader_epoch, m.round);
 }
+void fields(auto& a, message_of<wire::proposal_batch> auto& m) { a(m.first, m.count, m.txns); }
+
+/// Walks a byte field of `count` entries, each a u32 length and that many bytes, calling
+/// `f(index, entry)` until it returns false. False when the entries do not fill `bytes`
+/// exactly (fewer, more, or one running past the end); `f` has then seen only whole entries.
+template <typename F>
+bool for_each_entry(byte_view bytes, std::uint32_t count, F&& f) {
+    wire_reader in{bytes};
+    for (std::uint32_t i = 0; i < count; ++i) {
+        byte_view entry;
+        if (!get_field(in, entry)) return false;
+        if (!f(i, entry)) return true;
+    }
+    return in.remaining() == 0 && !in.failed();
+}
+
+/// Checks a decoded message beyond its fields' encodings. Every message but a batch is
+/// valid once its fields decode.
+template <typename M>
+bool well_formed(const M&) noexcept {
+    return true;
+}
+inline bool well_formed(const wire::proposal_batch& m) noexcept {
+    // A run inside one epoch, never counter 0 (§1), whose entries fill `txns` exactly.
+    if (m.count == 0 || m.first.counter() == 0) return false;
+    if (std::uint64_t{m.first.counter()} + m.count - 1 > zxid::counter_max) return false;
+    return for_each_entry(m.txns, m.count, [](std::uint32_t, byte_view) { return true; });
+}
 
 template <typename M>
 std::size_t payload_size(const M& m) noexcept {
@@ -410,7 +438,7 @@ bool decode_payload_as(byte_view payload, wire::message& out) noexcept {
     wire_reader in{payload};
     read_archive archive{in};
     fields(archive, m);
-    return !in.failed() && in.remaining() == 0;  // trailing bytes are malformed too
+    return !in.failed() && in.remaining() == 0 && well_formed(m);  // trailing bytes: malformed
 }
 
 template <std::size_t... I>
@@ -429,6 +457,21 @@ bool decode_payload(wire::message_type type, byte_view payload, wire::message& o
 inline bool decode_payload(wire::message_type type, byte_view payload, wire::message& out) noexcept {
     return decode_payload(type, payload, out,
                           std::make_index_sequence<std::variant_size_v<wire::message>>{});
+}
+
+/// Writes the header of frame `out` (header and payload, the payload already written).
+inline void put_header(std::span<std::byte> out, const frame_context& context,
+                       wire::message_type type) noexcept {
+    const std::span<const std::byte> payload = out.subspan(frame_header_size);
+    wire_writer header{out.first(frame_header_size)};
+    header.put(frame_magic);
+    header.put(frame_version);
+    header.put(static_cast<std::uint8_t>(type));
+    header.put(std::uint16_t{0});  // flags
+    header.put(context.group_id);
+    header.put(context.config_version);
+    header.put(static_cast<std::uint32_t>(payload.size()));
+    header.put(crc32c(payload));
 }
 
 }  // namespace detail
@@ -457,16 +500,7 @@ inline void encode_into(std::span<std::byte> out, const frame_context& context,
             return wire::message_type_v<std::decay_t<decltype(m)>>;
         },
         msg);
-
-    detail::wire_writer header{out.first(frame_header_size)};
-    header.put(frame_magic);
-    header.put(frame_version);
-    header.put(static_cast<std::uint8_t>(type));
-    header.put(std::uint16_t{0});  // flags
-    header.put(context.group_id);
-    header.put(context.config_version);
-    header.put(static_cast<std::uint32_t>(payload.size()));
-    header.put(crc32c(payload));
+    detail::put_header(out, context, type);
 }
 
 /// Encodes `msg` as one frame in a new buffer. Encode once and share the result: the same
@@ -476,6 +510,50 @@ inline void encode_into(std::span<std::byte> out, const frame_context& context,
 inline shared_bytes encode(const frame_context& context, const wire::message& msg) {
     return shared_bytes::make(encoded_size(msg), [&](std::span<std::byte> buffer) {
         encode_into(buffer, context, msg);
+    });
+}
+
+/// Calls `f(id, txn)` for each transaction of a decoded batch, in order, until it returns
+/// false. `txn` points into the batch's frame. The decoder checked the batch (well_formed).
+template <typename F>
+void for_each_batch_txn(const wire::proposal_batch& batch, F&& f) {
+    const bool whole = detail::for_each_entry(batch.txns, batch.count, [&](std::uint32_t i, byte_view txn) {
+        return f(zxid{batch.first.epoch(), batch.first.counter() + i}, txn);
+    });
+    ZAB_ASSERT(whole, "for_each_batch_txn: a batch the decoder did not check");
+}
+
+/// Encodes a PROPOSALS frame for `txns` (at least one), the first as zxid `first`, writing
+/// each transaction's bytes once, straight into the frame; `placed[i]` is then the view of
+/// `txns[i]` inside the returned frame (for log records that share it, docs/design.md rule
+/// 10). The same bytes as `encode(context, wire::proposal_batch{…})` with the entries laid
+/// out in `txns`.
+inline shared_bytes encode_proposal_batch(const frame_context& context, zxid first,
+                                          std::span<const byte_view> txns,
+                                          std::span<byte_view> placed) {
+    ZAB_ASSERT(!txns.empty() && placed.size() == txns.size(), "encode_proposal_batch: bad spans");
+    ZAB_ASSERT(std::uint64_t{first.counter()} + txns.size() - 1 <= zxid::counter_max &&
+                   first.counter() != 0,
+               "encode_proposal_batch: a run outside one epoch");
+    std::size_t entries = 0;
+    for (const byte_view txn : txns) entries += detail::field_size(txn);
+    ZAB_ASSERT(entries <= UINT32_MAX, "encode_proposal_batch: a batch larger than a frame");
+    const std::size_t payload_size = sizeof(std::uint64_t) + sizeof(std::uint32_t) + 4 + entries;
+    ZAB_ASSERT(payload_size <= UINT32_MAX, "encode_proposal_batch: a batch larger than a frame");
+    return shared_bytes::make(frame_header_size + payload_size, [&](std::span<std::byte> out) {
+        const std::span<std::byte> payload = out.subspan(frame_header_size);
+        detail::wire_writer writer{payload};
+        writer.put(first.value());
+        writer.put(static_cast<std::uint32_t>(txns.size()));
+        writer.put(static_cast<std::uint32_t>(entries));
+        for (std::size_t i = 0; i < txns.size(); ++i) {
+            writer.put(static_cast<std::uint32_t>(txns[i].size()));
+            const std::size_t at = payload.size() - writer.remaining();
+            writer.put_raw(txns[i]);
+            placed[i] = byte_view{payload.data() + at, txns[i].size()};
+        }
+        ZAB_ASSERT(writer.remaining() == 0, "encode_proposal_batch: sizing and writing disagree");
+        detail::put_header(out, context, wire::message_type::proposal_batch);
     });
 }
 

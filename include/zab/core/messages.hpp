@@ -152,7 +152,24 @@ struct proposal {
     }
 };
 
-/// Leader → follower: `id` is committed (commits arrive in zxid order, §6.1).
+/// Leader → follower: a run of `count` consecutive transactions of one epoch, zxids `first`,
+/// `first.next()`, …, to log and acknowledge as if each came in its own PROPOSAL (§6.1). The
+/// leader batches what it proposes in one step (peer::submit_batch). `txns` holds `count`
+/// entries, each a u32 length and the transaction's bytes; the decoder checks that they fill
+/// it exactly, that `count` is at least 1, that `first.counter()` is not 0 and that the run
+/// stays inside `first`'s epoch (for_each_batch_txn in codec.hpp walks it).
+struct proposal_batch {
+    zxid first;
+    std::uint32_t count = 0;
+    byte_view txns;
+    friend bool operator==(const proposal_batch& a, const proposal_batch& b) {
+        return a.first == b.first && a.count == b.count &&
+               as_string_view(a.txns) == as_string_view(b.txns);
+    }
+};
+
+/// Leader → follower: `id` is committed, and with it every proposal before it (commits come
+/// in zxid order, §6.1): a leader that commits a run in one step sends one COMMIT, its last.
 struct commit {
     zxid id;
     friend bool operator==(const commit&, const commit&) = default;
@@ -237,7 +254,7 @@ struct handover {
 using message = std::variant<notification, follower_info, observer_info, leader_info, ack_epoch,
                              diff, trunc, snap, snap_ack, sync_ack, new_leader, ack, up_to_date,
                              proposal, commit, inform, forwarded_request, ping, sync_answer,
-                             forwarded_reply, handover>;
+                             forwarded_reply, handover, proposal_batch>;
 
 /// Wire type byte of each message. Stable: never renumber, only add.
 enum class message_type : std::uint8_t {
@@ -262,6 +279,7 @@ enum class message_type : std::uint8_t {
     sync_answer = 35,
     forwarded_reply = 36,
     handover = 37,
+    proposal_batch = 38,
 };
 
 namespace detail {
@@ -289,6 +307,7 @@ ZAB_MESSAGE_TYPE(ping)
 ZAB_MESSAGE_TYPE(sync_answer)
 ZAB_MESSAGE_TYPE(forwarded_reply)
 ZAB_MESSAGE_TYPE(handover)
+ZAB_MESSAGE_TYPE(proposal_batch)
 #undef ZAB_MESSAGE_TYPE
 }  // namespace detail
 
@@ -325,6 +344,7 @@ constexpr std::string_view to_string(message_type t) noexcept {
         case message_type::sync_answer: return "SYNC";
         case message_type::forwarded_reply: return "REPLY";
         case message_type::handover: return "HANDOVER";
+        case message_type::proposal_batch: return "PROPOSALS";
     }
     return "?";
 }

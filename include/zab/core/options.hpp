@@ -138,6 +138,10 @@ struct options {
     /// frame (`codec_limits::max_payload_bytes` less framing) and the log's record limit
     /// (zab::file_log: `file_log_options::max_record_bytes`, checked by zab::asio::node).
     std::uint32_t max_txn_bytes = 1u << 20;
+    /// A PROPOSALS batch (peer::submit_batch) carries at most this many bytes of
+    /// transactions, counting 4 bytes of framing for each; a transaction larger than that
+    /// goes in a PROPOSAL of its own. It must fit a frame, like max_txn_bytes.
+    std::uint32_t max_batch_bytes = 1u << 20;
 
     /// ZOOKEEPER-261: this replica's data directory was wiped or replaced (its disk lost
     /// what it may have acknowledged). Until a leader has synced it — until its durable
@@ -205,6 +209,9 @@ struct options {
         if (max_txn_bytes == 0) return "max_txn_bytes must be at least 1";
         if (max_txn_bytes > (64u << 20) - 64)
             return "max_txn_bytes must leave room for framing in a 64 MiB frame";
+        if (max_batch_bytes == 0) return "max_batch_bytes must be at least 1";
+        if (max_batch_bytes > (64u << 20) - 64)
+            return "max_batch_bytes must leave room for framing in a 64 MiB frame";
         if (max_sync_buffer_bytes < max_txn_bytes)
             return "max_sync_buffer_bytes must hold at least one transaction (max_txn_bytes)";
         // What one step of a sync may queue for a learner beyond its window: the proposals

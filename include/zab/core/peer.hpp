@@ -297,12 +297,9 @@ public:
     /// `zxid_exhausted`, `storage_failed`) when it was never proposed; `outcome_unknown` when
     /// this replica lost its leader before learning.
     request_id submit(byte_view txn) {
-        if (is_system_txn(txn)) {  // zab's own prefix (reconfig.hpp): never the application's
-            const request_id id = ctx_.clients.next_id();
-            ctx_.clients.fail_now(id, client_op::write, errc::invalid_argument);
-            return id;
-        }
-        return submit_any(txn);
+        const request_id id = submit_application(txn);
+        if (!failed()) end_step();
+        return id;
     }
 
     /// Changes the group's membership (docs/protocol.md §9), on any replica: the leader
@@ -337,8 +334,85 @@ public:
         return ctx_.pending_configs();
     }
 
+    /// Submits client writes `txns`, in order, as `submit` would each, in one step: their
+    /// request ids are consecutive (the first is returned; 0 when `txns` is empty) and each
+    /// gets its own `client_completion`. At an established leader, consecutive writes that
+    /// may be proposed go out as batches: one PROPOSALS frame per follower (at most
+    /// options::max_batch_bytes of transactions, 4 bytes of framing each), one log append,
+    /// one ACK back from each follower. Elsewhere each is forwarded or refused as by
+    /// `submit`. What a driver calls with the writes that arrived in one turn of its loop.
+    request_id submit_batch(std::span<const byte_view> txns) {
+        if (txns.empty()) return 0;
+        const request_id first = ctx_.clients.peek_next_id();
+        for (std::size_t i = 0; i < txns.size();) {
+            const std::size_t run = batchable_run(txns.subspan(i));
+            if (run < 2) {
+                submit_application(txns[i]);
+                ++i;
+                continue;
+            }
+            const auto batch = txns.subspan(i, run);
+            auto proposed = broadcast_.propose_batch(batch);
+            zxid id = proposed ? proposed.value() : zxid{};
+            for (std::size_t k = 0; k < run; ++k) {
+                const request_id request = ctx_.clients.next_id();
+                if (proposed) {
+                    ctx_.clients.add_write(request, id);
+                    id = id.next();
+                } else {
+                    fail_refused(request, static_cast<errc>(proposed.error().value()));
+                }
+            }
+            i += run;
+        }
+        if (!failed()) end_step();
+        return first;
+    }
+
 private:
+    /// How many of `txns`, from the first, may go out in one PROPOSALS batch now: this is an
+    /// established leader taking requests, and each is an application write within
+    /// max_txn_bytes, the run within max_batch_bytes, the pending-request bound and the
+    /// outstanding-proposal bound (what is past them is refused one by one, as by `submit`).
+    std::size_t batchable_run(std::span<const byte_view> txns) const {
+        if (client_refusal() || !ctx_.leading || !ctx_.leading->established()) return 0;
+        const std::size_t outstanding = ctx_.leading->outstanding.size();
+        const std::size_t limit = ctx_.opts().max_outstanding_proposals;
+        // The epoch's counters left before the last one, which is never proposed (§1): at
+        // the end of an epoch the batch shrinks, and the write that finds none left is
+        // refused alone (zxid_exhausted), which starts the next epoch.
+        const std::uint64_t counters_left =
+            zxid::counter_max - 1 - std::uint64_t{ctx_.leading->last_proposed.counter()};
+        const std::size_t room = static_cast<std::size_t>(std::min<std::uint64_t>(
+            {ctx_.opts().max_pending_requests - ctx_.clients.in_flight(),
+             outstanding < limit ? limit - outstanding : 0, counters_left}));
+        std::size_t run = 0;
+        std::uint64_t bytes = 0;
+        for (const byte_view txn : txns) {
+            if (run == room || run == UINT32_MAX || txn.size() > ctx_.opts().max_txn_bytes ||
+                is_system_txn(txn))
+                break;
+            bytes += 4 + txn.size();
+            if (bytes > ctx_.opts().max_batch_bytes) break;
+            ++run;
+        }
+        return run;
+    }
+
+    /// A write the leader refused with `e`: definite, with the hint of who to ask instead.
+    void fail_refused(request_id id, errc e) {
+        ctx_.clients.fail_now(id, client_op::write, e,
+                              ctx_.leading->transfer ? ctx_.leading->transfer->target : ctx_.self());
+    }
+
     request_id submit_any(byte_view txn) {
+        const request_id id = submit_one(txn);
+        if (!failed()) end_step();
+        return id;
+    }
+
+    /// `submit`'s work for one write, without ending the step.
+    request_id submit_one(byte_view txn) {
         const request_id id = ctx_.clients.next_id();
         if (const auto refusal = client_refusal()) {
             ctx_.clients.fail_now(id, client_op::write, *refusal);
@@ -349,16 +423,20 @@ private:
             if (proposed)
                 ctx_.clients.add_write(id, proposed.value());
             else
-                ctx_.clients.fail_now(id, client_op::write,
-                                      static_cast<errc>(proposed.error().value()),
-                                      ctx_.leading->transfer ? ctx_.leading->transfer->target
-                                                             : ctx_.self());
+                fail_refused(id, static_cast<errc>(proposed.error().value()));
         } else if (serving_learner()) {
             broadcast_.learner_forward_write(id, txn);
         } else {
             ctx_.clients.fail_now(id, client_op::write, errc::not_leader, leader_hint());
         }
-        if (!failed()) end_step();
+        return id;
+    }
+
+    /// An application's write: zab's own transactions (reconfig.hpp's prefix) are refused.
+    request_id submit_application(byte_view txn) {
+        if (!is_system_txn(txn)) return submit_one(txn);
+        const request_id id = ctx_.clients.next_id();
+        ctx_.clients.fail_now(id, client_op::write, errc::invalid_argument);
         return id;
     }
 
@@ -1115,7 +1193,9 @@ private:
         if (*at == stage::syncing) return learner_route::sync;
         if (*at == stage::awaiting_uptodate || *at == stage::broadcasting)
             return learner_route::broadcast;
-        ctx_.leader_misbehaved(ctx_.handling == wire::message_type::proposal ? "PROPOSAL before the sync began"
+        ctx_.leader_misbehaved(ctx_.handling == wire::message_type::proposal ||
+                                       ctx_.handling == wire::message_type::proposal_batch
+                                   ? "PROPOSAL before the sync began"
                                : ctx_.handling == wire::message_type::commit ? "COMMIT before the sync began"
                                                                         : "INFORM before the sync began");
         return learner_route::none;
@@ -1244,6 +1324,20 @@ private:
                 sync_progress();
                 break;
             case learner_route::broadcast: broadcast_.learner_on_proposal(record); break;
+            case learner_route::none: break;
+        }
+    }
+
+    void dispatch(peer_id from, const wire::proposal_batch& m, const shared_bytes& frame) {
+        switch (route_from_leader(from)) {
+            case learner_route::sync:
+                for_each_batch_txn(m, [&](zxid id, byte_view txn) {
+                    synchronization_.learner_on_sync_proposal(log_record{id, frame.slice(txn)});
+                    return !ctx_.election_requested();
+                });
+                sync_progress();
+                break;
+            case learner_route::broadcast: broadcast_.learner_on_proposal_batch(m, frame); break;
             case learner_route::none: break;
         }
     }
@@ -1427,6 +1521,18 @@ private:
             ctx_.held_at_epoch_op_ != ctx_.durable_epoch_op_ || ctx_.held_frames_ > outbox.size())
             ctx_.forget_held_frames();
         std::size_t kept = ctx_.held_frames_;
+        // Per destination, the cumulative frame (send_cumulative) released last and not sent
+        // yet: sent before the next frame to that destination, replaced by the next one of
+        // its kind, or sent at the end.
+        auto& waiting = ctx_.cumulative_waiting_;
+        const auto send_waiting = [&](peer_id to) {
+            for (auto w = waiting.begin(); w != waiting.end(); ++w)
+                if (w->to == to) {
+                    send_released(*w);
+                    waiting.erase(w);
+                    return;
+                }
+        };
         for (std::size_t i = kept; i < outbox.size(); ++i) {
             auto& f = outbox[i];
             const bool held = std::find(blocked.begin(), blocked.end(), f.to) != blocked.end() ||
@@ -1439,13 +1545,33 @@ private:
                 continue;
             }
             if (ctx_.connection_to(f.to) != f.connection) continue;  // that link is gone
-            transport_.send(f.to, f.connection, f.frame);
-            ++ctx_.counters.frames_sent;
+            if (f.covers_earlier != 0) {
+                const auto w = std::find_if(waiting.begin(), waiting.end(),
+                                            [&](const auto& x) { return x.to == f.to; });
+                if (w != waiting.end() && w->covers_earlier == f.covers_earlier &&
+                    w->connection == f.connection) {
+                    *w = std::move(f);  // the earlier one says less, and would leave now too
+                    ++ctx_.counters.frames_coalesced;
+                    continue;
+                }
+                send_waiting(f.to);
+                waiting.push_back(std::move(f));
+                continue;
+            }
+            send_waiting(f.to);
+            send_released(f);
         }
+        for (const auto& w : waiting) send_released(w);
+        waiting.clear();
         outbox.erase(outbox.begin() + static_cast<std::ptrdiff_t>(kept), outbox.end());
         ctx_.held_frames_ = kept;
         ctx_.held_at_log_op_ = ctx_.durable_log_op_;
         ctx_.held_at_epoch_op_ = ctx_.durable_epoch_op_;
+    }
+
+    void send_released(const peer_context::queued_frame& f) {
+        transport_.send(f.to, f.connection, f.frame);
+        ++ctx_.counters.frames_sent;
     }
 
     void set_connection(peer_id peer, connection_id connection) {

@@ -89,6 +89,9 @@ constexpr std::string_view to_string(ignore_reason r) noexcept {
 struct peer_counters {
     std::uint64_t frames_received = 0;
     std::uint64_t frames_sent = 0;
+    /// ACKs and COMMITs not sent because a later one to the same peer left in the same
+    /// release, right after them, and covers them (peer_context::send_cumulative).
+    std::uint64_t frames_coalesced = 0;
     std::uint64_t bad_frames = 0;         ///< undecodable, wrong group: connection closed
     std::uint64_t stale_frames = 0;       ///< from a connection that is no longer current
     std::uint64_t strangers = 0;          ///< frames from a peer not in the configuration
@@ -107,6 +110,7 @@ struct peer_counters {
     std::uint64_t establish_timeouts = 0;  ///< discovery/sync not done within init_limit
     std::uint64_t transactions_applied = 0;
     std::uint64_t proposals = 0;            ///< proposed as leader
+    std::uint64_t proposal_batches = 0;     ///< PROPOSALS frames made (peer::submit_batch)
     std::uint64_t commits = 0;              ///< committed as leader
     std::uint64_t syncs_diff = 0;           ///< learner syncs planned, by kind (leader side)
     std::uint64_t syncs_trunc = 0;
@@ -334,7 +338,25 @@ public:
                           storage_op epoch_op = 0) {
         const auto connection = connection_to(to);
         if (!connection) return;  // no link: lost, as TCP would lose it
-        outbox_.push_back({to, *connection, std::move(frame), log_op, epoch_op});
+        outbox_.push_back({to, *connection, std::move(frame), log_op, epoch_op, 0});
+    }
+
+    /// Like `send_after`, for an ACK of a proposal or a COMMIT to a serving follower: each
+    /// covers every earlier one of its kind on the FIFO connection (§6.1). When the release
+    /// that hands it to the transport would send a later one of the same kind to the same
+    /// peer with no other frame to that peer between them, only the later one is sent — the
+    /// same information at the same moment, in one frame instead of many (a follower whose
+    /// fsync made a run of proposals durable acknowledges the run once).
+    void send_cumulative(peer_id to, const wire::message& m, storage_op log_op = 0,
+                         storage_op epoch_op = 0) {
+        ZAB_ASSERT(std::holds_alternative<wire::commit>(m) ||
+                       (std::holds_alternative<wire::ack>(m) &&
+                        !std::get<wire::ack>(m).acked.is_epoch_marker()),
+                   "send_cumulative: only proposal ACKs and COMMITs cover earlier ones");
+        const auto connection = connection_to(to);
+        if (!connection) return;
+        outbox_.push_back({to, *connection, encode(frame_context{options_.group_id, config_.version()}, m),
+                           log_op, epoch_op, static_cast<std::uint8_t>(type_of(m))});
     }
 
     /// The connection to `peer` that is up now, if any.
@@ -836,6 +858,8 @@ public:
         if (!election_requested_) election_reason_ = why;
         election_requested_ = true;
     }
+    /// Whether this step asked for an election (a handler stops reading a batch then).
+    bool election_requested() const noexcept { return election_requested_; }
 
     /// The last decision this peer object made, if any.
     const std::optional<election_decision>& last_decision() const noexcept {
@@ -856,6 +880,7 @@ private:
         shared_bytes frame;
         storage_op log_op;
         storage_op epoch_op;
+        std::uint8_t covers_earlier;  ///< the wire type of a send_cumulative frame, else 0
     };
 
     storage_op next_op() { return ++last_op_; }
@@ -1009,6 +1034,7 @@ private:
     storage_op held_at_log_op_ = 0;
     storage_op held_at_epoch_op_ = 0;
     std::vector<peer_id> held_destinations_;
+    std::vector<queued_frame> cumulative_waiting_;  ///< peer::release_frames's, reused
     std::vector<std::pair<peer_id, connection_id>> connections_;
     std::vector<std::pair<peer_id, connection_id>> closes_;
 

@@ -20,6 +20,7 @@
 #include "zab/core/concepts.hpp"
 #include "zab/core/messages.hpp"
 #include "zab/core/quorum.hpp"
+#include "zab/core/ring.hpp"
 #include "zab/core/types.hpp"
 #include "zab/core/zxid.hpp"
 
@@ -133,6 +134,7 @@ struct pending_sync {
 struct outstanding_proposal {
     log_record record;      ///< zxid and the txn bytes (a slice of `frame`)
     shared_bytes frame;     ///< the encoded PROPOSAL, sent as is to every follower
+    bool frame_is_batch = false;  ///< `frame` is a PROPOSALS batch this proposal is one of
     storage_op log_op = 0;  ///< the leader's own append
     peer_id origin = 0;     ///< the learner that forwarded it (0: proposed at the leader)
     connection_id origin_connection = 0;  ///< on which of its connections
@@ -191,10 +193,10 @@ struct leader_state {
     /// A voter's acknowledged progress (or the leader's own) moved since the commit point
     /// was last computed: only then can it move (broadcast.hpp, quorum_acked).
     bool progress_moved = false;
-    std::deque<outstanding_proposal> outstanding;
+    ring<outstanding_proposal> outstanding;
     /// Recently committed records, contiguous, oldest first (§5.1 committedLog). At
     /// establishment: the leader's whole history (it all became committed, §5.5).
-    std::deque<log_record> committed;
+    ring<log_record> committed;
     /// The zxid just before `committed`'s first record (a snapshot's, an evicted record's,
     /// or zxid{} when the window starts at the beginning).
     zxid committed_base;
@@ -305,8 +307,8 @@ struct learner_state {
     /// History received since the last SYNCACK (flow control, messages.hpp).
     std::uint64_t unacked_records = 0;
     std::uint64_t unacked_bytes = 0;
-    /// Logged or buffered proposals not yet applied, oldest first: COMMITs must name the head.
-    std::deque<log_record> unapplied;
+    /// Logged or buffered proposals not yet applied, oldest first: a COMMIT names one of them.
+    ring<log_record> unapplied;
     std::uint64_t last_heard_tick = 0;
     /// §4 initLimit: UPTODATE by this tick (pushed back while the sync makes progress), or
     /// back to LOOKING.

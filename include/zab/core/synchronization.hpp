@@ -140,7 +140,8 @@ public:
         }
         ctx_.truncate_after(m.truncate_to);
         auto& learner = *ctx_.learning;
-        std::erase_if(learner.unapplied, [&](const log_record& r) { return r.id > m.truncate_to; });
+        while (!learner.unapplied.empty() && learner.unapplied.back().id > m.truncate_to)
+            learner.unapplied.pop_back();  // oldest first: what TRUNC removes is at the back
         learner.known_committed = std::max(learner.known_committed, m.truncate_to);
     }
 
@@ -420,8 +421,13 @@ protected:  // the building blocks of the phase, for policies derived from this 
         // §5.2 step 6, startForwarding: proposals still in flight, PROPOSAL only; observers
         // get none (they hear of them as INFORM once committed).
         if (link.type == learner_type::participant)
-            for (const auto& p : leader.outstanding)
-                if (p.record.id > queued) ctx_.send_frame_after(link.id, p.frame);
+            for (const auto& p : leader.outstanding) {
+                if (p.record.id <= queued) continue;
+                if (p.frame_is_batch)  // a PROPOSAL of its own: the batch may start earlier
+                    ctx_.send(link.id, wire::proposal{p.record.id, p.record.txn.view()});
+                else
+                    ctx_.send_frame_after(link.id, p.frame);
+            }
         link.forwarding = true;
         // §5.2 step 7: NEWLEADER last, once the leader's currentEpoch is durable.
         ctx_.send_after(link.id, wire::new_leader{zxid{leader.epoch, 0}}, 0, leader.current_write);

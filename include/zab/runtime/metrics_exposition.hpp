@@ -145,6 +145,8 @@ void write_peer_counters(Writer& w, const peer_counters& c) {
     w.sample("zab_frames_total", "direction=\"received\"", c.frames_received);
     w.sample("zab_frames_total", "direction=\"sent\"", c.frames_sent);
     w.sample("zab_frames_total", "direction=\"bad\"", c.bad_frames);
+    counter(w, "zab_frames_coalesced_total",
+            "ACKs and COMMITs not sent: a later one, sent right after, covers them", c.frames_coalesced);
 }
 
 /// The replica's role and progress (`peer::status()`), and each learner's as its leader sees it.

@@ -275,6 +275,8 @@ public:
             complete(std::move(p.request.handler), executor_, errc::shutting_down,
                      reply_for({}, p.leader_hint));
         parked_.clear();
+        for (queued_write& w : std::exchange(writes_queued_, {}))  // never handed to the peer
+            complete(std::move(w.handler), executor_, errc::shutting_down, {});
         timer_.cancel();
         transport_.stop();
         if (started_ && !flushing_ && log_.has_pending_work()) {
@@ -325,12 +327,7 @@ public:
                 boost::asio::post(executor, [executor, alive, how, this, h = std::move(handler),
                                              bytes = std::move(bytes)]() mutable {
                     if (!*alive) return complete(std::move(h), executor, errc::shutting_down, {});
-                    auto owned = std::make_shared<const std::vector<std::byte>>(std::move(bytes));
-                    start_request(std::move(h),
-                                  [this, owned] {
-                                      return peer_->submit(byte_view{owned->data(), owned->size()});
-                                  },
-                                  how);
+                    queue_write(handler_type{std::move(h)}, std::move(bytes), how);
                 });
             },
             token, std::move(txn));
@@ -491,6 +488,12 @@ private:
         handler_type handler;
         std::function<request_id()> retry;
         std::chrono::steady_clock::time_point wait_until;
+    };
+    /// A write handed to the node, not yet to the peer (queue_write).
+    struct queued_write {
+        handler_type handler;
+        std::shared_ptr<const std::vector<std::byte>> bytes;
+        call_options how;
     };
     /// A request refused for want of a leader, waiting for one (call_options::leader_wait).
     struct parked_request {
@@ -688,6 +691,44 @@ private:
         after_step();
     }
 
+    /// A write waits in `writes_queued_` for the end of this turn of the executor: the writes
+    /// handed over meanwhile go to the peer in one `submit_batch` (one PROPOSALS frame per
+    /// follower at the leader), in the order they were asked for.
+    void queue_write(handler_type handler, std::vector<std::byte> bytes, call_options how) {
+        writes_queued_.push_back({std::move(handler),
+                                  std::make_shared<const std::vector<std::byte>>(std::move(bytes)), how});
+        if (writes_queued_.size() == 1)
+            boost::asio::post(executor_, [this, alive = alive_] {
+                if (*alive) submit_queued_writes();
+            });
+    }
+
+    void submit_queued_writes() {
+        std::vector<queued_write> writes = std::exchange(writes_queued_, {});
+        if (!peer_ || stopped_) {
+            for (auto& w : writes) complete(std::move(w.handler), executor_, errc::shutting_down, {});
+            return;
+        }
+        catch_up_clock();
+        std::vector<byte_view> txns;
+        txns.reserve(writes.size());
+        for (const auto& w : writes) txns.emplace_back(w.bytes->data(), w.bytes->size());
+        // The peer completes nothing from inside the call: the completions (even immediate
+        // refusals) are taken in after_step, once every handler is registered.
+        const request_id first = peer_->submit_batch(txns);
+        for (std::size_t i = 0; i < writes.size(); ++i) {
+            pending_request request{std::move(writes[i].handler), {}, {}};
+            if (writes[i].how.leader_wait > std::chrono::milliseconds::zero()) {
+                request.retry = [this, owned = writes[i].bytes] {
+                    return peer_->submit(byte_view{owned->data(), owned->size()});
+                };
+                request.wait_until = std::chrono::steady_clock::now() + writes[i].how.leader_wait;
+            }
+            pending_.emplace(first + i, std::move(request));
+        }
+        after_step();
+    }
+
     void deliver_completions(std::vector<client_completion> completions) {
         for (auto& c : completions) {
             const auto it = pending_.find(c.id);
@@ -853,6 +894,7 @@ private:
     std::chrono::steady_clock::duration tick_length_{};
     std::uint64_t ticks_given_ = 0;
     std::map<request_id, pending_request> pending_;
+    std::vector<queued_write> writes_queued_;  ///< queue_write's, submitted at the turn's end
     /// A list: Boost 1.81's any_completion_handler move *assignment* recurses (it wraps the
     /// lvalue it was given), so parked requests must never be moved over one another, as a
     /// vector's erase would.

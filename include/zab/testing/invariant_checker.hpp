@@ -603,15 +603,17 @@ public:
 
     /// `follower` received COMMIT(z); `oldest_pending` is its oldest logged-but-uncommitted
     /// proposal then.
-    void commit_received(peer_id follower, zxid z, std::optional<zxid> oldest_pending) {
+    void commit_received(peer_id follower, zxid z, std::optional<zxid> oldest_pending,
+                         bool z_pending) {
         ++observations_;
-        // §10.12, §6.1: a COMMIT matches the head of the pending queue.
-        expect(oldest_pending == z, property::commit_order, [&] {
+        // §10.12, §6.1: a COMMIT names a pending proposal — the head of the pending queue, or
+        // a later one when it covers a run committed together — never one already committed.
+        expect(oldest_pending && z >= *oldest_pending && z_pending, property::commit_order, [&] {
             return oldest_pending
                        ? fmt::format(
                              "server {} received COMMIT({}) while its oldest pending "
-                             "proposal is {}",
-                             follower, z, *oldest_pending)
+                             "proposal is {}{}",
+                             follower, z, *oldest_pending, z_pending ? "" : " (and it is not pending)")
                        : fmt::format("server {} received COMMIT({}) with no proposal pending",
                                      follower, z);
         });

@@ -325,7 +325,8 @@ private:
             decoded.value().msg);
     }
 
-    /// A COMMIT arriving at a follower: it must name its oldest uncommitted proposal.
+    /// A COMMIT arriving at a follower: it must name one of its uncommitted proposals (the
+    /// oldest, or a later one covering the run up to it).
     void on_delivery(peer_id receiver, peer_id sender, const wire::message& m) {
         const auto* c = std::get_if<wire::commit>(&m);
         if (c == nullptr) return;
@@ -339,12 +340,13 @@ private:
             s.at != learner_state::stage::broadcasting)
             return;  // sync history: PROPOSAL+COMMIT pairs, checked by the log's contiguity
         std::optional<zxid> oldest;
+        bool named_pending = false;
         for (const auto& r : s.unapplied)
             if (r.id > s.known_committed) {
-                oldest = r.id;
-                break;
+                if (!oldest) oldest = r.id;
+                named_pending = named_pending || r.id == c->id;
             }
-        checker_.commit_received(receiver, c->id, oldest);
+        checker_.commit_received(receiver, c->id, oldest, named_pending);
     }
 
     Simulator& sim_;

@@ -119,10 +119,15 @@ struct frame_fault {
 
 /// A frame_fault matcher: the frames whose header names message kind `type` (undecodable
 /// frames match nothing).
+/// PROPOSAL stands for the proposals the leader sends, one to a frame or batched (PROPOSALS):
+/// a fault aimed at "the next PROPOSAL" takes whichever frame carries it.
 inline std::function<bool(byte_view)> frames_of(wire::message_type type) {
     return [type](byte_view frame) {
         const auto header = decode_header(frame);
-        return header.has_value() && header.value().type == type;
+        if (!header.has_value()) return false;
+        const wire::message_type t = header.value().type;
+        return t == type ||
+               (type == wire::message_type::proposal && t == wire::message_type::proposal_batch);
     };
 }
 

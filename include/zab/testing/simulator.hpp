@@ -36,6 +36,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -421,7 +422,9 @@ private:
             case crash_point::snapshot_installed:
                 return (h.durable & kind_bit(storage_op_kind::install_snapshot)) != 0;
             case crash_point::proposal_appended:
-                return learning && (h.received & type_bit(wire::message_type::proposal)) != 0 &&
+                return learning &&
+                       (h.received & (type_bit(wire::message_type::proposal) |
+                                      type_bit(wire::message_type::proposal_batch))) != 0 &&
                        (h.issued & kind_bit(storage_op_kind::append)) != 0;
             case crash_point::proposal_ack_received:
                 return (h.handled & type_bit(wire::message_type::ack)) != 0;
@@ -653,6 +656,12 @@ public:
     /// its one completion reaches the completion observer. Nothing while crashed or paused.
     std::optional<request_id> submit(peer_id id, byte_view txn) {
         return client_call(id, [&](peer_type& p) { return p.submit(txn); });
+    }
+
+    /// Client writes `txns` at replica `id` in one call (peer::submit_batch): the first of
+    /// their consecutive request ids; each completion reaches the completion observer.
+    std::optional<request_id> submit_batch(peer_id id, std::span<const byte_view> txns) {
+        return client_call(id, [&](peer_type& p) { return p.submit_batch(txns); });
     }
 
     /// A client sync at replica `id` (§7); its completion reaches the completion observer.
