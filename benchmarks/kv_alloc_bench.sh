@@ -3,8 +3,9 @@
 # malloc, jemalloc and mimalloc (the latter two loaded with LD_PRELOAD, so one binary serves
 # all three). A three-process cluster (file logs, fsync on) per allocator and round; closed-loop
 # redis-benchmark SETs (100-byte values, 100,000 keys) to the leader at 256 outstanding (256
-# clients); writes/s, p50 and p99, and the CPU time (user + system, from /proc/PID/stat) the
-# three replicas spent per write during the run. Rounds alternate the allocators, so noise on a
+# clients); writes/s, p50 and p99, the CPU time (user + system, from /proc/PID/stat) the
+# three replicas spent per write during the run, and the largest replica's peak resident
+# memory (VmHWM). Rounds alternate the allocators, so noise on a
 # shared machine falls on all of them alike; the table gives medians over rounds.
 #
 # Usage: benchmarks/kv_alloc_bench.sh [BUILD_DIR] [REQUESTS] [ROUNDS]
@@ -56,6 +57,12 @@ cpu_ticks() {
     echo "$total"
 }
 hz=$(getconf CLK_TCK)
+# peak_rss_mb: the largest VmHWM of the started processes, in MiB
+peak_rss_mb() {
+    local pid
+    for pid in "${pids[@]}"; do awk '$1 == "VmHWM:" { print int($2 / 1024) }' "/proc/$pid/status"; done |
+        sort -n | tail -1
+}
 
 declare -A figures
 uptime >&2
@@ -67,10 +74,11 @@ for round in $(seq 1 "$rounds"); do
         before=$(cpu_ticks)
         read -r rps p50 p99 _ <<<"$(kv_benchmark_tail "$leader_port" -t set -c 256 -n "$requests")"
         after=$(cpu_ticks)
+        rss=$(peak_rss_mb)
         cpu=$(awk -v t=$((after - before)) -v hz="$hz" -v n="$requests" 'BEGIN { printf "%.1f", t / hz / n * 1e6 }')
-        for field in rps p50 p99 cpu; do figures[$name,$field]+="${!field} "; done
-        printf 'round %s, %s: %s writes/s, p50 %s ms, p99 %s ms, %s us CPU per write\n' \
-            "$round" "$name" "$rps" "$p50" "$p99" "$cpu" >&2
+        for field in rps p50 p99 cpu rss; do figures[$name,$field]+="${!field} "; done
+        printf 'round %s, %s: %s writes/s, p50 %s ms, p99 %s ms, %s us CPU per write, peak RSS %s MiB\n' \
+            "$round" "$name" "$rps" "$p50" "$p99" "$cpu" "$rss" >&2
         kv_stop_all
         rm -rf "$work"/file-*
     done
@@ -79,11 +87,11 @@ uptime >&2
 
 printf 'SET -d 100 -r 100000 -c 256, %s writes; 3 kv_server processes, file logs (fsync); median of %s rounds\n' \
     "$requests" "$rounds"
-printf '%-9s %10s %8s %8s %22s\n' allocator "writes/s" "p50 ms" "p99 ms" "CPU us/write (3 repl.)"
+printf '%-9s %10s %8s %8s %22s %13s\n' allocator "writes/s" "p50 ms" "p99 ms" "CPU us/write (3 repl.)" "peak RSS MiB"
 for name in "${allocators[@]}"; do
     declare -A m=()
-    for field in rps p50 p99 cpu; do
+    for field in rps p50 p99 cpu rss; do
         m[$field]=$(tr ' ' '\n' <<<"${figures[$name,$field]}" | grep . | median)
     done
-    printf '%-9s %10s %8s %8s %22s\n' "$name" "${m[rps]}" "${m[p50]}" "${m[p99]}" "${m[cpu]}"
+    printf '%-9s %10s %8s %8s %22s %13s\n' "$name" "${m[rps]}" "${m[p50]}" "${m[p99]}" "${m[cpu]}" "${m[rss]}"
 done
