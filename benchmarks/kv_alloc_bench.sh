@@ -2,18 +2,20 @@
 # benchmarks/kv_alloc_bench.sh — kv_server under three general-purpose allocators: glibc's
 # malloc, jemalloc and mimalloc (the latter two loaded with LD_PRELOAD, so one binary serves
 # all three). A three-process cluster (file logs, fsync on) per allocator and round; closed-loop
-# redis-benchmark SETs (100-byte values, 100,000 keys) to the leader at 256 outstanding (256
-# clients); writes/s, p50 and p99, the CPU time (user + system, from /proc/PID/stat) the
+# redis-benchmark SETs (100-byte values, 100,000 keys) to the leader, by default at 256
+# outstanding (256 clients, one request each); writes/s, p50 and p99, the CPU time (user + system, from /proc/PID/stat) the
 # three replicas spent per write during the run, and the largest replica's peak resident
 # memory (VmHWM). Rounds alternate the allocators, so noise on a
 # shared machine falls on all of them alike; the table gives medians over rounds.
 #
-# Usage: benchmarks/kv_alloc_bench.sh [BUILD_DIR] [REQUESTS] [ROUNDS]
+# Usage: benchmarks/kv_alloc_bench.sh [BUILD_DIR] [REQUESTS] [ROUNDS] [CLIENTS] [PIPELINE]
 #   BUILD_DIR  where examples/kv_server was built (default: build/release), with
 #              -DZAB_KV_ALLOCATOR=glibc: a binary linked with another allocator keeps it
 #              whatever is preloaded
 #   REQUESTS   writes per run (default: 200000)
 #   ROUNDS     clusters started per allocator (default: 3)
+#   CLIENTS, PIPELINE  redis-benchmark -c and -P (default: 256 and 1; 64 and 64 is 4096
+#              outstanding)
 # Needs redis-benchmark and redis-cli (Debian: redis-tools), and the allocators' shared
 # libraries (Debian: libjemalloc2, libmimalloc2.0); a missing one is skipped.
 set -euo pipefail
@@ -22,6 +24,8 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${1:-$root/build/release}"
 requests="${2:-200000}"
 rounds="${3:-3}"
+clients="${4:-256}"
+pipeline="${5:-1}"
 # shellcheck source=benchmarks/kv_cluster.sh
 source "$root/benchmarks/kv_cluster.sh"
 kv_setup kv-alloc-bench
@@ -72,7 +76,8 @@ for round in $(seq 1 "$rounds"); do
         [[ -n "${preload[$name]}" ]] && kv_server_env=("LD_PRELOAD=${preload[$name]}")
         kv_start_cluster file
         before=$(cpu_ticks)
-        read -r rps p50 p99 _ <<<"$(kv_benchmark_tail "$leader_port" -t set -c 256 -n "$requests")"
+        read -r rps p50 p99 _ <<<"$(kv_benchmark_tail "$leader_port" -t set -c "$clients" -P "$pipeline" \
+            -n "$requests")"
         after=$(cpu_ticks)
         rss=$(peak_rss_mb)
         cpu=$(awk -v t=$((after - before)) -v hz="$hz" -v n="$requests" 'BEGIN { printf "%.1f", t / hz / n * 1e6 }')
@@ -85,8 +90,8 @@ for round in $(seq 1 "$rounds"); do
 done
 uptime >&2
 
-printf 'SET -d 100 -r 100000 -c 256, %s writes; 3 kv_server processes, file logs (fsync); median of %s rounds\n' \
-    "$requests" "$rounds"
+printf 'SET -d 100 -r 100000 -c %s -P %s, %s writes; 3 kv_server processes, file logs (fsync); median of %s rounds\n' \
+    "$clients" "$pipeline" "$requests" "$rounds"
 printf '%-9s %10s %8s %8s %22s %13s\n' allocator "writes/s" "p50 ms" "p99 ms" "CPU us/write (3 repl.)" "peak RSS MiB"
 for name in "${allocators[@]}"; do
     declare -A m=()
