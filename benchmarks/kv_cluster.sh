@@ -7,9 +7,11 @@
 #   kv_stop_all                  SIGTERM to everything started, and waits
 #   kv_benchmark PORT ARGS...    one redis-benchmark run (100-byte values, CSV);
 #                                prints "requests/s p50_ms p99_ms"
+#   kv_benchmark_tail PORT ARGS... the same, and the maximum: "requests/s p50_ms p99_ms max_ms"
 # Set before kv_start_cluster / kv_benchmark (kv_tls_bench.sh does): kv_server_flags, extra
 # kv_server options ("{id}" in them becomes the replica's id), and kv_client_flags, extra
-# redis-cli / redis-benchmark options (--tls --cacert F -a P).
+# redis-cli / redis-benchmark options (--tls --cacert F -a P), and kv_server_env, variables
+# for kv_server's environment (LD_PRELOAD=…, as kv_alloc_bench.sh does).
 
 kv_setup() {
     local name="$1" tool
@@ -26,6 +28,7 @@ kv_setup() {
     pids=()
     kv_server_flags=()
     kv_client_flags=()
+    kv_server_env=()
     base=$((20000 + RANDOM % 20000))
     peers="1=127.0.0.1:$((base + 1)),2=127.0.0.1:$((base + 2)),3=127.0.0.1:$((base + 3))"
     trap 'kv_stop_all; rm -rf "$work"' EXIT
@@ -47,7 +50,7 @@ kv_start_cluster() {
             mkdir -p "$work/$mode-$id"
             storage=(--data "$work/$mode-$id")
         fi
-        "$server" --id "$id" --peers "$peers" --client-port $((base + 10 + id)) \
+        env "${kv_server_env[@]}" "$server" --id "$id" --peers "$peers" --client-port $((base + 10 + id)) \
             "${storage[@]}" "${kv_server_flags[@]//\{id\}/$id}" >"$work/$mode-$id.log" 2>&1 &
         pids+=($!)
     done
@@ -74,4 +77,12 @@ kv_benchmark() {
     redis-benchmark "${kv_client_flags[@]}" -p "$port" -d 100 -r 100000 --csv -q "$@" 2>/dev/null |
         awk -F'","' 'NR == 2 { gsub(/"/, "", $2); gsub(/"/, "", $5); gsub(/"/, "", $7);
                                print $2, $5, $7 }'
+}
+
+kv_benchmark_tail() {
+    local port="$1"
+    shift
+    redis-benchmark "${kv_client_flags[@]}" -p "$port" -d 100 -r 100000 --csv -q "$@" 2>/dev/null |
+        awk -F'","' 'NR == 2 { gsub(/"/, "", $2); gsub(/"/, "", $5); gsub(/"/, "", $7);
+                               gsub(/"/, "", $8); print $2, $5, $7, $8 }'
 }

@@ -111,9 +111,11 @@
 // up empty and, as with --join, votes for nobody until a leader has synced it.
 //
 // One io_context run by the main thread drives the zab node, its peer transport and every
-// client connection; a one-thread pool is the node's disk executor (file logs), so fsyncs
-// never stall the clients. Commands and their replies: kv_requests.hpp; per-connection ordering
-// (pipelining, read-your-writes, READMODE linearizable): resp_session.hpp.
+// client connection; a two-thread pool is the node's disk executor (file logs), so fsyncs
+// never stall the clients, and a compaction's snapshot (kv_store.hpp, "Snapshots") is
+// written on one thread while flushes go on on the other. Commands and their replies:
+// kv_requests.hpp; per-connection ordering (pipelining, read-your-writes, READMODE
+// linearizable): resp_session.hpp.
 //
 // Writes are proposed on this replica (a follower forwards them to the leader); the reply is
 // the outcome this replica's state machine computed when it applied the write, delivered
@@ -1513,7 +1515,9 @@ int serve(const server_args& args, Log& log) {
     using node_type = zab::asio::node<Log, zab::kv::kv_state_machine, zab::default_policies,
                                       zab::asio::basic_transport<zab::kv::peer_security>>;
     boost::asio::io_context io;
-    boost::asio::thread_pool disk{1};
+    // Two threads: a flush job and a snapshot being written (one of each at most) never
+    // wait for each other.
+    boost::asio::thread_pool disk{2};
     zab::kv::kv_state_machine machine{zab::kv::kv_options{}};
     // zab's distributions and events (INFO, --metrics-port); before the node, which reports to it.
     zab::metrics_registry registry;

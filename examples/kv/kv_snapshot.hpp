@@ -40,6 +40,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "binary_io.hpp"
@@ -122,31 +123,51 @@ inline std::size_t image_size(const kv_state& s) noexcept {
 
 }  // namespace detail
 
+namespace detail {
+
+// The image's parts in the order it holds them: kv_deferred_snapshot.hpp writes the keys
+// piece by piece from another thread, with these same functions.
+
+inline void write_snapshot_header(byte_writer& w, zxid last_applied, std::uint64_t now_ms,
+                                  std::uint64_t key_count) {
+    w.u32(snapshot_magic);
+    w.u8(snapshot_version);
+    w.u64(last_applied.value());
+    w.u64(now_ms);
+    w.u64(key_count);
+}
+
+inline void write_snapshot_entry(byte_writer& w, std::string_view key, const kv_entry& entry) {
+    w.string(key);
+    w.string(entry.value);
+    w.u64(entry.expires_ms);
+    w.u64(entry.version);
+}
+
+/// The clients, then the CRC32C of everything in `out` before it.
+inline shared_bytes finish_snapshot(std::vector<std::byte>&& out, const client_map& clients) {
+    byte_writer w{out};
+    w.u64(clients.size());
+    for (const auto& [id, client] : clients) {
+        w.u64(id);
+        w.u64(client.sequence);
+        w.u64(client.last_active.value());
+        write_outcome(w, client.last_outcome);
+    }
+    w.u32(crc32c(byte_view{out.data(), out.size()}));
+    return shared_bytes{std::move(out)};
+}
+
+}  // namespace detail
+
 /// The image of `s`. Its strings fit (they were decoded from commands), so this cannot fail.
 inline shared_bytes encode_snapshot(const kv_state& s) {
     std::vector<std::byte> out;
     out.reserve(detail::image_size(s));
     detail::byte_writer w{out};
-    w.u32(snapshot_magic);
-    w.u8(snapshot_version);
-    w.u64(s.last_applied.value());
-    w.u64(s.now_ms);
-    w.u64(s.data.size());
-    for (const auto& [key, entry] : s.data) {
-        w.string(key);
-        w.string(entry.value);
-        w.u64(entry.expires_ms);
-        w.u64(entry.version);
-    }
-    w.u64(s.clients.size());
-    for (const auto& [id, client] : s.clients) {
-        w.u64(id);
-        w.u64(client.sequence);
-        w.u64(client.last_active.value());
-        detail::write_outcome(w, client.last_outcome);
-    }
-    w.u32(crc32c(byte_view{out.data(), out.size()}));
-    return shared_bytes{std::move(out)};
+    detail::write_snapshot_header(w, s.last_applied, s.now_ms, s.data.size());
+    for (const auto& [key, entry] : s.data) detail::write_snapshot_entry(w, key, entry);
+    return detail::finish_snapshot(std::move(out), s.clients);
 }
 
 /// The state `image` holds. Errors: `errc::unsupported_version`, `errc::bad_checksum`, and

@@ -114,6 +114,10 @@ public:
     zxid last_applied() const noexcept { return machine_.last_applied(); }
     /// session_machine's image: byte-identical on replicas that applied the same transactions.
     shared_bytes snapshot() const { return machine_.snapshot(); }
+    /// zab::deferred_snapshot_machine: what `snapshot()` returns now, written later on any
+    /// one thread while `apply` goes on (kv_store.hpp, "Snapshots"): compaction does not stop
+    /// the replica for the time the whole map takes to encode.
+    deferred_snapshot snapshot_later() const { return machine_.snapshot_later(); }
 
     /// Replaces the state by an image taken at `z` (either format, see "Compatibility"). On
     /// any error the state is unchanged: `errc::bad_checksum`, `errc::unsupported_version`,
@@ -183,5 +187,6 @@ private:
 };
 
 static_assert(result_machine<kv_state_machine>);
+static_assert(deferred_snapshot_machine<kv_state_machine>);
 
 }  // namespace zab::kv

@@ -44,6 +44,12 @@
 // `apply` returns it, encoded (`encode_outcome`): zab hands it to the replica that accepted
 // the write with the write's completion (docs/protocol.md §6.6); nothing is kept here.
 //
+// Snapshots. `snapshot()` encodes the map on the calling thread; `snapshot_later()` (zab's
+// deferred_snapshot_machine) hands over a view that another thread encodes while `apply`
+// goes on (kv_deferred_snapshot.hpp): compaction then costs the replica's thread almost
+// nothing. A view not written yet makes every change to a key it has not reached copy that
+// key's entry once, and holds a mutex around each `apply` until it is written.
+//
 // Exactly once is not this map's business: kv_state_machine.hpp puts it behind
 // zab::session_machine, which answers a TAGGED retry from its session table. A command's tag
 // is ignored here.
@@ -54,6 +60,8 @@
 #include <cstdint>
 #include <limits>
 #include <map>
+#include <memory>
+#include <mutex>
 #include <set>
 #include <vector>
 #include <cmath>
@@ -68,6 +76,7 @@
 #include "decimal.hpp"
 #include "kv_calls.hpp"
 #include "kv_command.hpp"
+#include "kv_deferred_snapshot.hpp"
 #include "kv_outcome.hpp"
 #include "kv_snapshot.hpp"
 #include "resp_writer.hpp"
@@ -90,10 +99,12 @@ public:
     kv_store() = default;
 
     // The key index points into `state_.data`: a copy rebuilds it; a move carries it over
-    // (std::map's nodes, and so the iterators, move with the map) and empties the source.
+    // (std::map's nodes, and so the iterators, move with the map) and empties the source. A
+    // deferred snapshot of the source being written is detached first (it keeps what it has
+    // not written yet): it reads the source's map. A copy or a move starts with none.
     kv_store(const kv_store& other) : state_{other.state_} { rebuild_index(); }
     kv_store(kv_store&& other) noexcept
-        : state_{std::move(other.state_)},
+        : state_{(other.detach_view(), std::move(other.state_))},
           index_{std::move(other.index_)},
           expiry_{std::move(other.expiry_)},
           by_hash_{std::move(other.by_hash_)} {
@@ -108,6 +119,8 @@ public:
     }
     kv_store& operator=(kv_store&& other) noexcept {
         if (this == &other) return *this;
+        detach_view();
+        other.detach_view();
         state_ = std::move(other.state_);
         index_ = std::move(other.index_);
         expiry_ = std::move(other.expiry_);
@@ -118,7 +131,7 @@ public:
         other.by_hash_.clear();
         return *this;
     }
-    ~kv_store() = default;
+    ~kv_store() { detach_view(); }
 
     // --- zab::result_machine ----------------------------------------------------------------
 
@@ -127,6 +140,7 @@ public:
     /// bug in zab, hence asserted.
     shared_bytes apply(zxid z, byte_view txn) {
         ZAB_ASSERT(state_.last_applied < z, "kv: transactions applied out of zxid order");
+        const changing guard{*this};
         const outcome result = run(z, txn);
         state_.last_applied = z;
         return encode_outcome(result);
@@ -138,6 +152,7 @@ public:
     /// the states they gave (and to what an old checkpoint after them holds).
     void on_retry(zxid z, byte_view txn) {
         ZAB_ASSERT(state_.last_applied < z, "kv: transactions applied out of zxid order");
+        const changing guard{*this};
         if (const auto c = decode(txn); c && c.value().legacy_clock) advance_clock(c.value().stamp_ms);
         state_.last_applied = z;
     }
@@ -147,6 +162,17 @@ public:
     /// The image of the replicated state (kv_snapshot.hpp): byte-identical on replicas that
     /// applied the same transactions.
     shared_bytes snapshot() const { return encode_snapshot(state_); }
+
+    /// zab::deferred_snapshot_machine: the image `snapshot()` would return now, written when
+    /// the result is called, once, on any one thread, while `apply` goes on on this one. A
+    /// view taken earlier and not written yet is detached first (it copies what it has not
+    /// written: O(keys), so take one at a time, as zab does).
+    deferred_snapshot snapshot_later() const {
+        detach_view();
+        auto view = std::make_shared<detail::deferred_image>(state_);
+        view_ = view;
+        return [view] { return view->write(); };
+    }
 
     /// Replaces the state by an image taken at `z`. On any error the state is unchanged:
     /// `errc::bad_checksum`, `errc::unsupported_version`, `errc::corrupt` (including an image
@@ -159,6 +185,7 @@ public:
     /// The same from a decoded state (kv_state_machine's conversion of an older image).
     result<void> restore(zxid z, kv_state state) {
         if (state.last_applied != z || !state.clients.empty()) return make_error_code(errc::corrupt);
+        detach_view();
         state_ = std::move(state);
         rebuild_index();
         return success();
@@ -469,6 +496,7 @@ private:
             return integer(1);
         }
         if (name == "flushdb" || name == "flushall") {
+            if (changing_) changing_->detach();
             state_.data.clear();
             index_.clear();
             expiry_.clear();
@@ -509,6 +537,7 @@ private:
     /// Stores `value` under `key` at `z`; its expiry is cleared unless `keep_ttl`.
     void put(std::string&& key, std::string&& value, zxid z, bool keep_ttl) {
         if (const auto it = find(key); it != state_.data.end()) {
+            touch(it);
             it->second.value = std::move(value);
             it->second.version = z.value();
             if (!keep_ttl) set_expiry(it, 0);
@@ -557,6 +586,7 @@ private:
     // scan move no other key, so a key present throughout is returned exactly once.
 
     void insert(std::string&& key, kv_entry&& entry) {
+        if (changing_) changing_->before_change(key, nullptr);
         const auto [it, inserted] = state_.data.emplace(std::move(key), std::move(entry));
         ZAB_ASSERT(inserted, "kv: the key index missed a key of the map");
         const std::string_view view{it->first};
@@ -565,18 +595,63 @@ private:
         if (it->second.expires_ms != 0) expiry_.emplace(it->second.expires_ms, view);
     }
     void erase(kv_map::iterator it) {
+        touch(it);
         const std::string_view view{it->first};
         index_.erase(view);
         by_hash_.erase({key_hash(view), view});
         if (it->second.expires_ms != 0) expiry_.erase({it->second.expires_ms, view});
         state_.data.erase(it);
     }
+    /// `it`'s expiry becomes `when` (0: none). First of a command's changes to the entry
+    /// (PERSIST and expire_at change its version after it): its `touch` keeps the entry as it
+    /// was for a deferred snapshot.
     void set_expiry(kv_map::iterator it, std::uint64_t when) {
+        touch(it);
         const std::string_view view{it->first};
         if (it->second.expires_ms != 0) expiry_.erase({it->second.expires_ms, view});
         it->second.expires_ms = when;
         if (when != 0) expiry_.emplace(when, view);
     }
+    // --- the deferred snapshot being written, if any (kv_deferred_snapshot.hpp) --------------
+
+    /// For the length of one transaction: holds the view's lock, and points `changing_` at
+    /// the view, while one is being written.
+    class changing {
+    public:
+        explicit changing(kv_store& store) : store_{store}, view_{store.view_.lock()} {
+            if (!view_) return;
+            lock_ = view_->lock_for_store();
+            if (view_->done()) {
+                lock_.unlock();
+                store.view_.reset();
+                return;
+            }
+            store.changing_ = view_.get();
+        }
+        ~changing() { store_.changing_ = nullptr; }
+        changing(const changing&) = delete;
+        changing& operator=(const changing&) = delete;
+
+    private:
+        kv_store& store_;
+        std::shared_ptr<detail::deferred_image> view_;
+        std::unique_lock<std::mutex> lock_;
+    };
+
+    /// `it`'s entry is about to change: the view keeps it if it has not written it yet.
+    void touch(kv_map::iterator it) {
+        if (changing_) changing_->before_change(it->first, &it->second);
+    }
+
+    /// Outside a transaction, before the map goes away or is replaced.
+    void detach_view() const {
+        const auto view = view_.lock();
+        if (!view) return;
+        const auto lock = view->lock_for_store();
+        view->detach();
+        view_.reset();
+    }
+
     void rebuild_index() {
         index_.clear();
         expiry_.clear();
@@ -712,12 +787,18 @@ private:
     std::set<std::pair<std::uint64_t, std::string_view>> expiry_;
     /// (key_hash, key) of every key: SCAN's order.
     std::set<std::pair<std::uint64_t, std::string_view>> by_hash_;
+    /// The deferred snapshot handed out last, while it is not written (the writer owns it: a
+    /// view dropped unwritten expires here). Not state: bookkeeping of `snapshot_later`.
+    mutable std::weak_ptr<detail::deferred_image> view_;
+    /// During `apply`, the view being written, locked; nullptr otherwise.
+    detail::deferred_image* changing_ = nullptr;
     /// While a command runs: its time, the later of the map's clock and its stamp (the base
     /// of its relative expiries; see "Time and expiry"). Set by `run` before each command.
     std::uint64_t command_now_ms_ = 0;
 };
 
 static_assert(result_machine<kv_store>);
+static_assert(deferred_snapshot_machine<kv_store>);
 static_assert(retry_aware_machine<kv_store>);
 
 }  // namespace zab::kv

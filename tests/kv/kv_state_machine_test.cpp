@@ -9,9 +9,11 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
 
 #include "kv/binary_io.hpp"
 #include "kv/decimal.hpp"
@@ -604,6 +606,114 @@ TEST_CASE("kv snapshot: truncated, extended or bit-flipped images are rejected, 
     // The intact image restores.
     REQUIRE(target.machine.restore(at, bytes));
     CHECK(target.machine.state() == source.machine.state());
+}
+
+namespace {
+
+/// `n` transactions over keys k0000..k1199 (a machine with k0000..k0999 gets new keys too):
+/// writes, deletes, expiries and TICKs that remove keys, and random commands.
+void change_keys(driver& d, testing::prng& rng, int n) {
+    for (int i = 0; i < n; ++i) {
+        const std::uint64_t stamp = 1'000'000 + 3 * std::uint64_t{d.counter};
+        const std::string key = fmt::format("k{:04}", rng.below(1200));
+        switch (rng.below(6)) {
+            case 0: d.set(key, random_string(rng, 8)); break;
+            case 1: d.run({del_op{key}, {}}); break;
+            case 2: d.run({calls_op{{{"PEXPIRE", key, "2"}}, {}, false}, {}, stamp}); break;
+            case 3: d.run({tick_op{}, {}, stamp}); break;
+            case 4: d.run(random_command(rng)); break;
+            default: d.run({calls_op{{{"APPEND", key, "+"}}, {}, false}, {}, stamp}); break;
+        }
+    }
+}
+
+driver with_keys(int keys) {
+    driver d{kv_options{.max_clients = 16}};
+    for (int i = 0; i < keys; ++i) d.set(fmt::format("k{:04}", i), std::string(20, 'v'));
+    return d;
+}
+
+}  // namespace
+
+TEST_CASE("kv snapshot: a deferred snapshot is the image of when it was taken, whatever is "
+          "applied before it is written",
+          "[kv][snapshot]") {
+    testing::prng rng{0x64656665};
+    driver d = with_keys(1000);
+    change_keys(d, rng, 500);
+    const zxid at = d.machine.last_applied();
+    const shared_bytes image = d.machine.snapshot();
+    const deferred_snapshot later = d.machine.snapshot_later();
+
+    SECTION("written after the changes") {
+        change_keys(d, rng, 3000);
+        CHECK(d.machine.snapshot() != image);
+        const shared_bytes written = later();
+        CHECK(written == image);
+        kv_state_machine copy{kv_options{.max_clients = 16}};
+        REQUIRE(copy.restore(at, written.view()));
+        CHECK(copy.snapshot() == image);
+    }
+    SECTION("written on another thread while the changes are applied") {
+        shared_bytes written;
+        std::thread writer{[&] { written = later(); }};
+        change_keys(d, rng, 3000);
+        writer.join();
+        CHECK(written == image);
+        // The machine went on as if no snapshot had been taken.
+        driver twin = with_keys(1000);
+        testing::prng same{0x64656665};
+        change_keys(twin, same, 3500);
+        CHECK(twin.machine.snapshot() == d.machine.snapshot());
+    }
+    SECTION("FLUSHDB before it is written") {
+        change_keys(d, rng, 200);
+        d.run({calls_op{{{"FLUSHDB"}}, {}, false}, {}, 1});
+        change_keys(d, rng, 200);
+        CHECK(later() == image);
+    }
+    SECTION("a restore before it is written") {
+        REQUIRE(d.machine.restore(populated().machine.last_applied(),
+                                  populated().machine.snapshot().view()));
+        CHECK(later() == image);
+    }
+    SECTION("the machine replaced before it is written") {
+        d = with_keys(3);
+        CHECK(later() == image);
+    }
+    SECTION("a second one taken before the first is written") {
+        change_keys(d, rng, 300);
+        const shared_bytes second_image = d.machine.snapshot();
+        const deferred_snapshot second = d.machine.snapshot_later();
+        change_keys(d, rng, 300);
+        CHECK(second() == second_image);
+        CHECK(later() == image);
+    }
+}
+
+TEST_CASE("kv snapshot: a deferred snapshot outlives its machine", "[kv][snapshot]") {
+    testing::prng rng{0x6f75746c};
+    std::optional<driver> d{with_keys(1000)};
+    change_keys(*d, rng, 100);
+    const shared_bytes image = d->machine.snapshot();
+    const deferred_snapshot later = d->machine.snapshot_later();
+    change_keys(*d, rng, 100);
+    d.reset();
+    CHECK(later() == image);
+}
+
+TEST_CASE("kv snapshot: a deferred snapshot dropped unwritten leaves the machine as it was",
+          "[kv][snapshot]") {
+    testing::prng rng{0x64726f70};
+    driver d = with_keys(300);
+    (void)d.machine.snapshot_later();
+    change_keys(d, rng, 1000);
+    const shared_bytes image = d.machine.snapshot();
+    CHECK(d.machine.snapshot_later()() == image);
+    driver twin = with_keys(300);
+    testing::prng same{0x64726f70};
+    change_keys(twin, same, 1000);
+    CHECK(twin.machine.snapshot() == image);
 }
 
 TEST_CASE("kv snapshot: a valid checksum over an invalid state is rejected", "[kv][snapshot]") {
