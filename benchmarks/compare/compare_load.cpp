@@ -686,12 +686,12 @@ private:
         put_i32(out_, std::int32_t(request.size()));
         out_ += request;
         co_await flush();
-        while (in_.size() < 4 || in_.size() < 4 + std::size_t(std::max(0, get_i32(in_, 0))))
-            co_await read_more();
+        while (in_.size() < 4) co_await read_more();
         const auto length = get_i32(in_, 0);
         // ConnectResponse: protocolVersion, timeOut, sessionId, passwd (, readOnly).
-        if (length < 4 + 4 + 8 + 4)
+        if (length < 4 + 4 + 8 + 4 || length > 4096)
             throw failure(fmt::format("{}: malformed ConnectResponse ({} bytes)", describe(), length));
+        while (in_.size() < 4 + std::size_t(length)) co_await read_more();
         const auto timeout = get_i32(in_, 8);
         if (timeout <= 0)
             throw failure(fmt::format("{}: the server refused the session (ConnectResponse timeOut {})",
