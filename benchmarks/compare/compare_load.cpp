@@ -51,6 +51,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <deque>
 #include <exception>
 #include <fstream>
@@ -63,6 +64,7 @@
 #include <string>
 #include <string_view>
 #include <system_error>
+#include <tuple>
 #include <variant>
 #include <vector>
 
@@ -418,8 +420,8 @@ public:
         while (!in_flight.empty()) {
             co_await read_more();
             std::size_t at = 0;
-            while (at < in_.size()) {
-                const auto reply = parse(std::string_view(in_).substr(at));
+            while (at < in_length_) {
+                const auto reply = parse(input().substr(at));
                 if (reply.consumed == 0) break;
                 at += reply.consumed;
                 if (!reply.answers_request) continue;
@@ -431,7 +433,7 @@ public:
                     issue();
                 }
             }
-            in_.erase(0, at);
+            consume(at);
             if (!out_.empty()) co_await flush();
         }
         co_await goodbye();
@@ -465,25 +467,36 @@ protected:
         out_.clear();
     }
 
-    /// Appends what the socket has to in_ (at least one byte).
+    /// What was received and not consumed yet.
+    std::string_view input() const { return {in_.data(), in_length_}; }
+    /// Drops the first `n` bytes of input().
+    void consume(std::size_t n) {
+        std::memmove(in_.data(), in_.data() + n, in_length_ - n);
+        in_length_ -= n;
+    }
+
+    /// Appends what the socket has to input() (at least one byte); throws if the connection
+    /// ends. Grows the buffer only for a reply larger than it (parse() bounds them).
     net::awaitable<void> read_more() {
-        constexpr std::size_t chunk = 64 * 1024;
-        const auto old = in_.size();
-        in_.resize(old + chunk);
-        auto [ec, n] = co_await socket_.async_read_some(net::buffer(in_.data() + old, chunk),
-                                                        use_tuple);
-        in_.resize(old + n);
+        auto [ec, n] = co_await receive();
         if (ec == net::error::eof || ec == net::error::connection_reset)
             throw failure(fmt::format("{}: the server closed the connection", describe()));
         if (ec) throw failure(fmt::format("{}: read: {}", describe(), ec.message()));
     }
+    net::awaitable<std::tuple<boost::system::error_code, std::size_t>> receive() {
+        if (in_length_ == in_.size()) in_.resize(in_.size() * 2);
+        auto [ec, n] = co_await socket_.async_read_some(
+            net::buffer(in_.data() + in_length_, in_.size() - in_length_), use_tuple);
+        in_length_ += n;
+        co_return std::tuple{ec, n};
+    }
 
-    /// Reads until parse() finds one whole message at the front of in_, and removes it.
+    /// Reads until parse() finds one whole message at the front of input(), and consumes it.
     net::awaitable<void> read_one() {
         while (true) {
-            const auto reply = parse(in_);
+            const auto reply = parse(input());
             if (reply.consumed > 0) {
-                in_.erase(0, reply.consumed);
+                consume(reply.consumed);
                 if (reply.answers_request) co_return;
                 continue;
             }
@@ -493,7 +506,8 @@ protected:
 
     run_state& state_;
     tcp::socket socket_;
-    std::string in_;
+    std::vector<char> in_ = std::vector<char>(64 * 1024);
+    std::size_t in_length_ = 0;
     std::string out_;
 
 private:
@@ -565,16 +579,16 @@ private:
                 break;
             case '$': {
                 const auto length = parse_int<long>(line);
-                if (!length || *length < -1 || *length > (1L << 29))
+                if (!length || *length < -1)
                     throw failure(fmt::format("{}: malformed bulk length '{}'", describe(), printable(line)));
                 if (*length == -1)
                     throw failure(fmt::format("{}: GET found no value (was the key space populated?)", describe()));
+                if (what != expect::value || *length != state_.opts.value_bytes)
+                    throw failure(fmt::format("{}: unexpected {}-byte bulk reply", describe(), *length));
                 const auto total = consumed + std::size_t(*length) + 2;
                 if (in.size() < total) return {};
                 if (in.substr(total - 2, 2) != "\r\n")
                     throw failure(fmt::format("{}: malformed bulk reply (no CRLF after the data)", describe()));
-                if (what != expect::value || *length != state_.opts.value_bytes)
-                    throw failure(fmt::format("{}: unexpected {}-byte bulk reply", describe(), *length));
                 consumed = total;
                 break;
             }
@@ -686,17 +700,17 @@ private:
         put_i32(out_, std::int32_t(request.size()));
         out_ += request;
         co_await flush();
-        while (in_.size() < 4) co_await read_more();
-        const auto length = get_i32(in_, 0);
+        while (in_length_ < 4) co_await read_more();
+        const auto length = get_i32(input(), 0);
         // ConnectResponse: protocolVersion, timeOut, sessionId, passwd (, readOnly).
         if (length < 4 + 4 + 8 + 4 || length > 4096)
             throw failure(fmt::format("{}: malformed ConnectResponse ({} bytes)", describe(), length));
-        while (in_.size() < 4 + std::size_t(length)) co_await read_more();
-        const auto timeout = get_i32(in_, 8);
+        while (in_length_ < 4 + std::size_t(length)) co_await read_more();
+        const auto timeout = get_i32(input(), 8);
         if (timeout <= 0)
             throw failure(fmt::format("{}: the server refused the session (ConnectResponse timeOut {})",
                                       describe(), timeout));
-        in_.erase(0, 4 + std::size_t(length));
+        consume(4 + std::size_t(length));
         if (state_.opts.op == operation::populate && first_) {
             first_ = false;
             append_create(parent);
@@ -711,20 +725,15 @@ private:
         end_frame(begin_request(op_close_session));
         co_await flush();
         while (!sent_types_.empty()) {
-            constexpr std::size_t chunk = 4096;
-            const auto old = in_.size();
-            in_.resize(old + chunk);
-            auto [ec, n] = co_await socket_.async_read_some(net::buffer(in_.data() + old, chunk),
-                                                            use_tuple);
-            in_.resize(old + n);
+            auto [ec, n] = co_await receive();
             if (ec) co_return;  // the server closes the connection after closeSession: fine
             std::size_t at = 0;
-            while (at < in_.size()) {
-                const auto reply = parse(std::string_view(in_).substr(at));
+            while (at < in_length_) {
+                const auto reply = parse(input().substr(at));
                 if (reply.consumed == 0) break;
                 at += reply.consumed;
             }
-            in_.erase(0, at);
+            consume(at);
         }
     }
 
@@ -758,7 +767,7 @@ private:
     parsed parse(std::string_view in) override {
         if (in.size() < 4) return {};
         const auto length = get_i32(in, 0);
-        if (length < 16 || length > (64 << 20))
+        if (length < 16 || length > 16 * 1024 * 1024)
             throw failure(fmt::format("{}: malformed reply frame length {}", describe(), length));
         if (in.size() < 4 + std::size_t(length)) return {};
         const auto frame = in.substr(4, std::size_t(length));
@@ -775,8 +784,9 @@ private:
         sent_types_.pop_front();
         ++expected_xid_;
         if (err != 0 && !(type == op_create && err == error_node_exists))
-            throw failure(fmt::format("{}: request type {} failed: error {} ({})", describe(), type,
-                                      err, error_name(err)));
+            throw failure(fmt::format("{}: request type {} failed: error {} ({}){}", describe(), type,
+                                      err, error_name(err),
+                                      err == -101 ? " (was the key space populated?)" : ""));
         if (type == op_get_data) {
             if (frame.size() < 20 || get_i32(frame, 16) != state_.opts.value_bytes)
                 throw failure(fmt::format("{}: getData returned {} bytes, expected {}", describe(),
