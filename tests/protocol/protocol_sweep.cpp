@@ -179,7 +179,9 @@ int main(int argc, char** argv) {
     bool uncovered = false;
     if (variant.combination) {
         // Coverage per combination: each met in at least one seed in 25 (the storm's and
-        // the lagging learner's in one in 10), or the sweep did not test what it claims.
+        // the lagging learner's in one in 10; a stream read from the log and a fenced disk
+        // stall, met in about 6 % of 2,000 seeds, in one in 50), or the sweep did not test
+        // what it claims.
         std::string counts;
         for (std::size_t i = 0; i < t.coverage.size(); ++i)
             counts += fmt::format("{}{} {}", i == 0 ? "" : ", ", t.coverage[i],
@@ -189,7 +191,9 @@ int main(int argc, char** argv) {
                    seeds, counts, t.write_storms, t.storm_writes,
                    args->machine == "each" ? fmt::format("each of {}", chosen.size()) : args->machine);
         for (std::size_t i = 0; i < t.coverage.size(); ++i) {
-            const std::uint64_t minimum = (i == 0 || i == 1 || i == 8) ? seeds / 10 : seeds / 25;
+            const std::uint64_t minimum = (i == 0 || i == 8)   ? seeds / 10
+                                          : (i == 1 || i == 7) ? seeds / 50
+                                                               : seeds / 25;
             if (t.coverage[i] < std::max<std::uint64_t>(minimum, 1)) {
                 fmt::print(stderr, "combination sweep: \"{}\" in {} seeds, fewer than {}\n",
                            zab::test::coverage_names[i], t.coverage[i], std::max<std::uint64_t>(minimum, 1));

@@ -49,9 +49,26 @@ public:
             const auto* n = std::get_if<wire::notification>(&decoded.value().msg);
             if (n == nullptr) return;
             const vote v = vote::from(*n);
-            if (v.state == peer_state::looking && v.leader == e.from)
+            if (v.state != peer_state::looking) return;
+            if (v.leader == e.from) {
                 initial_votes_.insert({e.from, v.round, v.leader, v.leader_zxid.value(),
                                        v.leader_epoch});
+                return;
+            }
+            // It entered this round and adopted another's vote in the same event (a paused
+            // voter handling a newer round's notification on resuming): its own vote then
+            // is what its state says now, since an election step writes neither its log
+            // nor its epochs (election.hpp, initial_vote).
+            const auto* p = sim_.peer_of(e.from);
+            if (p == nullptr) return;
+            const auto known = initial_votes_.lower_bound({e.from, v.round, 0, 0, 0});
+            if (known != initial_votes_.end() && std::get<0>(*known) == e.from &&
+                std::get<1>(*known) == v.round)
+                return;
+            const auto& ctx = internals(*p);
+            if (ctx.self_votes())
+                initial_votes_.insert({e.from, v.round, e.from, ctx.last_logged.value(),
+                                       ctx.durable_epochs.current});
         });
         sim.add_checker([this](Simulator&) { check(); });
     }

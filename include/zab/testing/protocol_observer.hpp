@@ -88,6 +88,11 @@ private:
         epoch_t established_epoch = 0;
         zxid last_broadcast;  // the leader's newest proposal reported (B_e, §10)
         zxid accounted;       // the last txn delivered (or restored) to the checker
+        /// The system transactions in this replica's history as the observer last saw its
+        /// log, kept once compacted into a snapshot (dropped when truncated away or when a
+        /// restored image replaced the history): for a machine that does not see them, what
+        /// its opaque image covers (report_established).
+        std::map<zxid, std::uint64_t> held_system;
     };
 
     static std::uint64_t digest(byte_view bytes) {
@@ -112,7 +117,7 @@ private:
     /// in its snapshot: with the recording state machine the snapshot names its txns, so
     /// they are reported (and committed, §5.5) too rather than left as an opaque prefix.
     template <typename Node>
-    void report_established(const Node& n, epoch_t epoch) {
+    void report_established(const Node& n, const node_seen& seen, epoch_t epoch) {
         const auto snapshot = n.log->snapshot();
         std::vector<txn_id> history;
         zxid base = snapshot_base(snapshot);
@@ -129,6 +134,40 @@ private:
                         history.push_back({a.id, digest(a.txn.view())});
                     base = zxid{};
                 }
+            }
+        }
+        if constexpr (!system_txn_machine<machine_type>) {
+            // An opaque image of a machine without system transactions: what the leader
+            // applied itself since its machine was last restored names that part of the
+            // history (its own transactions from its applied sequence, the system ones
+            // known committed, in zxid order); only the restored prefix stays opaque.
+            const auto& m = *n.machine;
+            if (snapshot && m.restored_at() < base) {
+                const zxid opaque = m.restored_at();
+                // The system transactions of its history: those known committed, and those
+                // it held in its log before this step compacted them (a compaction in the
+                // very step it established hides them from `records()`), which its whole
+                // history commits now (§5.5).
+                auto system = system_txns_.upper_bound(opaque);
+                auto name_system_below = [&](zxid bound) {
+                    for (; system != system_txns_.end() && system->first < bound; ++system) {
+                        const auto held = seen.held_system.find(system->first);
+                        const bool in_history =
+                            committed_system_.contains(system->first) ||
+                            (held != seen.held_system.end() && held->second == system->second);
+                        if (!in_history) continue;
+                        history.push_back({system->first, system->second});
+                        committed_system_.insert(system->first);
+                    }
+                };
+                const auto& applied = m.applied();
+                for (std::size_t i = m.restored_count(); i < applied.size(); ++i) {
+                    if (applied[i].id > base) break;
+                    name_system_below(applied[i].id);
+                    history.push_back({applied[i].id, digest(applied[i].txn.view())});
+                }
+                name_system_below(zxid::from_value(base.value() + 1));
+                base = opaque;
             }
         }
         for (const auto& t : ids(n.log->records())) history.push_back(t);
@@ -183,7 +222,9 @@ private:
     /// A system transaction seen in a leader's proposals or a replica's log (one zxid names
     /// one transaction, §10.9): what a machine that does not see them applied is told from.
     void note_system(const log_record& r) {
-        if (is_system_txn(r.txn.view())) system_txns_.emplace(r.id, digest(r.txn.view()));
+        if (!is_system_txn(r.txn.view())) return;
+        system_txns_.emplace(r.id, digest(r.txn.view()));
+        system_records_.emplace(r.id, r);
     }
 
     /// `t` joins D_server; the leader of its epoch reports its commit too (§6.1).
@@ -241,7 +282,12 @@ private:
         const auto& records = sim_.at(leader).log->records();
         const auto it = std::lower_bound(records.begin(), records.end(), t.id,
                                          [](const log_record& r, zxid z) { return r.id < z; });
-        if (it != records.end() && it->id == t.id) note_committed(*it);
+        if (it != records.end() && it->id == t.id) {
+            note_committed(*it);
+        } else if (const auto held = system_records_.find(t.id);
+                   held != system_records_.end() && digest(held->second.txn.view()) == t.digest) {
+            note_committed(held->second);
+        }
     }
 
     /// What changed on each replica since the last event.
@@ -265,7 +311,7 @@ private:
             if (ctx.leading && ctx.leading->established() &&
                 seen.established_epoch != ctx.leading->epoch) {
                 seen.established_epoch = ctx.leading->epoch;
-                report_established(n, ctx.leading->epoch);
+                report_established(n, seen, ctx.leading->epoch);
             }
             // Proposals made at the leader by any path (a client's `submit`, a forwarded
             // REQUEST): each is in `outstanding` after the step that made it.
@@ -292,6 +338,7 @@ private:
                 // Transactions may have been applied after the restore in the same step:
                 // they are delivered below, after the restored prefix.
                 seen.restores = machine.restores();
+                seen.held_system.clear();  // the image replaced the history
                 checker_.state_restored(n.id, machine.restored_at());
                 seen.applied = machine.restored_count();
                 seen.accounted = machine.restored_at();
@@ -312,6 +359,17 @@ private:
             const zxid base = snapshot_base(n.log->snapshot());
             if (records.size() != seen.log_size || last != seen.log_last ||
                 base != seen.log_snapshot) {
+                // What is above the snapshot and not in the log was truncated away.
+                for (auto it = seen.held_system.upper_bound(base); it != seen.held_system.end();) {
+                    const auto r = std::lower_bound(
+                        records.begin(), records.end(), it->first,
+                        [](const log_record& x, zxid z) { return x.id < z; });
+                    if (r == records.end() || r->id != it->first) it = seen.held_system.erase(it);
+                    else ++it;
+                }
+                for (const auto& r : records)
+                    if (is_system_txn(r.txn.view()))
+                        seen.held_system.emplace(r.id, digest(r.txn.view()));
                 seen.log_size = records.size();
                 seen.log_last = last;
                 seen.log_snapshot = base;
@@ -360,6 +418,11 @@ private:
                                                  log.durable_epochs(), base);
                     else
                         checker_.acked(e.from, m.acked, ids(log.durable_records()), base);
+                } else if constexpr (std::is_same_v<T, wire::proposal>) {
+                    // A system transaction a leader proposed and committed, applied and
+                    // compacted away within one step is in no log or outstanding queue
+                    // when the observer next looks: its PROPOSAL frames still name it.
+                    note_system(log_record{m.id, shared_bytes::copy_of(m.txn)});
                 } else if constexpr (std::is_same_v<T, wire::commit>) {
                     if (!ctx.leading || !ctx.leading->established()) return;  // sync history
                     std::vector<zxid> below;
@@ -402,6 +465,9 @@ private:
     /// Reconfigurations seen committed, by zxid (§9): the configurations in force.
     std::map<zxid, configuration> committed_configs_;
     std::map<zxid, std::uint64_t> system_txns_;  // zxid → digest
+    /// The same transactions whole: a reconfiguration committed after its leader compacted
+    /// it away is still known committed (report_commit_holders).
+    std::map<zxid, log_record> system_records_;
     std::set<zxid> committed_system_;
     std::uint64_t proposals_ = 0;
     std::uint64_t network_observer_ = 0;
