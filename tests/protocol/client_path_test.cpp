@@ -510,6 +510,37 @@ TEST_CASE("leadership transfer: writes pause, the target leads the next epoch wi
           sim.peer_of(target)->status().durable_epochs.current);
 }
 
+TEST_CASE("leadership transfer to a voter that caught up by a sync, after the last write: its "
+          "ACK of NEWLEADER is the proof, and the hand-over completes (issue 34 defect 8)") {
+    const bool wiped = GENERATE(false, true);
+    INFO((wiped ? "the target was wiped and synced by SNAP" : "the target restarted, synced by DIFF"));
+    cluster_options o;
+    o.seed = 64;
+    sim_type sim{o};
+    outcomes out{sim};
+    settled(sim);
+    const peer_id leader = leader_of(sim);
+    const peer_id target = some_follower(sim);
+    std::vector<request_id> writes;
+    for (int i = 0; i < 3; ++i) writes.push_back(*sim.submit(leader, as_bytes("w" + std::to_string(i))));
+    REQUIRE(sim.run_until([&] { return out.done(leader, writes.back()); }, sim.now() + 5'000'000));
+    sim.crash(target);
+    if (wiped) REQUIRE(sim.wipe(target));
+    sim.restart(target);
+    REQUIRE(sim.run_until([&] { return sim.peer_of(target)->established(); }, sim.now() + 20'000'000));
+    // No write after the sync: nothing the target could acknowledge on its new link.
+    const auto transfer = sim.transfer_leadership(leader, target);
+    REQUIRE(transfer);
+    REQUIRE(sim.run_until([&] { return out.done(leader, *transfer); }, sim.now() + 20'000'000));
+    REQUIRE(out.find(leader, *transfer)->outcome.has_value());
+    REQUIRE(sim.run_until([&] { return all_follow(sim, target); }, sim.now() + 20'000'000));
+    CHECK(sim.peer_of(leader)->counters().transfers_handed_over == 1);
+    CHECK(sim.peer_of(leader)->counters().transfers_timed_out == 0);
+    for (std::size_t i = 0; i < writes.size(); ++i)
+        CHECK(applied_with(sim, target, out.find(leader, writes[i])->outcome.value(),
+                           "w" + std::to_string(i)));
+}
+
 TEST_CASE("leadership transfer: a target that cannot catch up is given up after "
           "transfer_timeout_ticks and the leader takes writes again; bad requests are refused") {
     cluster_options o;

@@ -78,12 +78,29 @@ struct protocol_totals {
     std::uint64_t frames_broken = 0, frames_delayed = 0, storage_terminal_fired = 0,
                   storage_transient_fired = 0, storage_slowed = 0;
     testing::sim_time worst_recovery = 0, bound = 0;
+    /// The combination sweep (sweep_variant::combination): seeds in which each combination
+    /// of features met (see `coverage_names`), and the write storms that made learners lag.
+    std::array<std::uint64_t, 9> coverage{};
+    std::uint64_t write_storms = 0, storm_writes = 0;
 
     std::uint64_t newleader_crash_total() const {
         std::uint64_t sum = 0;
         for (auto c : newleader_crashes) sum += c;
         return sum;
     }
+};
+
+/// What the combination sweep counts: seeds in which, at least once, ...
+inline constexpr std::array<const char*, 9> coverage_names{
+    "compacted during a sync stream",      // a leader compacted while a learner streamed
+    "sync stream read from the log",       // history older than the committed window
+    "SNAP after a reconfiguration",        // a SNAP once a reconfiguration committed
+    "compaction after a reconfiguration",  // a log compacted once a reconfiguration committed
+    "restart after reconfig+compaction",   // a replica restarted on a compacted log, reconfigured
+    "lease read under clock faults",       // a lease sync served while clocks drift and jump
+    "batch during a sync",                 // a PROPOSALS batch while a learner synced
+    "disk stall fenced",                   // disk-stall fencing acted (§6.5)
+    "storm: learner lagged past the window",  // a write storm left a learner > 500 behind
 };
 
 /// How a seed departs from the plain sweep (the negative tests' knobs).
@@ -127,6 +144,16 @@ struct sweep_variant {
     bool batches = false;
     /// (negative tests) one rule of §9 removed from the core (options::test_hooks).
     options::test_hooks::reconfig_rule broken_reconfig = options::test_hooks::reconfig_rule::none;
+    /// The combination sweep: every feature above at once (the caller sets their flags),
+    /// with compaction drawn per seed (every 3–12 transactions, or just past the committed
+    /// window, 520–800), SNAPs streamed in small chunks, and write storms — a learner
+    /// crashed or cut off while the leader commits more than the committed window (500),
+    /// then brought back while writes go on — so that syncs stream from the log while the
+    /// log compacts. Counts `coverage_names` per seed. Drawn from a stream of its own.
+    bool combination = false;
+    /// How the sweep's transaction texts become transactions for the machine under test
+    /// (the kv example's commands, say); null: the text itself.
+    std::string (*encode_txn)(std::string_view text) = nullptr;
 };
 
 /// One seed's outcome: the sweep's verdict plus which §10 properties fired.
@@ -206,6 +233,13 @@ protocol_seed_result run_protocol_seed(std::uint64_t seed, protocol_totals& t, b
     o.disk.lie_probability = variant.disk_lie_probability;
     o.peer.test_only.initial_counter = variant.initial_counter;
     o.peer.snapshot_every = variant.snapshot_every;
+    prng combination_draw{seed ^ 0x2f6d3b8a91e4c057ull};
+    if (variant.combination && variant.snapshot_every == 0)
+        o.peer.snapshot_every = combination_draw.chance(0.5) ? combination_draw.between(3, 12)
+                                                             : combination_draw.between(520, 800);
+    auto txn_of = [&variant](std::string text) {
+        return variant.encode_txn ? variant.encode_txn(text) : text;
+    };
     o.peer.test_only.broken_reconfig = variant.broken_reconfig;
     // Leadership transfers: their own draws. Half the seeds give a target a tick or two to
     // catch up (sync_limit here is 10): transfers then also time out, and race the hand-off.
@@ -222,6 +256,10 @@ protocol_seed_result run_protocol_seed(std::uint64_t seed, protocol_totals& t, b
         o.peer.max_clock_drift_ppm = clock_faults::drift_bound_ppm;
     }
     clock_faults clocks{o.peer.read_lease_ticks};
+    if (variant.combination && variant.snapshot_chunk_bytes == 0) {
+        o.peer.snapshot_chunk_bytes = static_cast<std::uint32_t>(combination_draw.between(64, 512));
+        o.peer.snapshot_chunks_in_flight = static_cast<std::uint32_t>(1 + seed % 3);
+    }
     if (variant.snapshot_chunk_bytes != 0) {
         o.peer.snapshot_chunk_bytes = variant.snapshot_chunk_bytes;
         o.peer.snapshot_chunks_in_flight = static_cast<std::uint32_t>(1 + seed % 3);
@@ -279,7 +317,7 @@ protocol_seed_result run_protocol_seed(std::uint64_t seed, protocol_totals& t, b
             std::vector<std::string> txns(batch_draw.between(2, 8));
             std::vector<byte_view> views;
             for (auto& txn : txns) {
-                txn = fmt::format("s{}-c{}", seed, ++client_number);
+                txn = txn_of(fmt::format("s{}-c{}", seed, ++client_number));
                 views.push_back(as_bytes(txn));
             }
             // Half at the leader, where they become PROPOSALS; elsewhere they are forwarded.
@@ -292,7 +330,7 @@ protocol_seed_result run_protocol_seed(std::uint64_t seed, protocol_totals& t, b
             }
             return;
         }
-        const std::string txn = fmt::format("s{}-c{}", seed, ++client_number);
+        const std::string txn = txn_of(fmt::format("s{}-c{}", seed, ++client_number));
         if (const auto id = sim.submit(at, as_bytes(txn)))
             clients.submitted(at, sim.at(at).incarnation, *id, client_op::write, txn);
     };
@@ -345,13 +383,57 @@ protocol_seed_result run_protocol_seed(std::uint64_t seed, protocol_totals& t, b
     sim.start();
     if (variant.lease_reads) clocks.start(sim, lease_draw, t.faults);
 
+    // The combination sweep's coverage, watched after every event: what met what.
+    std::array<bool, coverage_names.size()> covered{};
+    bool reconfigured = false;  // a reconfiguration committed (some replica applied one)
+    std::vector<std::pair<std::uint64_t, peer_counters>> watched(sim.nodes().size() + 1);
+    if (variant.combination) {
+        sim.add_checker([&](sim_type&) {
+            for (const auto& n : sim.nodes()) {
+                if (!n.peer) continue;
+                auto& [incarnation, last] = watched[n.id];
+                if (incarnation != n.incarnation) {
+                    if (n.incarnation > 1 && reconfigured && n.log->snapshot()) covered[4] = true;
+                    incarnation = n.incarnation;
+                    last = peer_counters{};
+                }
+                const auto& c = n.peer->counters();
+                if (n.peer->configuration_in_force().version() != 0) reconfigured = true;
+                const bool compacted = c.compactions > last.compactions;
+                if (compacted && reconfigured) covered[3] = true;
+                if (c.disk_stalls > last.disk_stalls) covered[7] = true;
+                const auto& ctx = zab::testing::internals(*n.peer);
+                if (ctx.leading) {
+                    bool streaming = false, syncing = false;
+                    for (const auto& link : ctx.leading->links) {
+                        using stage = learner_link::stage;
+                        if (link.at == stage::streaming_history || link.at == stage::streaming_snapshot)
+                            streaming = true;
+                        if (link.at == stage::streaming_history &&
+                            link.history_queued < ctx.leading->committed_base)
+                            covered[1] = true;
+                        if (link.at >= stage::awaiting_sync && link.at <= stage::awaiting_newleader_ack)
+                            syncing = true;
+                    }
+                    if (compacted && streaming) covered[0] = true;
+                    if (c.syncs_snap > last.syncs_snap && reconfigured) covered[2] = true;
+                    if (c.proposal_batches > last.proposal_batches && syncing) covered[6] = true;
+                    if (c.lease_syncs_served > last.lease_syncs_served &&
+                        t.faults.clock_rates + t.faults.clock_jumps > 0)
+                        covered[5] = true;
+                }
+                last = c;
+            }
+        });
+    }
+
     const sim_time end_of_faults = sim.now() + draw.between(3'000'000, 15'000'000);
     fault_mix faults{draw, variant.extended_faults ? fault_set::all : fault_set::classic};
     std::uint64_t proposal_number = 0;
     auto propose_somewhere = [&] {
         if (const peer_id leader = established_leader(sim))
-            (void)observer.propose(leader,
-                                   as_bytes(fmt::format("s{}-p{}", seed, ++proposal_number)));
+            (void)observer.propose(
+                leader, as_bytes(txn_of(fmt::format("s{}-p{}", seed, ++proposal_number))));
     };
     auto maybe_transfer = [&] {
         if (!variant.leadership_transfers || !transfer_draw.chance(0.04)) return;
@@ -457,9 +539,62 @@ protocol_seed_result run_protocol_seed(std::uint64_t seed, protocol_totals& t, b
             if (n.peer && !n.peer->pending_configurations().empty()) pending = true;
         if (pending) t.crashes_in_reconfig += t.faults.crashes - crashes_before;
     };
+    // A write storm (the combination sweep): a learner crashes while the leader commits
+    // more than its committed window (500), then restarts while writes go on, so that its
+    // sync streams history older than the window from a log that keeps compacting.
+    std::uint64_t storm_number = 0;
+    auto write_storm = [&] {
+        if (!variant.combination || !combination_draw.chance(0.03)) return;
+        const peer_id leader = established_leader(sim);
+        if (leader == 0) return;
+        std::vector<peer_id> others;
+        for (const auto& n : sim.nodes())
+            if (n.peer && n.id != leader && !n.peer->status().removed && !n.paused)
+                others.push_back(n.id);
+        if (others.empty()) return;
+        ++t.write_storms;
+        const peer_id lagging = others[combination_draw.below(others.size())];
+        const zxid lagging_at = sim.at(lagging).log->last_zxid();
+        sim.crash(lagging);
+        ++t.faults.crashes;
+        const std::uint64_t applied_before = sim.peer_of(leader)->counters().transactions_applied;
+        auto storm_batch = [&] {
+            const auto* p = sim.peer_of(leader);
+            if (!p || !p->established()) return false;
+            std::vector<std::string> txns(combination_draw.between(20, 60));
+            std::vector<byte_view> views;
+            for (auto& txn : txns) {
+                txn = txn_of(fmt::format("s{}-w{}", seed, ++storm_number));
+                views.push_back(as_bytes(txn));
+            }
+            if (const auto id = sim.submit_batch(leader, views)) {
+                ++t.batch_calls;
+                t.storm_writes += txns.size();
+                for (std::size_t i = 0; i < txns.size(); ++i)
+                    clients.submitted(leader, sim.at(leader).incarnation, *id + i,
+                                      client_op::write, txns[i]);
+            }
+            sim.run_for(combination_draw.between(1'000, 6'000));
+            return true;
+        };
+        const std::uint64_t target = combination_draw.between(520, 1'200);
+        for (int batches = 0; batches < 200 && storm_batch(); ++batches) {
+            const auto* p = sim.peer_of(leader);
+            if (p && p->counters().transactions_applied - applied_before >= target) break;
+        }
+        const auto* p = sim.peer_of(leader);
+        if (p && p->counters().transactions_applied - applied_before > 500 &&
+            lagging_at < p->last_committed())
+            covered[8] = true;
+        sim.restart(lagging);
+        ++t.faults.restarts;
+        // Writes go on while it syncs.
+        for (std::uint64_t i = combination_draw.between(3, 12); i > 0 && storm_batch(); --i) {}
+    };
     while (sim.now() < end_of_faults) {
         sim.run_for(draw.between(2'000, 60'000));
         harvest();
+        write_storm();
         maybe_transfer();
         maybe_reconfigure();
         const std::uint64_t crashes_before = t.faults.crashes;
@@ -571,7 +706,8 @@ protocol_seed_result run_protocol_seed(std::uint64_t seed, protocol_totals& t, b
     bool live = false;
     while (!fired_early && !live && sim.run_until(everyone_established, start + bound)) {
         const peer_id leader = established_leader(sim);
-        auto proposed = observer.propose(leader, as_bytes("final"));
+        const std::string final_text = txn_of("final");
+        auto proposed = observer.propose(leader, as_bytes(final_text));
         if (!proposed) {
             if (everyone_established()) sim.run_for(o.tick_us);  // make progress regardless
             continue;
@@ -672,6 +808,7 @@ protocol_seed_result run_protocol_seed(std::uint64_t seed, protocol_totals& t, b
     } else if (live) {
         t.worst_recovery = std::max(t.worst_recovery, sim.now() - start);
     }
+    for (std::size_t i = 0; i < covered.size(); ++i) t.coverage[i] += covered[i] ? 1 : 0;
     t.events += sim.steps();
     t.elections += elections.decisions_checked();
     t.proposals += observer.proposals();

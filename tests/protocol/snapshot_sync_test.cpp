@@ -312,3 +312,198 @@ TEST_CASE("snapshot_every_bytes: the log is compacted by the bytes applied, off 
         CHECK(snapshot->last_included <= sets.back());
     }
 }
+
+// Issue 34 defect 1: a state machine that is no zab::system_txn_machine (the example's
+// kv_store) never sees a reconfiguration, so its own last_applied() stays behind the core's
+// when a reconfiguration is the last transaction applied. Its snapshots must still restore:
+// at a restart, and at a learner synced by SNAP. This machine checks its label strictly,
+// as kv_store does.
+namespace {
+
+template <bool Deferred>
+class strict_machine {
+public:
+    void apply(zxid z, byte_view txn) {
+        ZAB_ASSERT(z > last_, "applied out of order");
+        ZAB_ASSERT(!is_system_txn(txn), "a system transaction reached a machine without apply_system");
+        last_ = z;
+        ++count_;
+    }
+    zxid last_applied() const { return last_; }
+    shared_bytes snapshot() const { return encode(last_, count_); }
+    deferred_snapshot snapshot_later() const
+        requires Deferred
+    {
+        return [last = last_, count = count_] { return encode(last, count); };
+    }
+    result<void> restore(zxid z, byte_view bytes) {
+        if (bytes.size() != 16) return make_error_code(errc::corrupt);
+        std::uint64_t label = 0, count = 0;
+        std::memcpy(&label, bytes.data(), 8);
+        std::memcpy(&count, bytes.data() + 8, 8);
+        if (zxid::from_value(label) != z) return make_error_code(errc::corrupt);  // kv_store's check
+        last_ = z;
+        count_ = count;
+        return success();
+    }
+    std::uint64_t count() const { return count_; }
+
+private:
+    static shared_bytes encode(zxid last, std::uint64_t count) {
+        return shared_bytes::make(16, [&](std::span<std::byte> out) {
+            const std::uint64_t label = last.value();
+            std::memcpy(out.data(), &label, 8);
+            std::memcpy(out.data() + 8, &count, 8);
+        });
+    }
+    zxid last_;
+    std::uint64_t count_ = 0;
+};
+static_assert(!system_txn_machine<strict_machine<false>>);
+static_assert(deferred_snapshot_machine<strict_machine<true>>);
+
+}  // namespace
+
+TEMPLATE_TEST_CASE("a machine that does not see reconfigurations restores its snapshots: after "
+                   "a compaction at a reconfiguration, at every restart and by SNAP (issue 34 "
+                   "defect 1)", "[snapshot][reconfig]", strict_machine<false>, strict_machine<true>) {
+    using sim_type = simulator<TestType>;
+    cluster_options o;
+    o.seed = 71;
+    o.joiners = 1;
+    o.peer.snapshot_every = 1;  // a compaction after every applied transaction
+    sim_type sim{o};
+    std::map<std::pair<peer_id, request_id>, client_completion> seen;
+    sim.set_completion_observer(
+        [&](peer_id at, const client_completion& c) { seen.emplace(std::pair{at, c.id}, c); });
+    const auto leader_of = [&]() -> peer_id {
+        for (const auto& n : sim.nodes())
+            if (n.peer && n.peer->state() == peer_state::leading && n.peer->established()) return n.id;
+        return 0;
+    };
+    const auto complete = [&](peer_id at, std::optional<request_id> id) {
+        REQUIRE(id);
+        REQUIRE(sim.run_until([&] { return seen.count({at, *id}) != 0; }, sim.now() + 30'000'000));
+        return seen.at({at, *id}).outcome;
+    };
+    const auto all_established = [&](std::initializer_list<peer_id> ids) {
+        return sim.run_until([&] {
+            for (peer_id id : ids)
+                if (!sim.peer_of(id) || !sim.peer_of(id)->established()) return false;
+            return true;
+        }, sim.now() + 30'000'000);
+    };
+    sim.start();
+    REQUIRE(all_established({1, 2, 3}));
+    const peer_id leader = leader_of();
+    const peer_id wiped = leader == 1 ? 2 : 1;
+    for (int i = 0; i < 3; ++i)
+        REQUIRE(complete(leader, sim.submit(leader, as_bytes("w" + std::to_string(i)))));
+    std::vector<member> grown;
+    for (peer_id id : {1, 2, 3, 4}) grown.push_back({id, learner_type::participant});
+    const auto version = complete(leader, sim.reconfigure(leader, {grown, 0}));
+    REQUIRE(version);
+    // Every replica compacts with the reconfiguration as the last transaction applied.
+    REQUIRE(sim.run_until([&] {
+        for (peer_id id : {1, 2, 3, 4}) {
+            const auto snapshot = sim.at(id).log->snapshot();
+            if (!snapshot || snapshot->last_included != version.value()) return false;
+        }
+        return true;
+    }, sim.now() + 30'000'000));
+    CHECK(sim.at(leader).machine->last_applied() < version.value());
+    // A whole-group restart: every replica starts from its snapshot.
+    for (peer_id id : {1, 2, 3, 4}) sim.crash(id);
+    for (peer_id id : {1, 2, 3, 4}) sim.restart(id);
+    REQUIRE(all_established({1, 2, 3, 4}));
+    for (peer_id id : {1, 2, 3, 4}) {
+        INFO("replica " << id);
+        CHECK(sim.peer_of(id)->last_applied() == version.value());
+        CHECK(sim.at(id).machine->count() == 3);
+        CHECK(sim.peer_of(id)->configuration_in_force().version() == version.value().value());
+    }
+    // A wiped replica is synced by SNAP from that snapshot, and restarts from it again.
+    sim.crash(wiped);
+    REQUIRE(sim.wipe(wiped));
+    sim.restart(wiped);
+    REQUIRE(all_established({wiped}));
+    CHECK(sim.peer_of(wiped)->counters().transactions_applied == 0);
+    CHECK(sim.at(wiped).machine->count() == 3);
+    const peer_id now_leading = leader_of();
+    REQUIRE(now_leading != 0);
+    REQUIRE(complete(now_leading, sim.submit(now_leading, as_bytes("after"))));
+    sim.crash(wiped);
+    sim.restart(wiped);
+    REQUIRE(all_established({wiped}));
+    REQUIRE(sim.run_until([&] { return sim.at(wiped).machine->count() == 4; }, sim.now() + 30'000'000));
+}
+
+// Issue 34 defect 2: a learner synced by the log's snapshot and the history after it, more
+// of it than the leader's in-memory window, reads that history from the log. A compaction
+// while it streams used to take the records from under it, and the leader took the
+// "compacted" read for a storage failure and stopped. Now compaction waits for the stream
+// (a bounded number of periods), and a stream that still loses its history to a compaction
+// is synced again, by SNAP.
+TEST_CASE("a sync that reads the history from the log outlives the compactions that happen "
+          "while it streams (issue 34 defect 2)", "[snapshot]") {
+    const bool overdue = GENERATE(false, true);
+    INFO((overdue ? "compaction overdue: the learner resyncs" : "compaction postponed"));
+    cluster_options o;
+    o.seed = 83;
+    o.voters = 3;
+    o.peer.snapshot_every = 1000;
+    o.peer.sync_window_records = 64;  // the smallest window: the stream takes round trips
+    o.network.delay_min = 5'000;  // of 5–10 ms a frame
+    o.network.delay_max = 10'000;
+    kv_sim<> sim{o};
+    sim.start();
+    REQUIRE(sim.run_until([&] { return sim.peer_of(3)->established(); }, 30'000'000));
+    const peer_id lagging = 1;
+    sim.crash(lagging);
+    // 1,800 transactions: the leader's log snapshot is at the 1,000th, 800 records follow
+    // it, and the in-memory window holds the last 500: the first 300 after the snapshot
+    // stream from the log.
+    std::vector<std::vector<std::byte>> txns;
+    for (std::uint64_t i = 0; i < 1'800; ++i) txns.push_back(dense_kv::set(i, i));
+    for (std::size_t from = 0; from < txns.size(); from += 200) {
+        std::vector<byte_view> batch;
+        for (std::size_t i = from; i < from + 200; ++i) batch.push_back(byte_view{txns[i]});
+        REQUIRE(sim.submit_batch(3, batch));
+        REQUIRE(sim.run_until([&] { return sim.peer_of(3)->last_applied().counter() >= from + 200; },
+                              sim.now() + 30'000'000));
+    }
+    REQUIRE(sim.at(3).log->snapshot());
+    sim.restart(lagging);
+    const auto streaming_from_log = [&] {
+        const auto& ctx = internals(*sim.peer_of(3));
+        if (!ctx.leading) return false;
+        for (const auto& link : ctx.leading->links)
+            if (link.id == lagging && link.at == learner_link::stage::streaming_history &&
+                link.history_queued < ctx.leading->committed_base)
+                return true;
+        return false;
+    };
+    REQUIRE(sim.run_until(streaming_from_log, sim.now() + 30'000'000));
+    // Writes go on: enough for one compaction, or (overdue) for more than the postponement.
+    const std::size_t more = overdue ? 4'300 : 300;
+    for (std::uint64_t i = 0; i < more; ++i) txns.push_back(dense_kv::set(i, i + 1));
+    std::vector<byte_view> batch;
+    for (std::size_t i = 1'800; i < txns.size(); ++i) batch.push_back(byte_view{txns[i]});
+    REQUIRE(sim.submit_batch(3, batch));
+    REQUIRE(sim.run_until([&] { return sim.peer_of(3)->last_applied().counter() >= txns.size(); },
+                          sim.now() + 60'000'000));
+    REQUIRE(sim.run_until([&] { return sim.peer_of(lagging)->established() &&
+                                       sim.peer_of(lagging)->last_applied() ==
+                                           sim.peer_of(3)->last_applied(); },
+                          sim.now() + 60'000'000));
+    const auto& counters = sim.peer_of(3)->counters();
+    CHECK_FALSE(sim.peer_of(3)->failed());
+    CHECK(sim.peer_of(3)->established());
+    CHECK(counters.compactions >= 2);
+    if (overdue) {
+        CHECK(counters.syncs_restarted >= 1);
+    } else {
+        CHECK(counters.compactions_postponed >= 1);
+        CHECK(counters.syncs_restarted == 0);
+    }
+}

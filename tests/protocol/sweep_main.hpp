@@ -15,7 +15,8 @@
 namespace zab::test {
 
 /// `[--seeds N] [--first S] [--trace] [--verbose] [--snapshot-every N] [--snapshot-chunk N]
-/// [--classic-faults] [--no-transfers] [--no-reconfig] [--lease-reads]`
+/// [--classic-faults] [--no-transfers] [--no-reconfig] [--lease-reads] [--batches]
+/// [--combination] [--machine NAME]`
 struct sweep_args {
     std::uint64_t seeds = 0;
     std::uint64_t first = 1;
@@ -42,6 +43,14 @@ struct sweep_args {
     /// batches), some leaders with a batch limit small enough to split them; the protocol
     /// sweep only.
     bool batches = false;
+    /// The state machine every replica runs (protocol_sweep_machines.hpp: "recording", the
+    /// default; a combination of optional concepts such as "plain" or "system+deferred";
+    /// "session(...)" around one; "kv", the example's; "each": one per seed in turn); the
+    /// protocol sweep only.
+    std::string machine = "recording";
+    /// The combination sweep (sweep_variant::combination) with coverage minimums; the
+    /// protocol sweep only.
+    bool combination = false;
 };
 
 /// Parses the command line; prints the usage and returns nothing on a bad argument.
@@ -60,6 +69,8 @@ inline std::optional<sweep_args> parse_sweep_args(int argc, char** argv,
         else if (arg == "--no-reconfig") a.no_reconfig = true;
         else if (arg == "--lease-reads") a.lease_reads = true;
         else if (arg == "--batches") a.batches = true;
+        else if (arg == "--combination") a.combination = true;
+        else if (arg == "--machine" && i + 1 < argc) a.machine = argv[++i];
         else if (arg == "--snapshot-every" && i + 1 < argc)
             a.snapshot_every = std::strtoull(argv[++i], nullptr, 10);
         else if (arg == "--snapshot-chunk" && i + 1 < argc)
@@ -68,7 +79,8 @@ inline std::optional<sweep_args> parse_sweep_args(int argc, char** argv,
             fmt::print(stderr,
                        "usage: {} [--seeds N] [--first S] [--trace] [--verbose] "
                        "[--snapshot-every N] [--snapshot-chunk N] [--classic-faults] [--no-transfers] "
-                       "[--no-reconfig] [--lease-reads] [--batches]\n",
+                       "[--no-reconfig] [--lease-reads] [--batches] [--combination] "
+                       "[--machine NAME]\n",
                        argv[0]);
             return std::nullopt;
         }
@@ -107,7 +119,7 @@ std::uint64_t run_sweep(const sweep_args& a, const char* program, Totals& totals
         combined.add(r.hash);
         if (!r.ok) {
             ++totals.failures;
-            fmt::print(stderr, "replay: {} --first {} --seeds 1 --trace{}{}{}{}{}{}{}\n", program, seed,
+            fmt::print(stderr, "replay: {} --first {} --seeds 1 --trace{}{}{}{}{}{}{}{}{}\n", program, seed,
                        a.snapshot_every == 0
                            ? std::string{}
                            : fmt::format(" --snapshot-every {}", a.snapshot_every),
@@ -117,7 +129,10 @@ std::uint64_t run_sweep(const sweep_args& a, const char* program, Totals& totals
                        a.classic_faults ? " --classic-faults" : "",
                        a.no_transfers ? " --no-transfers" : "",
                        a.no_reconfig ? " --no-reconfig" : "",
-                       a.lease_reads ? " --lease-reads" : "", a.batches ? " --batches" : "");
+                       a.lease_reads ? " --lease-reads" : "", a.batches ? " --batches" : "",
+                       a.combination ? " --combination" : "",
+                       a.machine == "recording" ? std::string{}
+                                                : fmt::format(" --machine '{}'", a.machine));
         }
     }
     return combined.value();

@@ -646,6 +646,80 @@ TEST_CASE("sim_network: a link delay slows one direction only", "[sim][sim_netwo
     CHECK(c.seen[2].back().time - again == 1'000);
 }
 
+// Issue 34 item 9: a reset ends everything of the connection it breaks. A frame held by a
+// 60 s link delay is lost with its connection, and the delay cleared before the reset no
+// longer slows the next connection: its `connected` and first frames arrive at the
+// network's own latency (they used to wait until the lost frame's arrival time).
+TEST_CASE("sim_network: a reset forgets the delays of the connection it breaks "
+          "(issue 34 item 9)",
+          "[sim][sim_network]") {
+    network_options o;
+    o.delay_min = o.delay_max = 1'000;
+    o.reconnect_delay_min = o.reconnect_delay_max = 5'000;
+    o.disconnect_detect_delay = 500;
+    cluster c{45, 2, o};
+    c.run_for(100'000);
+    const connection_id old_conn = c.connection(1, 2);
+    c.network.set_pair_delay(1, 2, 60'000'000, 60'000'000);
+    c.network.transport(1).send(2, old_conn, frame_of("held"));
+    c.run_for(1'000'000);
+    c.network.clear_link_delays();
+    const sim_time reset = c.events.now();
+    c.network.break_connection(1, 2);
+    c.run_for(100'000);
+    REQUIRE(c.network.current_connection(1, 2).has_value());
+    const connection_id new_conn = c.connection(1, 2);
+    CHECK(new_conn != old_conn);
+    const sim_time sent = c.events.now();
+    c.network.transport(1).send(2, new_conn, frame_of("fresh"));
+    c.run_for(100'000);
+    CHECK(c.frames_at(2, old_conn).empty());  // lost with its connection
+    REQUIRE(c.frames_at(2, new_conn) == std::vector<std::string>{"fresh"});
+    for (const auto& e : c.seen[2]) {
+        if (e.connection != new_conn) continue;
+        // Detection (≤ 1 ms), reconnect (5 ms) and the notice's latency (1 ms); the frame
+        // at the network's latency after it was sent.
+        if (e.what == seen_event::kind::connected) CHECK(e.time - reset <= 10'000);
+        if (e.what == seen_event::kind::frame) CHECK(e.time - sent == 1'000);
+    }
+    CHECK(!check_connection_protocol(c).has_value());
+}
+
+// The other half of it: a connection made while a link was slow announces itself late; if
+// it is reset before the end was told of it, that end is told nothing of it (no
+// `connected`, no `disconnected`) and learns of the next connection without waiting.
+TEST_CASE("sim_network: a connection reset before an end learned of it is never announced "
+          "there, and holds nothing back (issue 34 item 9)",
+          "[sim][sim_network]") {
+    network_options o;
+    o.delay_min = o.delay_max = 1'000;
+    o.reconnect_delay_min = o.reconnect_delay_max = 5'000;
+    cluster c{46, 2, o};
+    c.run_for(100'000);
+    c.network.set_link_delay(1, 2, 60'000'000, 60'000'000);  // 1 → 2 only
+    c.network.break_connection(1, 2);
+    c.run_for(50'000);  // a new connection forms; 2 hears of it only in 60 s
+    const connection_id slow_conn = c.connection(1, 2);
+    c.network.clear_link_delays();
+    const sim_time reset = c.events.now();
+    c.network.break_connection(1, 2);
+    c.run_for(100'000);
+    const connection_id next = c.connection(1, 2);
+    CHECK(next != slow_conn);
+    bool told_of_next = false;
+    for (const auto& e : c.seen[2]) {
+        CHECK(e.connection != slow_conn);  // 2 never heard of it
+        if (e.connection == next && e.what == seen_event::kind::connected) {
+            told_of_next = true;
+            CHECK(e.time - reset <= 10'000);
+        }
+    }
+    CHECK(told_of_next);
+    c.run_for(120'000'000);  // nothing of the cancelled notice turns up later
+    for (const auto& e : c.seen[2]) CHECK(e.connection != slow_conn);
+    CHECK(!check_connection_protocol(c).has_value());
+}
+
 TEST_CASE("sim_network: observers add up; set_observer replaces only its own",
           "[sim][sim_network]") {
     cluster c{45};

@@ -154,10 +154,19 @@ TEST_CASE("zxid is usable in constant expressions") {
     STATIC_REQUIRE(zab::zxid{1, 1} < zab::zxid{1, 2});
 }
 
-TEST_CASE("a zxid is continued by the next counter of its epoch, or by any later epoch") {
+TEST_CASE("a zxid is continued by the next counter of its epoch, or by a later epoch's first") {
     CHECK(zab::zxid{1, 10}.continued_by(zab::zxid{1, 11}));
     CHECK_FALSE(zab::zxid{1, 10}.continued_by(zab::zxid{1, 12}));  // a hole (ZOOKEEPER-4925)
     CHECK_FALSE(zab::zxid{1, 10}.continued_by(zab::zxid{1, 10}));
     CHECK(zab::zxid{1, 10}.continued_by(zab::zxid{2, 1}));
-    CHECK(zab::zxid{}.continued_by(zab::zxid{1, 5}));  // a log may begin mid-epoch (after a snapshot)
+    CHECK(zab::zxid{1, 10}.continued_by(zab::zxid{4, 1}));  // epochs without a transaction between
+    // A hole at the start of an epoch is a hole too (issue 34 defect 7).
+    CHECK_FALSE(zab::zxid{1, 10}.continued_by(zab::zxid{2, 2}));
+    CHECK_FALSE(zab::zxid{}.continued_by(zab::zxid{1, 5}));
+    CHECK(zab::zxid{}.continued_by(zab::zxid{1, 1}));
+    CHECK(zab::zxid{2, 0}.continued_by(zab::zxid{2, 1}));  // after an epoch marker
+    CHECK_FALSE(zab::zxid{2, 3}.continued_by(zab::zxid{1, 4}));  // never back to an older epoch
+    // A test that starts counters elsewhere (options::test_only.initial_counter).
+    CHECK(zab::zxid{1, 10}.continued_by(zab::zxid{2, 4001}, 4001));
+    CHECK_FALSE(zab::zxid{1, 10}.continued_by(zab::zxid{2, 1}, 4001));
 }

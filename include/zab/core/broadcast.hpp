@@ -557,7 +557,7 @@ protected:  // the building blocks of the phase, for policies derived from this 
             ctx_.leader_misbehaved("a proposal outside the leader's epoch (§1, §5.5)");
             return false;
         }
-        if (!last.continued_by(record.id)) {
+        if (!last.continued_by(record.id, ctx_.first_counter())) {
             ctx_.leader_misbehaved("a hole in the proposals (§10.13 contiguity)");
             return false;
         }

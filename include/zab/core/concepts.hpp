@@ -165,7 +165,11 @@ concept compactable_log =
 ///                          `result_machine`).
 ///   sm.last_applied()      zxid of the last applied (or restored) transaction.
 ///   sm.snapshot()          Serialized state as of `last_applied()`.
-///   sm.restore(z, bytes)   Replace the whole state by a snapshot taken at `z`; an error for
+///   sm.restore(z, bytes)   Replace the whole state by a snapshot of this machine's; `z` is
+///                          what `last_applied()` returned when it was taken (the core keeps
+///                          that label beside the bytes: a machine that is no
+///                          `system_txn_machine` may be behind the core's zxid by zab's own
+///                          transactions, and still gets its own label back). An error for
 ///                          bytes that do not decode (the state is then unchanged).
 template <typename S>
 concept state_machine = requires(S& sm, const S& const_sm, zxid z, byte_view bytes) {

@@ -111,8 +111,11 @@ public:
                 return make_error_code(errc::corrupt);
             }
             snapshot_config = unwrapped.value().config;
-            if (state_machine.last_applied() < snapshot->last_included &&
-                !state_machine.restore(snapshot->last_included, unwrapped.value().state)) {
+            // Restored with its own label (reconfig.hpp): a machine that does not see zab's
+            // transactions may be behind the snapshot's zxid by a reconfiguration.
+            const zxid machine_at = unwrapped.value().machine_at(snapshot->last_included);
+            if (state_machine.last_applied() < machine_at &&
+                !state_machine.restore(machine_at, unwrapped.value().state)) {
                 zab::log(log_level::error, "peer {}: the log's snapshot at {} does not restore",
                          self, snapshot->last_included);
                 return make_error_code(errc::corrupt);
@@ -745,8 +748,23 @@ private:
         result<void> restore(zxid z, byte_view state) override {
             return machine.restore(z, state);
         }
+        zxid last_applied() const override { return machine.last_applied(); }
         StateMachine& machine;
     };
+
+    /// Where the core's applied state starts: the machine's own `last_applied()`, or the log
+    /// snapshot's zxid when the machine holds exactly that snapshot's state under its own
+    /// label (only zab's transactions, which it does not see, lie between: reconfig.hpp).
+    static zxid applied_position(const Log& log, const StateMachine& state_machine) {
+        const zxid own = state_machine.last_applied();
+        const auto snapshot = log.snapshot();
+        if (!snapshot || own >= snapshot->last_included) return own;
+        auto unwrapped = unwrap_snapshot(snapshot->state.view());
+        if (unwrapped && unwrapped.value().machine_label &&
+            own == *unwrapped.value().machine_label)
+            return snapshot->last_included;
+        return own;
+    }
 
     peer(peer_id self, configuration config, options opts, Transport& transport, Log& log,
          StateMachine& state_machine)
@@ -764,7 +782,7 @@ private:
         // the log holds exactly its durable records.
         ctx_.durable_epochs = ctx_.written_epochs = log.stored_epochs();
         ctx_.last_logged = ctx_.last_zxid_visible = log.last_zxid();
-        ctx_.last_applied = state_machine.last_applied();
+        ctx_.last_applied = applied_position(log, state_machine);
         ctx_.last_committed = ctx_.last_applied;
         // §7.1: a replica that ever accepted an epoch may have promised a leader its support
         // just before it stopped, and nothing durable says when: it keeps a whole promise
@@ -1066,7 +1084,12 @@ private:
             target->at != learner_link::stage::broadcasting)
             return;
         const bool proposed = leader.last_proposed.counter() != ctx_.opts().test_only.initial_counter;
-        if (proposed && target->last_acked != leader.last_proposed) return;
+        // Caught up: it acknowledged the last proposal, or was synced through it — its ACK
+        // of NEWLEADER (it is broadcasting) vouches for everything queued before NEWLEADER
+        // (§5.3): a target restarted and synced after the last write sends no other ACK.
+        if (proposed && target->last_acked != leader.last_proposed &&
+            target->synced_through != leader.last_proposed)
+            return;
         const wire::handover handover{target->id, leader.max_committed(), leader.epoch,
                                       ctx_.current_vote.round};
         for (const auto& link : leader.links) {

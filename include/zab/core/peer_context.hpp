@@ -115,6 +115,7 @@ struct peer_counters {
     std::uint64_t syncs_diff = 0;           ///< learner syncs planned, by kind (leader side)
     std::uint64_t syncs_trunc = 0;
     std::uint64_t syncs_snap = 0;
+    std::uint64_t syncs_restarted = 0;      ///< leader: syncs whose history a compaction took (resynced)
     std::uint64_t snapshot_chunks_sent = 0;  ///< SNAP chunks queued (leader side)
     std::uint64_t snapshot_bytes_sent = 0;   ///< snapshot bytes in them
     std::uint64_t learners_refused = 0;     ///< ahead of the leader, or a stale epoch (§4)
@@ -130,6 +131,7 @@ struct peer_counters {
     std::uint64_t learner_sync_failures = 0;///< leader: learner links ended before synced
     std::uint64_t sync_buffer_overflows = 0;///< learner: syncs given up (max_sync_buffer_bytes)
     std::uint64_t compactions = 0;          ///< log compactions (options::snapshot_every)
+    std::uint64_t compactions_postponed = 0;///< leader: held back while a sync read the log
     std::uint64_t snapshots_handed_off = 0; ///< snapshots serialized by the driver
     std::uint64_t unissued_completions = 0; ///< durability reports for ops never issued (ignored)
     std::uint64_t transfers_handed_over = 0;///< leader: leadership handed to a caught-up voter (§6.4)
@@ -182,6 +184,9 @@ public:
     virtual void apply_system(zxid z, byte_view txn) = 0;
     virtual shared_bytes snapshot() const = 0;
     virtual result<void> restore(zxid z, byte_view state) = 0;
+    /// The machine's own `last_applied()`: behind the core's when the last transactions
+    /// applied were zab's own and the machine does not see those (reconfig.hpp).
+    virtual zxid last_applied() const = 0;
 };
 
 /// State shared by the phase policies of one peer.
@@ -482,6 +487,8 @@ public:
         log(log_level::error, "peer {}: {}: {}", self_, what, error.message());
         if (!storage_error_) storage_error_ = error;
     }
+    /// Whether a read of the log failed in this step (the peer stops at its end).
+    bool storage_error_pending() const noexcept { return static_cast<bool>(storage_error_); }
     /// zab's own structural invariants, checked at the end of every step in every build: a
     /// broken one is a bug of zab and stops the process (docs/design.md rule 6); input from
     /// the network, the disk or the caller is checked where it arrives and never reaches
@@ -587,6 +594,10 @@ public:
     /// The last log operation issued (or allocated to this step's batch).
     storage_op last_log_op() const noexcept { return last_log_op_; }
 
+    /// The counter every epoch's first transaction has (§1: 1, unless a test starts
+    /// counters elsewhere) — for the contiguity checks (zxid::continued_by).
+    std::uint32_t first_counter() const noexcept { return opts().test_only.initial_counter + 1; }
+
     /// The last storage operation issued (0: none yet).
     storage_op last_issued_op() const noexcept { return last_op_; }
     bool log_durable(storage_op op) const noexcept { return op <= durable_log_op_; }
@@ -669,22 +680,44 @@ public:
             learning->unapplied.pop_front();
     }
 
-    /// The state machine's snapshot, with the committed configuration in front of it once a
-    /// reconfiguration was applied (reconfig.hpp): a log compacted past the reconfiguration,
-    /// or a learner synced by SNAP, still knows the members.
-    shared_bytes machine_snapshot() const { return with_config(machine_->snapshot()); }
-    shared_bytes with_config(shared_bytes state) const {
-        if (config_.version() == initial_config_version_) return state;
-        return wrap_snapshot(config_, state.view());
+    /// The state machine's snapshot as of `last_applied`, with what the core keeps beside it
+    /// (reconfig.hpp): the committed configuration once a reconfiguration was applied (a log
+    /// compacted past the reconfiguration, or a learner synced by SNAP, still knows the
+    /// members), and the machine's own label when it is behind `last_applied` (a machine
+    /// that does not see zab's transactions, after one: restored, it gets its own label back).
+    shared_bytes machine_snapshot() const {
+        return wrap_machine_state(machine_label(), machine_->snapshot());
     }
+    /// The same, serialized later on any thread (zab::deferred_snapshot_machine).
     std::optional<deferred_snapshot> machine_snapshot_later() const {
         auto later = machine_->snapshot_later();
-        if (!later || config_.version() == initial_config_version_) return later;
-        return deferred_snapshot{[inner = std::move(*later), config = config_]() {
-            return wrap_snapshot(config, inner().view());
+        if (!later) return later;
+        auto config = snapshot_config();
+        auto label = machine_label();
+        if (!config && !label) return later;
+        return deferred_snapshot{[inner = std::move(*later), config = std::move(config), label]() {
+            return wrap_snapshot(config, label, inner().view());
         }};
     }
 
+private:
+    std::optional<configuration> snapshot_config() const {
+        if (config_.version() == initial_config_version_) return std::nullopt;
+        return config_;
+    }
+    /// The machine's own label for a snapshot at `last_applied`, when it differs.
+    std::optional<zxid> machine_label() const {
+        const zxid own = machine_->last_applied();
+        if (own == last_applied) return std::nullopt;
+        return own;
+    }
+    shared_bytes wrap_machine_state(std::optional<zxid> label, shared_bytes state) const {
+        auto config = snapshot_config();
+        if (!config && !label) return state;
+        return wrap_snapshot(config, label, state.view());
+    }
+
+public:
     // --- membership bookkeeping (§9) ----------------------------------------------------
     /// A record entered this replica's log (appended, or in a SNAP's history): a
     /// reconfiguration in it is in force, beside the committed configuration, from now on.
@@ -771,7 +804,9 @@ public:
     result<void> restore_machine(zxid z, byte_view state) {
         auto unwrapped = unwrap_snapshot(state);
         if (!unwrapped) return unwrapped.error();
-        auto restored = machine_->restore(z, unwrapped.value().state);
+        // The machine gets back the label it had when the snapshot was taken; the core's
+        // position is the snapshot's zxid (reconfig.hpp, issue 34 defect 1).
+        auto restored = machine_->restore(unwrapped.value().machine_at(z), unwrapped.value().state);
         if (restored) {
             if (unwrapped.value().config) {
                 set_committed_config(std::move(*unwrapped.value().config));
@@ -804,6 +839,18 @@ public:
         const bool by_bytes = every_bytes != 0 && applied_bytes_since_compaction_ >= every_bytes;
         if (!by_count && !by_bytes) return;
         if (snapshot_work_outstanding_) return;  // one at a time: asked again once it is done
+        // A learner whose sync reads the history from the log would lose it to this
+        // compaction and have to start over (issue 34 defect 2): wait for its stream, for up
+        // to `compaction_postponement_max` periods; past that the log compacts anyway and
+        // the learner is synced again, by SNAP (zab_synchronization::stream_history).
+        const bool overdue =
+            (every != 0 && applied_since_compaction_ >= every * compaction_postponement_max) ||
+            (every_bytes != 0 &&
+             applied_bytes_since_compaction_ >= every_bytes * compaction_postponement_max);
+        if (!overdue && syncing_from_log()) {
+            ++counters.compactions_postponed;
+            return;
+        }
         applied_since_compaction_ = 0;
         applied_bytes_since_compaction_ = 0;
         const auto in_effect = storage_->snapshot();
@@ -820,6 +867,26 @@ public:
         const shared_bytes state = machine_snapshot();
         if (metrics) observe(histogram_kind::snapshot_seconds, metrics->now() - started);
         compact_with(last_applied, state);
+    }
+
+    /// How many compaction periods a sync that streams from the log can hold compaction
+    /// back (maybe_compact).
+    static constexpr std::uint64_t compaction_postponement_max = 4;
+
+    /// Leader: a learner is being synced from this log's records rather than from the
+    /// in-memory window — its history streams from below the window, or will once the SNAP
+    /// of the log's snapshot it is receiving is out.
+    bool syncing_from_log() const {
+        if (!leading) return false;
+        for (const auto& link : leading->links) {
+            if (link.at == learner_link::stage::streaming_history &&
+                link.history_queued < leading->committed_base)
+                return true;
+            if (link.at == learner_link::stage::streaming_snapshot &&
+                link.snapshot_base < leading->committed_base)
+                return true;
+        }
+        return false;
     }
 
     /// The log compacts with `state` at `at` (counted; its size observed with a sink).

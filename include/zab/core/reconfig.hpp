@@ -32,6 +32,21 @@
 //
 // A snapshot without the prefix is the state machine's alone (no reconfiguration was ever
 // applied): the configuration is the one the replica was started with.
+//
+// A snapshot is labelled with the core's last applied zxid, which counts zab's own
+// transactions; a state machine that is no zab::system_txn_machine never sees those, so its
+// own `last_applied()` can be behind the label (a reconfiguration was the last transaction
+// applied). Such a snapshot carries the machine's own label in front of everything else, and
+// the machine is restored with that label — the zxid its `last_applied()` returned when the
+// snapshot was taken, so a machine that checks a snapshot against its own zxid always finds
+// its own (issue 34 defect 1):
+//
+//        0    8 magic             "\0zab-lbl"
+//        8    8 machine label     the state machine's last_applied() at the snapshot
+//       16    4 CRC32C of everything before it
+//       20      the rest: a configuration prefix and the state machine's snapshot, as above
+//
+// Without it the machine's label is the snapshot's own zxid.
 #pragma once
 
 #include <array>
@@ -60,6 +75,11 @@ inline constexpr std::array<std::byte, 8> system_txn_magic{
 inline constexpr std::array<std::byte, 8> config_snapshot_magic{
     std::byte{0}, std::byte{'z'}, std::byte{'a'}, std::byte{'b'},
     std::byte{'-'}, std::byte{'c'}, std::byte{'f'}, std::byte{'g'}};
+
+/// The prefix of a snapshot whose state machine's own label differs from the snapshot's zxid.
+inline constexpr std::array<std::byte, 8> label_snapshot_magic{
+    std::byte{0}, std::byte{'z'}, std::byte{'a'}, std::byte{'b'},
+    std::byte{'-'}, std::byte{'l'}, std::byte{'b'}, std::byte{'l'}};
 
 /// Members a configuration may have (bounds what a decoder allocates).
 inline constexpr std::size_t max_members = 1024;
@@ -204,31 +224,74 @@ inline result<reconfig_request> decode_reconfig(byte_view txn) {
     return request;
 }
 
-/// `state` (the state machine's snapshot) with `config` in front of it.
-inline shared_bytes wrap_snapshot(const configuration& config, byte_view state) {
-    const std::size_t head = config_snapshot_magic.size() + 8 + detail::members_size(config.members());
-    return shared_bytes::make(head + 4 + state.size(), [&](std::span<std::byte> out) {
+namespace detail {
+inline bool has_prefix(byte_view bytes, const std::array<std::byte, 8>& magic) noexcept {
+    return bytes.size() >= magic.size() && std::memcmp(bytes.data(), magic.data(), magic.size()) == 0;
+}
+}  // namespace detail
+
+/// A snapshot as the core keeps and sends it: the state machine's bytes with what the core
+/// must know beside them — the configuration in force once a reconfiguration was applied, and
+/// the machine's own label when it differs from the snapshot's zxid (see the header comment).
+/// Absent parts are absent bytes: a snapshot of a replica that never reconfigured, of a
+/// machine at the snapshot's zxid, is the machine's bytes alone.
+inline shared_bytes wrap_snapshot(const std::optional<configuration>& config,
+                                  std::optional<zxid> machine_label, byte_view state) {
+    const std::size_t label_head = machine_label ? label_snapshot_magic.size() + 8 : 0;
+    const std::size_t config_head =
+        config ? config_snapshot_magic.size() + 8 + detail::members_size(config->members()) : 0;
+    const std::size_t size =
+        (label_head ? label_head + 4 : 0) + (config_head ? config_head + 4 : 0) + state.size();
+    return shared_bytes::make(size, [&](std::span<std::byte> out) {
         detail::wire_writer w{out};
-        w.put_raw(config_snapshot_magic);
-        w.put(std::uint64_t{config.version()});
-        detail::put_members(w, config.members());
-        w.put(crc32c(byte_view{out.data(), head}));
+        if (machine_label) {
+            w.put_raw(label_snapshot_magic);
+            w.put(machine_label->value());
+            w.put(crc32c(byte_view{out.data(), label_head}));
+        }
+        if (config) {
+            const std::size_t start = label_head ? label_head + 4 : 0;
+            w.put_raw(config_snapshot_magic);
+            w.put(std::uint64_t{config->version()});
+            detail::put_members(w, config->members());
+            w.put(crc32c(byte_view{out.data() + start, config_head}));
+        }
         w.put_raw(state);
     });
 }
 
-/// A snapshot split into the configuration it carries (if any) and the state machine's part.
+/// `state` (the state machine's snapshot) with `config` in front of it.
+inline shared_bytes wrap_snapshot(const configuration& config, byte_view state) {
+    return wrap_snapshot(std::optional<configuration>{config}, std::nullopt, state);
+}
+
+/// A snapshot split into the configuration it carries (if any), the state machine's own
+/// label (if it differs from the snapshot's zxid) and the state machine's part.
 struct unwrapped_snapshot {
     std::optional<configuration> config;
     byte_view state;
+    std::optional<zxid> machine_label;
+
+    /// The zxid to restore the state machine with, for a snapshot at `at`.
+    zxid machine_at(zxid at) const noexcept { return machine_label.value_or(at); }
 };
 
-/// Splits a snapshot written by `wrap_snapshot`; one without the prefix is the state machine's
-/// alone. `errc::corrupt` when the prefix is there but what follows does not check out.
+/// Splits a snapshot written by `wrap_snapshot`; one without a prefix is the state machine's
+/// alone. `errc::corrupt` when a prefix is there but what follows does not check out.
 inline result<unwrapped_snapshot> unwrap_snapshot(byte_view bytes) {
-    if (bytes.size() < config_snapshot_magic.size() ||
-        std::memcmp(bytes.data(), config_snapshot_magic.data(), config_snapshot_magic.size()) != 0)
-        return unwrapped_snapshot{std::nullopt, bytes};
+    unwrapped_snapshot out{std::nullopt, bytes, std::nullopt};
+    if (detail::has_prefix(bytes, label_snapshot_magic)) {
+        detail::wire_reader r{bytes.subspan(label_snapshot_magic.size())};
+        std::uint64_t label = 0;
+        std::uint32_t stored_crc = 0;
+        const std::size_t head = label_snapshot_magic.size() + 8;
+        if (!r.get(label) || !r.get(stored_crc) || stored_crc != crc32c(bytes.first(head)))
+            return make_error_code(errc::corrupt);
+        out.machine_label = zxid::from_value(label);
+        bytes = bytes.subspan(head + 4);
+        out.state = bytes;
+    }
+    if (!detail::has_prefix(bytes, config_snapshot_magic)) return out;
     detail::wire_reader r{bytes.subspan(config_snapshot_magic.size())};
     std::uint64_t version = 0;
     r.get(version);
@@ -240,7 +303,9 @@ inline result<unwrapped_snapshot> unwrap_snapshot(byte_view bytes) {
         return make_error_code(errc::corrupt);
     auto config = configuration::make(std::move(*members), version);
     if (!config) return make_error_code(errc::corrupt);
-    return unwrapped_snapshot{std::move(config.value()), bytes.subspan(head + 4)};
+    out.config = std::move(config.value());
+    out.state = bytes.subspan(head + 4);
+    return out;
 }
 
 }  // namespace zab

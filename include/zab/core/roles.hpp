@@ -76,6 +76,11 @@ struct learner_link {
     /// it durably (an ACK covers the prefix, FIFO). The leader's commit point is the highest
     /// zxid a quorum's `last_acked` reaches (broadcast.hpp); a new link starts from nothing.
     zxid last_acked;
+    /// The last zxid of everything queued for it before NEWLEADER (its synced history and
+    /// the proposals in flight then): once its ACK of NEWLEADER is in, it holds all of it
+    /// durably (§5.3), so a learner synced to the last proposal is caught up without an ACK
+    /// of its own on this link (a leadership transfer's target, issue 34 defect 8).
+    zxid synced_through;
     /// Proposals it forwarded that are still outstanding (max_forwarded_per_learner).
     std::size_t forwarded_outstanding = 0;
     std::uint64_t last_heard_tick = 0;

@@ -211,7 +211,7 @@ public:
                                    "counter 0 (§1)");
             return;
         }
-        if (!last.continued_by(record.id)) {
+        if (!last.continued_by(record.id, ctx_.first_counter())) {
             ctx_.leader_misbehaved("a hole in the synced history");
             return;
         }
@@ -420,9 +420,11 @@ protected:  // the building blocks of the phase, for policies derived from this 
         auto& leader = *ctx_.leading;
         // §5.2 step 6, startForwarding: proposals still in flight, PROPOSAL only; observers
         // get none (they hear of them as INFORM once committed).
+        link.synced_through = queued;
         if (link.type == learner_type::participant)
             for (const auto& p : leader.outstanding) {
                 if (p.record.id <= queued) continue;
+                link.synced_through = p.record.id;
                 if (p.frame_is_batch)  // a PROPOSAL of its own: the batch may start earlier
                     ctx_.send(link.id, wire::proposal{p.record.id, p.record.txn.view()});
                 else
@@ -521,11 +523,17 @@ protected:  // the building blocks of the phase, for policies derived from this 
             const std::size_t room = o.sync_window_records - link.history_unacked.size();
             auto history = committed_after(link.history_queued, max, room);
             if (!history || history->empty()) {
-                zab::log(log_level::warn,
-                         "peer {}: cannot read its committed history after {} to sync {}; "
-                         "learner dropped",
+                if (ctx_.storage_error_pending()) return;  // a read failed: the replica stops
+                // Compacted away while the stream ran (or the window moved past it): the
+                // log cannot serve this learner any more. It syncs again, and a learner the
+                // log cannot serve from its position gets a SNAP (etcd's raft falls back to
+                // a snapshot the same way).
+                zab::log(log_level::info,
+                         "peer {}: its committed history after {} is no longer in its log (a "
+                         "compaction); {} syncs again, by SNAP",
                          ctx_.self(), link.history_queued, link.id);
-                ctx_.drop_learner(link.id, "its history could not be read");
+                ++ctx_.counters.syncs_restarted;
+                ctx_.drop_learner(link.id, "its history was compacted during the sync");
                 return;
             }
             for (const auto& record : *history) {
@@ -541,7 +549,8 @@ protected:  // the building blocks of the phase, for policies derived from this 
 
     /// At most `max_records` committed records after `after` up to `upto`, gapless: from
     /// the in-memory window when it reaches back that far, else from the log; nothing when
-    /// neither can (the log was compacted past `after`, or a read failed: a storage failure).
+    /// neither can (the log was compacted past `after`: the learner syncs again; or a read
+    /// failed: a storage failure, and the replica has stopped).
     std::optional<std::vector<log_record>> committed_after(zxid after, zxid upto,
                                                            std::size_t max_records) {
         const auto& leader = *ctx_.leading;
@@ -556,10 +565,13 @@ protected:  // the building blocks of the phase, for policies derived from this 
         while (after < upto && history.size() < max_records) {
             auto chunk = ctx_.read_log(after, std::min<std::size_t>(1024, max_records - history.size()));
             if (!chunk) {
-                ctx_.storage_error(chunk.error(), "reading the committed history for a sync");
+                // Compacted: a resync, not a storage failure (the log is fine; this learner
+                // needs a snapshot). Any other read error is terminal (docs/design.md rule 6).
+                if (chunk.error() != make_error_code(errc::compacted))
+                    ctx_.storage_error(chunk.error(), "reading the committed history for a sync");
                 return std::nullopt;
             }
-            if (chunk.value().empty() || !after.continued_by(chunk.value().front().id))
+            if (chunk.value().empty() || !after.continued_by(chunk.value().front().id, ctx_.first_counter()))
                 return std::nullopt;
             for (auto& record : chunk.value()) {
                 if (record.id > upto) return history;

@@ -46,10 +46,12 @@ public:
     constexpr zxid next() const noexcept { return zxid{epoch(), counter() + 1}; }
 
     /// Whether `next` may follow this zxid in one log: within an epoch every counter follows
-    /// the previous one (docs/protocol.md §5.3, §10.13, ZOOKEEPER-4925); a new epoch may start
-    /// anywhere.
-    constexpr bool continued_by(zxid next) const noexcept {
-        return next.epoch() != epoch() || next.counter() == counter() + 1;
+    /// the previous one, and a later epoch starts at its first counter — 1, or one past a
+    /// leader's `options::test_only.initial_counter` (docs/protocol.md §5.3, §10.13,
+    /// ZOOKEEPER-4925: a hole at the start of an epoch is a hole too).
+    constexpr bool continued_by(zxid next, std::uint32_t first_counter = 1) const noexcept {
+        if (next.epoch() == epoch()) return next.counter() == counter() + 1;
+        return next.epoch() > epoch() && next.counter() == first_counter;
     }
 
     friend constexpr auto operator<=>(zxid, zxid) noexcept = default;

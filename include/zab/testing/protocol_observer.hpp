@@ -14,6 +14,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <type_traits>
 #include <vector>
 
@@ -86,6 +87,7 @@ private:
         zxid log_snapshot;
         epoch_t established_epoch = 0;
         zxid last_broadcast;  // the leader's newest proposal reported (B_e, §10)
+        zxid accounted;       // the last txn delivered (or restored) to the checker
     };
 
     static std::uint64_t digest(byte_view bytes) {
@@ -114,12 +116,15 @@ private:
         const auto snapshot = n.log->snapshot();
         std::vector<txn_id> history;
         zxid base = snapshot_base(snapshot);
-        if constexpr (std::is_same_v<std::remove_cvref_t<decltype(*n.machine)>,
-                                     recording_state_machine>) {
+        using machine_type = std::remove_cvref_t<decltype(*n.machine)>;
+        // (A machine without system transactions records none in its image: its snapshot
+        // stays an opaque prefix.)
+        if constexpr (system_txn_machine<machine_type> &&
+                      requires(byte_view b) { machine_type::decode_snapshot(b); }) {
             if (snapshot) {
                 auto unwrapped = unwrap_snapshot(snapshot->state.view());
                 const byte_view state = unwrapped ? unwrapped.value().state : byte_view{};
-                if (auto held = recording_state_machine::decode_snapshot(state)) {
+                if (auto held = machine_type::decode_snapshot(state)) {
                     for (const auto& a : held.value())
                         history.push_back({a.id, digest(a.txn.view())});
                     base = zxid{};
@@ -171,7 +176,42 @@ private:
         return std::move(c.value());
     }
     void note_committed(const log_record& r) {
+        if (is_system_txn(r.txn.view())) committed_system_.insert(r.id);
         if (auto c = reconfiguration_in(r)) committed_configs_.insert_or_assign(r.id, std::move(*c));
+    }
+
+    /// A system transaction seen in a leader's proposals or a replica's log (one zxid names
+    /// one transaction, §10.9): what a machine that does not see them applied is told from.
+    void note_system(const log_record& r) {
+        if (is_system_txn(r.txn.view())) system_txns_.emplace(r.id, digest(r.txn.view()));
+    }
+
+    /// `t` joins D_server; the leader of its epoch reports its commit too (§6.1).
+    template <typename Node>
+    void deliver(const Node& n, node_seen& seen, const txn_id& t) {
+        // A leader applies its own epoch's proposals when it commits them (§6.1) —
+        // perhaps in the very step it steps down, so the epoch it led is what counts.
+        if (seen.established_epoch != 0 && t.id.epoch() == seen.established_epoch) {
+            checker_.committed(t);
+            report_commit_holders(n.id, t);
+        }
+        checker_.delivered(n.id, t);
+        seen.accounted = t.id;
+    }
+
+    /// For a machine without zab::system_txn_machine: the system transactions the core
+    /// applied at `n` after the last one accounted for and below `bound` (up to it with
+    /// `inclusive`) are delivered there as the core applied them, in zxid order among the
+    /// machine's own — the §10 checks see the same D_s whatever the machine models. The
+    /// core applies only committed ones: those known committed, or of the epoch `n` leads.
+    template <typename Node>
+    void deliver_unseen_system(const Node& n, node_seen& seen, zxid bound, bool inclusive) {
+        for (auto it = system_txns_.upper_bound(seen.accounted); it != system_txns_.end(); ++it) {
+            if (inclusive ? it->first > bound : it->first >= bound) break;
+            if (committed_system_.contains(it->first) ||
+                (seen.established_epoch != 0 && it->first.epoch() == seen.established_epoch))
+                deliver(n, seen, txn_id{it->first, it->second});
+        }
     }
 
     /// §6.1: which voters hold `t` durably as `leader` commits it (binary search: logs are
@@ -232,31 +272,37 @@ private:
             if (ctx.leading && ctx.leading->established()) {
                 for (const auto& p : ctx.leading->outstanding) {
                     if (p.record.id <= seen.last_broadcast) continue;
+                    note_system(p.record);
                     seen.last_broadcast = p.record.id;
                     checker_.broadcast(n.id, ctx.leading->epoch,
                                        txn_id{p.record.id, digest(p.record.txn.view())});
                 }
             }
             const auto& machine = *n.machine;
+            using machine_type = std::remove_cvref_t<decltype(machine)>;
+            constexpr bool sees_system = system_txn_machine<machine_type>;
+            if constexpr (!sees_system) {
+                const auto& records = n.log->records();
+                for (auto it = std::upper_bound(records.begin(), records.end(), seen.log_last,
+                                                [](zxid z, const log_record& r) { return z < r.id; });
+                     it != records.end(); ++it)
+                    note_system(*it);
+            }
             if (machine.restores() != seen.restores) {
                 // Transactions may have been applied after the restore in the same step:
                 // they are delivered below, after the restored prefix.
                 seen.restores = machine.restores();
                 checker_.state_restored(n.id, machine.restored_at());
                 seen.applied = machine.restored_count();
+                seen.accounted = machine.restored_at();
             }
             const auto& applied = machine.applied();
             for (; seen.applied < applied.size(); ++seen.applied) {
                 const auto& a = applied[seen.applied];
-                const txn_id t{a.id, digest(a.txn.view())};
-                // A leader applies its own epoch's proposals when it commits them (§6.1) —
-                // perhaps in the very step it steps down, so the epoch it led is what counts.
-                if (seen.established_epoch != 0 && a.id.epoch() == seen.established_epoch) {
-                    checker_.committed(t);
-                    report_commit_holders(n.id, t);
-                }
-                checker_.delivered(n.id, t);
+                if constexpr (!sees_system) deliver_unseen_system(n, seen, a.id, false);
+                deliver(n, seen, txn_id{a.id, digest(a.txn.view())});
             }
+            if constexpr (!sees_system) deliver_unseen_system(n, seen, ctx.last_applied, true);
             if (n.log->durable_epochs() != seen.durable) {
                 seen.durable = n.log->durable_epochs();
                 checker_.epochs_changed(n.id, seen.durable);
@@ -355,6 +401,8 @@ private:
     configuration initial_config_;  ///< the cluster's configuration at start
     /// Reconfigurations seen committed, by zxid (§9): the configurations in force.
     std::map<zxid, configuration> committed_configs_;
+    std::map<zxid, std::uint64_t> system_txns_;  // zxid → digest
+    std::set<zxid> committed_system_;
     std::uint64_t proposals_ = 0;
     std::uint64_t network_observer_ = 0;
     std::uint64_t message_observer_ = 0;

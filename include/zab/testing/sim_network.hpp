@@ -247,6 +247,14 @@ public:
         state.up = true;
         ++state.incarnation;
         ++stats_.nodes_up;
+        // Notices still scheduled for its previous life are discarded when due (incarnation):
+        // they order nothing for this one.
+        for (auto& [key, pair] : pairs_) {
+            if (key.first != node && key.second != node) continue;
+            auto& stream = pair.toward[index_of(key, node)];
+            stream.last_delivery = 0;
+            stream.disconnect_due = 0;
+        }
         for (const auto& [other, unused] : nodes_) maybe_connect(node, other);
     }
 
@@ -453,10 +461,17 @@ private:
     };
 
     // Everything delivered to one end of a pair, across connections, in delivery order.
+    // What outlives a connection here is only what is still to be delivered from it: its
+    // `disconnected` notice. Frames lost with a connection hold nothing back (issue 34 item
+    // 9: a frame delayed by a cleared 60 s link delay used to make the first frames of the
+    // next connection wait the delay out), nor does a `connected` never delivered.
     struct stream_state {
         sim_time last_delivery = 0;                 // nothing later on this stream arrives earlier
+        sim_time disconnect_due = 0;                // the last `disconnected` scheduled
         std::deque<in_flight_frame> in_flight;      // frames of the current connection
         std::optional<event_queue::event_id> pump;  // delivers in_flight.front()
+        // `connected` not yet delivered: its event, and the connection it announces.
+        std::optional<std::pair<event_queue::event_id, connection_id>> connect_notice;
     };
 
     struct pair_state {
@@ -575,9 +590,15 @@ private:
         auto& stream = pair_at(key).toward[index_of(key, receiver)];
         const sim_time at = std::max(events_.now() + delay, stream.last_delivery);
         stream.last_delivery = at;
+        if (!is_connect) stream.disconnect_due = at;
         const peer_id from = receiver == key.first ? key.second : key.first;
         const std::uint64_t incarnation = node_at(receiver).incarnation;
-        events_.schedule_at(at, [this, receiver, from, c, is_connect, incarnation] {
+        const auto id = events_.schedule_at(at, [this, key, receiver, from, c, is_connect,
+                                                 incarnation] {
+            if (is_connect) {
+                auto& pending = pair_at(key).toward[index_of(key, receiver)].connect_notice;
+                if (pending && pending->second == c) pending.reset();
+            }
             auto& node = node_at(receiver);
             if (!node.up || node.incarnation != incarnation) return;
             auto fn = is_connect ? node.handler.connected : node.handler.disconnected;
@@ -587,6 +608,7 @@ private:
                  from, receiver, c);
             fn(from, c);
         });
+        if (is_connect) stream.connect_notice = std::pair{id, c};
     }
 
     // Ends the current connection of `key`: frames in flight are lost, each end that is up
@@ -608,8 +630,20 @@ private:
             for (const auto& in_flight : stream.in_flight)
                 drop(sender, receiver, c, network_reason::lost_in_flight, in_flight.frame);
             stream.in_flight.clear();
+            // What was to arrive on this connection is gone: only an earlier connection's
+            // `disconnected` still orders what comes next (per-connection state ends here).
+            stream.last_delivery = stream.disconnect_due;
         }
         for (const peer_id end : {key.first, key.second}) {
+            auto& stream = pair.toward[index_of(key, end)];
+            if (stream.connect_notice) {
+                // It never learned of the connection (the handshake had not reached it, as a
+                // TCP reset before the SYN-ACK): nothing to tell it of this one.
+                ZAB_ASSERT(stream.connect_notice->second == c, "a notice outlived its connection");
+                events_.cancel(stream.connect_notice->first);
+                stream.connect_notice.reset();
+                continue;
+            }
             if (!node_at(end).up) continue;
             sim_time delay = 0;
             if (!closer)
