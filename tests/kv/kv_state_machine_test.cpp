@@ -430,6 +430,33 @@ TEST_CASE("kv state machine: exactly-once retries", "[kv][state_machine][dedupe]
     CHECK(d.machine.get("s") == "5");
 }
 
+TEST_CASE("session_machine (issue 34 defect 6): (c,5) and (c,6) both committed and both "
+          "retried: 6 answers its result, 5 that it was applied earlier, result not kept",
+          "[kv][state_machine][dedupe][session]") {
+    driver d;
+    CHECK(d.incr("n", request_tag{42, 5}) == outcome::integer_value(1));
+    CHECK(d.incr("n", request_tag{42, 6}) == outcome::integer_value(2));
+    // Both retried, in order and reversed: neither applied again.
+    for (int pass = 0; pass < 2; ++pass) {
+        const outcome five = d.incr("n", request_tag{42, 5});
+        CHECK(five.duplicate);
+        CHECK(five.error == error_applied_earlier);
+        outcome six = d.incr("n", request_tag{42, 6});
+        CHECK(six.duplicate);
+        six.duplicate = false;
+        CHECK(six == outcome::integer_value(2));
+    }
+    CHECK(d.machine.get("n") == "2");
+    // The session layer's reply: applied_earlier, no result, result_kept false (the kv
+    // outcome above is its reading).
+    const byte_vector five = encoded(command{incr_op{"n"}, request_tag{42, 5}});
+    const auto reply = zab::session_reply::decode(d.machine.apply(zxid{1, ++d.counter}, five).view());
+    REQUIRE(reply);
+    CHECK(reply.value().status == session_status::applied_earlier);
+    CHECK_FALSE(reply.value().result_kept);
+    CHECK(reply.value().result.empty());
+}
+
 TEST_CASE("kv state machine: the client table evicts the least recently active client",
           "[kv][state_machine][dedupe]") {
     driver d{kv_options{.max_clients = 3}};

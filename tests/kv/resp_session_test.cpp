@@ -568,6 +568,27 @@ TEST_CASE("resp_session: one TAGGED request per client outstanding on a connecti
     CHECK(backend.proposed.size() == 3);
 }
 
+TEST_CASE("resp_session (issue 34 defect 6): a client pipelining TAGGED (c,5),(c,6) has 6 "
+          "refused unproposed, so 6 cannot be applied while 5 is lost; it retries 5, then 6") {
+    fake_backend backend;
+    resp_session<fake_backend> session{backend};
+    session.feed(request_bytes({"TAGGED", "42", "5", "INCR", "n"}) +
+                 request_bytes({"TAGGED", "42", "6", "INCR", "n"}));
+    REQUIRE(backend.proposed.size() == 1);  // 6 never reached the cluster
+    // 5's replica lost the leader: its outcome is unknown.
+    session.write_done(backend.proposed[0], "-UNKNOWN outcome unknown\r\n");
+    const std::string out = session.take_output();
+    CHECK(out.starts_with("-UNKNOWN outcome unknown\r\n-ERR TAGGED: client 42 already has"));
+    // The client retries 5 until answered, then sends 6: each proposed in turn.
+    session.feed(request_bytes({"TAGGED", "42", "5", "INCR", "n"}));
+    REQUIRE(backend.proposed.size() == 2);
+    session.write_done(backend.proposed[1], ":1\r\n");
+    session.feed(request_bytes({"TAGGED", "42", "6", "INCR", "n"}));
+    REQUIRE(backend.proposed.size() == 3);
+    session.write_done(backend.proposed[2], ":2\r\n");
+    CHECK(session.take_output() == ":1\r\n:2\r\n");
+}
+
 namespace {
 
 /// Applies `txn` to `machine` at the next zxid and answers as kv_server does.

@@ -12,9 +12,10 @@
 // `applied_earlier` with its result no longer kept; a client that pipelines tagged requests
 // cannot tell from that answer whether an older one was applied (kv_server refuses a second
 // TAGGED of a client outstanding on a connection). The table is part of the replicated
-// state and of the snapshot, and everything about it follows from the transactions applied, never from a replica's
-// clock: sessions expire by the leader clock stamped into transactions (the codec's
-// `clock_ms`), the least recently used session (by zxid) is evicted beyond `max_sessions`.
+// state and of the snapshot, and everything about it follows from the transactions applied,
+// never from a replica's clock: sessions expire by the leader clock stamped into
+// transactions (the codec's `clock_ms`), the least recently used session (by zxid) is
+// evicted beyond `max_sessions`.
 // So the promise holds for a client active within the last `max_sessions` clients and
 // `expiry_ms` of leader time; an evicted or expired client that retries is applied again.
 //
@@ -43,7 +44,7 @@
 namespace zab {
 
 /// Optional for session_machine's inner machine: told of each transaction the session table
-/// answered (a duplicate or a stale retry), which it does not apply. For a machine whose
+/// answered (a duplicate or an older request), which it does not apply. For a machine whose
 /// state follows every transaction in some way even so (the kv example: its version-2
 /// records move its clock whatever they carry).
 template <typename S>
