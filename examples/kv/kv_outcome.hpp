@@ -23,9 +23,14 @@ namespace zab::kv {
 /// leading '-' of the RESP error line).
 inline constexpr std::string_view error_not_integer = "ERR value is not an integer or out of range";
 inline constexpr std::string_view error_overflow = "ERR increment or decrement would overflow";
-/// A retry older than the client's last applied request: its own outcome is no longer kept.
-inline constexpr std::string_view error_stale_sequence =
-    "ERR request sequence number is older than the client's last applied request";
+/// A TAGGED request older than the client's last applied one (zab::session_status::
+/// applied_earlier): not applied now; under the contract of one tagged request per client at
+/// a time, a late copy of one applied earlier, whose outcome is no longer kept. Its own code
+/// (not ERR): a client can tell it from a refusal.
+inline constexpr std::string_view error_applied_earlier =
+    "APPLIED earlier: the request's sequence number is older than the client's last applied "
+    "request, so it was applied before that one (one tagged request per client at a time); "
+    "its reply is not kept";
 /// Prefix of the outcome of bytes that do not decode as a command; the decode error follows.
 inline constexpr std::string_view error_malformed_prefix = "ERR malformed command: ";
 

@@ -61,6 +61,9 @@ struct immediate {
 /// A replicated write: `txn` is the encoded kv::command.
 struct write {
     std::vector<std::byte> txn;
+    /// TAGGED: the client id (resp_session lets one request per client be outstanding on a
+    /// connection: zab::session_status::applied_earlier's contract, docs/protocol.md §6.7).
+    std::optional<std::uint64_t> tagged_client;
 };
 /// A local read (GET, MGET, EXISTS, INFO). `syncable`: a linearizable connection syncs first
 /// (INFO is about this replica, so never).
@@ -125,7 +128,7 @@ inline request_variant make_write(const command& c, std::size_t max_txn_bytes) {
     // encode() fails only above kv::max_string_bytes, which is far above any frame limit.
     if (!encoded || encoded.value().size() > max_txn_bytes)
         return error("ERR value too large (limit " + std::to_string(limit) + " bytes)");
-    return request::write{std::move(encoded).value()};
+    return request::write{std::move(encoded).value(), std::nullopt};
 }
 
 /// The operation of a write command (`args` starts at its name, a write of kv_calls.hpp's
@@ -172,7 +175,9 @@ inline request_variant tagged(const resp::command& args, std::size_t max_txn_byt
                      "SET ... GET)");
     command c{std::get<operation>(std::move(parsed)), request_tag{*client_id, *sequence},
               stamp_ms};
-    return make_write(c, max_txn_bytes);
+    auto made = make_write(c, max_txn_bytes);
+    if (auto* w = std::get_if<request::write>(&made)) w->tagged_client = *client_id;
+    return made;
 }
 
 /// CONFIG GET: what redis-benchmark asks at start ("save", "appendonly"), as a flat array
@@ -380,11 +385,11 @@ inline constexpr std::string_view error_outcome_unknown =
 
 /// The RESP error for a failed node operation. `leader` / `leader_address` ("host:port", or
 /// empty) are what the node knows of the leader, for `not_leader`; `busy_bound` (zab's
-/// options::max_forwarded_per_learner, 0: not said) and `session_writes_bound`
-/// (session_options::max_writes_in_flight) are named in the -BUSY text.
+/// options::max_forwarded_per_learner, 0: not said) and `pool_slots` (what kv_server's
+/// connections propose at once, shared: write_pool.hpp) are named in the -BUSY text.
 inline std::string error_reply(std::error_code error, std::uint64_t leader,
                                std::string_view leader_address, std::size_t busy_bound = 0,
-                               std::size_t session_writes_bound = 0) {
+                               std::size_t pool_slots = 0) {
     std::string text;
     if (error.category() != zab::error_category()) {
         text = "ERR " + error.message();
@@ -404,8 +409,8 @@ inline std::string error_reply(std::error_code error, std::uint64_t leader,
                 text = "BUSY too many writes outstanding at the leader from this replica";
                 if (busy_bound > 0)
                     text += " (at most " + std::to_string(busy_bound) +
-                            " in flight per replica; each connection proposes at most " +
-                            std::to_string(session_writes_bound) + " at once)";
+                            " in flight per replica; this replica's connections propose at most " +
+                            std::to_string(pool_slots) + " at once between them)";
                 text += "; retry later";
                 break;
             case errc::outcome_unknown: text = error_outcome_unknown; break;

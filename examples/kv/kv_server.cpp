@@ -8,6 +8,7 @@
 //             [--snapshot-every 100000] [--snapshot-every-bytes 0] [--join | --new-member]
 //             [--max-clients 10000] [--timeout 0] [--max-input-bytes 536870912]
 //             [--output-soft-limit 8388608] [--output-hard-limit 268435456]
+//             [--max-output-bytes 536870912]
 //             [--client-addresses 1=127.0.0.1:6381,2=127.0.0.1:6382,3=127.0.0.1:6383]
 //             [--leader-wait-ms 0]
 //             [--peer-tls-cert F --peer-tls-key F --peer-tls-ca F] [--tls-min-version 1.3]
@@ -82,10 +83,17 @@
 // --output-soft-limit N: a connection whose unsent replies reach N stops reading and
 //   executing until its client reads them; --output-hard-limit N: beyond N it is closed.
 //   A GET/MGET reply above 64 MiB is refused ("ERR reply too large") before it is built.
-//   Each connection proposes at most 256 writes at once (below the leader's 1,000 per
-//   forwarding replica), so a deep pipeline through a follower waits instead of -BUSY; only
-//   more than 3 connections pipelining through one follower at once can pass the leader's
-//   bound, and get -BUSY naming both bounds.
+// --max-output-bytes N: replies held over all connections (built, not yet read by their
+//   clients; output_budget.hpp). A reply that would pass it first closes the connections
+//   holding most (each holding at least what the asking one would), as Redis's
+//   maxmemory-clients evicts; if it still does not fit it is refused ("ERR reply refused:
+//   ..."; a write's reply: the write was applied, its reply not sent). Must be at least
+//   128 MiB (two of the largest replies).
+// Writes: the replica proposes at most 992 at once (zab's bound on what one replica forwards
+//   to the leader, 1,000, less room for ZRECONFIG), shared by its connections in turn
+//   (write_pool.hpp): a connection that finds none free stops reading until it is its turn,
+//   so a deep pipeline waits instead of -BUSY and a bystander is never refused for another
+//   client's load. Each connection proposes at most 256 at once.
 //
 // --join: this replica's data directory was wiped or replaced, in a cluster that already
 // has data (ZOOKEEPER-261). Until a leader has synced it, it votes for nobody and follows
@@ -132,6 +140,7 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <new>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -158,7 +167,9 @@
 #include "kv/kv_peer_security.hpp"
 #include "kv/kv_requests.hpp"
 #include "kv/kv_state_machine.hpp"
+#include "kv/output_budget.hpp"
 #include "kv/resp_session.hpp"
+#include "kv/write_pool.hpp"
 #include "zab/runtime/metrics_exposition.hpp"
 #include "zab/runtime/metrics_registry.hpp"
 #include "zab/runtime/node.hpp"
@@ -230,6 +241,7 @@ struct server_args {
     std::uint64_t max_input_bytes = std::uint64_t{512} << 20;
     std::uint64_t output_soft_limit = std::uint64_t{8} << 20;
     std::uint64_t output_hard_limit = std::uint64_t{256} << 20;
+    std::uint64_t max_output_bytes = std::uint64_t{512} << 20;  ///< over all connections
     std::map<peer_id, std::string> client_addresses;  ///< --client-addresses: id → host:port
     /// --leader-wait-ms: how long a write or ZSYNC waits for a leader (node_options::leader_wait).
     std::uint64_t leader_wait_ms = 0;
@@ -265,6 +277,7 @@ constexpr std::string_view usage_text =
     "                 [--snapshot-every-bytes 0] [--join | --new-member] [--max-clients 10000]\n"
     "                 [--timeout 0] [--max-input-bytes 536870912]\n"
     "                 [--output-soft-limit 8388608] [--output-hard-limit 268435456]\n"
+    "                 [--max-output-bytes 536870912]\n"
     "                 [--on-corruption refuse|resync] [--client-addresses ID=HOST:PORT,...]\n"
     "                 [--leader-wait-ms 0]\n"
     "                 [--peer-tls-cert F --peer-tls-key F --peer-tls-ca F]\n"
@@ -341,7 +354,7 @@ std::variant<server_args, std::string> parse_args(int argc, char** argv) {
             continue;
         }
         if (flag == "-h" || flag == "--help") return std::string{};
-        static constexpr std::array<std::string_view, 34> valued{"--client-addresses",
+        static constexpr std::array<std::string_view, 35> valued{"--client-addresses",
             "--id",           "--peers",           "--client-port",       "--client-host",
             "--data",         "--tick-ms",         "--snapshot-every",    "--snapshot-every-bytes",
             "--cluster-id",   "--log-level",       "--max-clients",       "--timeout",
@@ -349,7 +362,8 @@ std::variant<server_args, std::string> parse_args(int argc, char** argv) {
             "--peer-tls-cert", "--peer-tls-key",   "--peer-tls-ca",       "--tls-min-version",
             "--tls-cert",     "--tls-key",         "--tls-ca-cert",       "--tls-auth-clients",
             "--requirepass",  "--requirepass-file", "--admin-user",       "--admin-pass",
-            "--admin-pass-file", "--leader-wait-ms", "--metrics-port", "--metrics-host"};
+            "--admin-pass-file", "--leader-wait-ms", "--metrics-port", "--metrics-host",
+            "--max-output-bytes"};
         if (std::find(valued.begin(), valued.end(), flag) == valued.end())
             return fmt::format("unknown option '{}'", flag);
         if (i + 1 >= argc) return fmt::format("{} needs a value", flag);
@@ -410,12 +424,13 @@ std::variant<server_args, std::string> parse_args(int argc, char** argv) {
             if (!n) return fmt::format("--timeout: '{}' is not a number of seconds", value);
             a.timeout_s = *n;
         } else if (flag == "--max-input-bytes" || flag == "--output-soft-limit" ||
-                   flag == "--output-hard-limit") {
+                   flag == "--output-hard-limit" || flag == "--max-output-bytes") {
             const auto n = parse_number(value, UINT64_MAX);
             if (!n) return fmt::format("{}: '{}' is not a number of bytes", flag, value);
             (flag == "--max-input-bytes"     ? a.max_input_bytes
              : flag == "--output-soft-limit" ? a.output_soft_limit
-                                             : a.output_hard_limit) = *n;
+             : flag == "--output-hard-limit" ? a.output_hard_limit
+                                             : a.max_output_bytes) = *n;
         } else if (flag == "--on-corruption") {
             if (value != "refuse" && value != "resync")
                 return fmt::format("--on-corruption: '{}' is not refuse or resync", value);
@@ -489,6 +504,9 @@ std::variant<server_args, std::string> parse_args(int argc, char** argv) {
         return fmt::format("--max-input-bytes must be at least {} (two of the largest writes)",
                            2 * max_txn_bytes);
     if (a.output_soft_limit == 0) return std::string{"--output-soft-limit must be at least 1"};
+    if (a.max_output_bytes < 2 * max_reply_bytes)
+        return fmt::format("--max-output-bytes must be at least {} (two of the largest replies)",
+                           2 * max_reply_bytes);
     const int peer_tls_given =
         !a.peer_tls_cert.empty() + !a.peer_tls_key.empty() + !a.peer_tls_ca.empty();
     if (peer_tls_given != 0 && peer_tls_given != 3)
@@ -595,6 +613,7 @@ struct server_counters {
     std::uint64_t evicted_clients = 0;       ///< closed for --max-input-bytes / output hard limit
     std::uint64_t timed_out_clients = 0;     ///< closed by --timeout
     std::uint64_t client_input_bytes = 0;    ///< buffered input over all connections
+    std::uint64_t replies_refused = 0;       ///< --max-output-bytes: refused, not evicted
     std::uint64_t writes_proposed = 0;
     std::uint64_t writes_failed = 0;  ///< completed with an error (not a refused outcome)
     std::uint64_t outcomes_unknown = 0;
@@ -622,6 +641,15 @@ std::uint64_t wall_clock_ms() {
 /// zab's bound on the writes one replica forwards to the leader at once
 /// (options::max_forwarded_per_learner), named in -BUSY.
 const std::size_t forwarded_bound = zab::options{}.max_forwarded_per_learner;
+
+/// The writes this replica's connections propose at once (write_pool.hpp): below
+/// forwarded_bound by room for what is proposed outside the pool (ZRECONFIG, one at a time).
+constexpr std::size_t write_pool_headroom = 8;
+const std::size_t write_pool_slots = forwarded_bound - write_pool_headroom;
+
+/// A write's reply at most this large is never refused for --max-output-bytes (a reply
+/// replaced by the refusal's text would not be smaller).
+constexpr std::size_t unrefused_reply_bytes = 256;
 
 std::string address_of(const std::optional<zab::asio::tcp_endpoint>& endpoint) {
     if (!endpoint) return {};
@@ -668,16 +696,47 @@ public:
         input_counted_ = 0;
     }
 
-    /// Closes with a last error reply, best effort (the client may not be reading). Over TLS
-    /// the connection just closes: a blocking TLS write could wait for the client forever.
+    /// The write pool granted this connection a slot: start the write that waited for it.
+    void resume() {
+        if (!open_) return;
+        guarded([&] { session_.resume(); });
+        pump();
+    }
+
+    /// What this connection holds of --max-output-bytes, reported to the server: the
+    /// session's unsent replies.
+    void report_output() { owner_.output_budget().set(id_, session_.unsent_bytes()); }
+
+    /// Closes with a last error reply, best effort (the client may not be reading): sent
+    /// without blocking, and only between replies (not into the middle of one being written).
+    /// A blocking send would stop the server until this client reads, and the clients closed
+    /// this way are the ones that do not read. Over TLS the connection just closes.
     void close_with_error(std::string_view text) {
-        if (!tls_) {
+        if (!tls_ && !writing_) {
             std::string out;
             zab::kv::resp::write_error(out, text);
             boost::system::error_code ignored;
-            socket_.send(boost::asio::buffer(out), 0, ignored);
+            socket_.non_blocking(true, ignored);
+            if (!ignored) socket_.send(boost::asio::buffer(out), 0, ignored);
         }
         close();
+    }
+
+    /// Runs `step` (the session's work on this connection's input or completions), and
+    /// closes this connection if it runs out of memory: whatever a client asks, the server
+    /// does not die of it (--max-output-bytes bounds what it holds; this is the backstop).
+    template <typename Step>
+    void guarded(Step&& step) {
+        try {
+            step();
+        } catch (const std::bad_alloc&) {
+            ++owner_.counters().evicted_clients;
+            zab::log(zab::log_level::error,
+                     "kv_server: client {} closed: out of memory serving it ({} bytes of "
+                     "unread replies held for all clients)",
+                     id_, owner_.output_budget().held());
+            close_with_error("ERR out of memory serving this connection; closing");
+        }
     }
 
     /// Idle: nothing read or written since `since`, and nothing waiting at the cluster.
@@ -688,13 +747,35 @@ public:
 
     // --- resp_session's Backend ---------------------------------------------------------------
 
+    /// A slot of the server's write pool for the next write (write_pool.hpp); false: this
+    /// connection is in line, and `resume()` is called when it is its turn.
+    bool acquire_write() {
+        if (owner_.write_pool().acquire(id_)) return true;
+        // Nothing else may hold this connection while it waits (no read, maybe no write or
+        // proposal in flight): the server holds it until its turn.
+        owner_.hold_until_granted(id_, this->shared_from_this());
+        return false;
+    }
+
     void propose(std::uint64_t ticket, std::vector<std::byte> txn) {
         ++owner_.counters().writes_proposed;
         owner_.node().async_propose(
             std::move(txn),
             [self = this->shared_from_this(), ticket](boost::system::error_code error,
                                                       zab::asio::reply r) {
-                self->session_.write_done(ticket, self->owner_.write_reply(error, r));
+                self->owner_.write_slot_returned();  // zab no longer counts it
+                std::string reply = self->owner_.write_reply(error, r);
+                if (!self->open_) return;
+                if (const std::size_t size = reply.size();
+                    size > unrefused_reply_bytes && !self->room_for(size)) {
+                    reply.clear();
+                    zab::kv::resp::write_error(
+                        reply, fmt::format("ERR the write was applied, but its reply ({} bytes) "
+                                           "is not sent: replies held for all clients would "
+                                           "pass --max-output-bytes ({})",
+                                           size, self->owner_.args().max_output_bytes));
+                }
+                self->guarded([&] { self->session_.write_done(ticket, std::move(reply)); });
                 self->pump();
             });
     }
@@ -708,7 +789,7 @@ public:
                 ++self->owner_.counters().syncs_failed;
                 refused = zab::kv::error_reply(error, r.leader, self->owner_.leader_client_address(r));
             }
-            self->session_.sync_done(ticket, std::move(refused));
+            self->guarded([&] { self->session_.sync_done(ticket, std::move(refused)); });
             self->pump();
         };
         if (owner_.args().lease_reads) owner_.node().async_lease_sync(std::move(done));
@@ -775,8 +856,16 @@ public:
             zab::kv::resp::write_bulk_string(out, digest ? owner_.digest() : owner_.info());
             return out;
         }
-        return zab::kv::execute_read(owner_.node().machine(), args, max_reply_bytes,
-                                     wall_clock_ms());
+        std::string reply = zab::kv::execute_read(owner_.node().machine(), args,
+                                                  max_reply_bytes, wall_clock_ms());
+        if (room_for(reply.size())) return reply;
+        std::string refused;
+        zab::kv::resp::write_error(
+            refused, fmt::format("ERR reply refused: its {} bytes would take the replies held "
+                                 "for all clients past --max-output-bytes ({}); read the replies "
+                                 "sent, or ask for less",
+                                 reply.size(), owner_.args().max_output_bytes));
+        return refused;
     }
 
     std::uint64_t now_ms() { return wall_clock_ms(); }
@@ -806,6 +895,15 @@ private:
         o.output_soft_bytes = static_cast<std::size_t>(args.output_soft_limit);
         o.output_hard_bytes = static_cast<std::size_t>(args.output_hard_limit);
         return o;
+    }
+
+    /// Room under --max-output-bytes for a reply of `bytes` (output_budget.hpp: the
+    /// connections holding most may be closed for it); false, counted: refuse it.
+    bool room_for(std::size_t bytes) {
+        report_output();
+        if (owner_.make_output_room(id_, bytes)) return true;
+        ++owner_.counters().replies_refused;
+        return false;
     }
 
     std::string remote() const {
@@ -866,6 +964,7 @@ private:
                      id_, session_.unsent_bytes());
             return close();
         }
+        report_output();
         if (!writing_ && session_.has_output()) schedule_write();
         // Closing (QUIT, protocol error) or the client's EOF: once every reply is out.
         const bool finished = !writing_ && !session_.has_output() && session_.idle() &&
@@ -901,7 +1000,7 @@ private:
                 self->eof_ = true;
             } else {
                 self->last_active_ = clock::now();
-                self->session_.feed(std::string_view{buffer.data(), n});
+                self->guarded([&] { self->session_.feed(std::string_view{buffer.data(), n}); });
             }
             self->pump();
         });
@@ -922,7 +1021,9 @@ private:
                 return self->close();
             } else {
                 self->last_active_ = clock::now();
-                self->session_.feed(std::string_view{self->tls_read_buffer_.data(), n});
+                self->guarded([&] {
+                    self->session_.feed(std::string_view{self->tls_read_buffer_.data(), n});
+                });
             }
             self->pump();
         };
@@ -1017,7 +1118,9 @@ public:
           accept_retry_{io},
           idle_sweep_{io},
           expiry_timer_{io},
-          read_buffer_(read_chunk_bytes) {}
+          read_buffer_(read_chunk_bytes),
+          write_pool_{write_pool_slots},
+          output_budget_{static_cast<std::size_t>(args.max_output_bytes)} {}
 
     /// Binds the client port and starts accepting; an error text on failure.
     std::optional<std::string> start() {
@@ -1120,9 +1223,66 @@ public:
     std::vector<char>& read_buffer() { return read_buffer_; }
 
     /// A connection closed; `input_bytes` is what it still counted of the input total.
+    /// Its unused write slots go to the next connections in line.
     void forget(std::uint64_t id, std::size_t input_bytes) {
         if (connections_.erase(id) > 0) --counters_.connected_clients;
         counters_.client_input_bytes -= input_bytes;
+        output_budget_.forget(id);
+        // Released once this handler is over: `forget` runs inside the connection's close().
+        if (auto held = take_held(id)) boost::asio::post(io_, [held] {});
+        for (const std::uint64_t next : write_pool_.forget(id)) wake(next);
+    }
+
+    zab::kv::write_pool& write_pool() { return write_pool_; }
+
+    /// Connection `id` is in line for a write slot: held (nothing else may be) until
+    /// granted one or closed.
+    void hold_until_granted(std::uint64_t id, std::shared_ptr<connection<Node>> c) {
+        slot_waiters_.try_emplace(id, std::move(c));
+    }
+
+    /// Connection `id` was granted a write slot: it resumes once this handler is over (never
+    /// from inside another connection's call, which may be closing connections).
+    void wake(std::uint64_t id) {
+        std::shared_ptr<connection<Node>> c = take_held(id);
+        if (!c) {
+            const auto it = connections_.find(id);
+            if (it != connections_.end()) c = it->second.lock();
+        }
+        if (c) boost::asio::post(io_, [c] { c->resume(); });
+    }
+    zab::kv::output_budget& output_budget() { return output_budget_; }
+
+    std::shared_ptr<connection<Node>> take_held(std::uint64_t id) {
+        const auto it = slot_waiters_.find(id);
+        if (it == slot_waiters_.end()) return nullptr;
+        auto c = std::move(it->second);
+        slot_waiters_.erase(it);
+        return c;
+    }
+
+    /// A write proposed with a pool slot completed: the slot goes to the next in line.
+    void write_slot_returned() {
+        if (const auto next = write_pool_.release()) wake(*next);
+    }
+
+    /// Room for `bytes` more replies of connection `id` under --max-output-bytes, closing
+    /// the connections that hold most first (output_budget.hpp); false: refuse the reply.
+    bool make_output_room(std::uint64_t id, std::size_t bytes) {
+        return output_budget_.make_room(id, bytes, [this](std::uint64_t victim) {
+            const auto it = connections_.find(victim);
+            auto c = it == connections_.end() ? nullptr : it->second.lock();
+            if (!c) return;
+            ++counters_.evicted_clients;
+            zab::log(zab::log_level::warn,
+                     "kv_server: closing client {} holding {} bytes of unread replies ({} over "
+                     "all clients, --max-output-bytes {})",
+                     victim, output_budget_.held_by(victim), output_budget_.held(),
+                     args_.max_output_bytes);
+            c->close_with_error(
+                "ERR client output limit reached (--max-output-bytes over all clients): this "
+                "connection held the most unread replies; closing");
+        });
     }
 
     /// A connection's buffered input went from `before` to `after` bytes. Past
@@ -1152,7 +1312,7 @@ public:
         if (error) {
             ++counters_.writes_failed;
             return zab::kv::error_reply(error, r.leader, leader_client_address(r),
-                                        forwarded_bound, zab::kv::session_options{}.max_writes_in_flight);
+                                        forwarded_bound, write_pool_slots);
         }
         // What apply computed on this replica, delivered with the completion (§6.6), unless
         // the write reached this replica inside a snapshot (applied, its outcome unknown).
@@ -1236,6 +1396,13 @@ public:
         line("evicted_clients", counters_.evicted_clients);
         line("timed_out_clients", counters_.timed_out_clients);
         line("client_input_bytes", counters_.client_input_bytes);
+        line("client_output_bytes", output_budget_.held());
+        line("max_output_bytes", args_.max_output_bytes);
+        line("output_evicted_clients", output_budget_.evicted());
+        line("replies_refused", counters_.replies_refused);
+        line("write_slots_in_use", write_pool_.in_use());
+        line("write_slots", write_pool_.capacity());
+        line("connections_waiting_for_write_slots", write_pool_.waiting());
         line("writes_proposed", counters_.writes_proposed);
         line("writes_failed", counters_.writes_failed);
         line("outcomes_unknown", counters_.outcomes_unknown);
@@ -1469,6 +1636,10 @@ private:
     bool tick_in_flight_ = false;
     std::vector<char> read_buffer_;
     std::map<std::uint64_t, std::weak_ptr<connection<Node>>> connections_;
+    zab::kv::write_pool write_pool_;        ///< the writes proposed at once, shared in turn
+    /// The connections in line for a write slot, held until granted (write_pool_).
+    std::map<std::uint64_t, std::shared_ptr<connection<Node>>> slot_waiters_;
+    zab::kv::output_budget output_budget_;  ///< --max-output-bytes over all connections
     std::uint64_t last_connection_id_ = 0;
     server_counters counters_;
     bool stopping_ = false;

@@ -3,12 +3,14 @@
 //
 // Exactly once. A command tagged (client id, sequence) — TAGGED in kv_server — is applied
 // at most once: the session table answers a retry of the client's last applied sequence
-// with the recorded outcome marked `duplicate`, an older one with `error_stale_sequence`
-// (also marked). The table is part of the replicated state and of the snapshot; it keeps at
-// most `options.max_clients` clients, evicting the least recently active one, and with
-// `options.session_expiry_ms` forgets a client idle that long by the map's clock (the TICKs'
-// stamps, the leader's clock: kv_server proposes a TICK when a session is due too). A client
-// evicted or expired and then retrying is applied again.
+// with the recorded outcome marked `duplicate`, an older one with `error_applied_earlier`
+// (also marked): applied before, under the contract of one tagged request per client at a
+// time (resp_session enforces it on a connection; docs/protocol.md §6.7). The table is part
+// of the replicated state and of the snapshot; it keeps at most `options.max_clients`
+// clients, evicting the least recently active one, and with `options.session_expiry_ms`
+// forgets a client idle that long by the map's clock (the TICKs' stamps, the leader's clock:
+// kv_server proposes a TICK when a session is due too). A client evicted or expired and then
+// retrying is applied again.
 //
 // Outcomes. `apply` returns the session's reply holding the map's encoded outcome: zab
 // hands it to the replica that accepted the write with its completion (§6.6), and
@@ -88,8 +90,8 @@ struct kv_session_codec {
 inline std::optional<outcome> outcome_of_response(byte_view response) {
     const auto reply = zab::session_reply::decode(response);
     if (!reply) return std::nullopt;
-    if (reply.value().status == zab::session_status::stale) {
-        outcome o = outcome::failure(std::string{error_stale_sequence});
+    if (reply.value().status == zab::session_status::applied_earlier) {
+        outcome o = outcome::failure(std::string{error_applied_earlier});
         o.duplicate = true;
         return o;
     }

@@ -19,6 +19,15 @@
 // - at most `max_writes_in_flight` writes are proposed at once: the next waits (and so does
 //   everything after it) until one completes. Below zab's options::max_forwarded_per_learner,
 //   so that one pipeline through a follower waits instead of being refused -BUSY;
+// - a Backend with `acquire_write()` (kv_server: write_pool.hpp, the replica's writes shared
+//   by its connections) grants each write a slot before it is proposed: without one the
+//   write waits (and everything after it) until the Backend calls `resume()`;
+// - while a write waits for room (either bound) the session takes input no further
+//   (`wants_input()` false): the connection stops reading, TCP pushes back on the client;
+// - TAGGED: one request per client id outstanding on the connection (from when it is read
+//   until its reply is flushed). Another TAGGED of that client meanwhile is refused before it
+//   is proposed: the session table's answer to an older sequence, "applied earlier", holds
+//   only for clients that wait for each reply (docs/protocol.md §6.7);
 // - replies not yet written to the socket (`unsent_bytes()`: the output buffer, and what was
 //   taken but not yet reported by `output_written`) pause the session at
 //   `output_soft_bytes`: no read executes and no command is taken until the client reads
@@ -57,6 +66,9 @@
 //     std::optional<std::string> redirect();          // the leader's client address if this
 //                                                     // replica is not the leader, else nullopt
 //     void auth_failed();                             // optional: an AUTH was refused
+//     bool acquire_write();                           // optional: a slot for the next write
+//                                                     // (false: later `resume()`; the slot
+//                                                     // is returned when it completes)
 //     void reconfigure(std::uint64_t ticket, reconfig_spec spec);   // optional (ZRECONFIG,
 //                                                     // kv_reconfig.hpp), then reconfig_done;
 //                                                     // without it ZRECONFIG is refused
@@ -66,11 +78,13 @@
 #pragma once
 
 #include <algorithm>
+#include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -166,6 +180,9 @@ public:
         progress();
     }
 
+    /// The Backend has room again (a write slot granted): start what waited.
+    void resume() { progress(); }
+
     /// Replies ready to be written, in request order (moved out: the caller writes them,
     /// and reports each part written with `output_written`).
     std::string take_output() {
@@ -185,7 +202,11 @@ public:
 
     /// False while the queue is full or the output paused (or after QUIT / a protocol
     /// error): stop reading.
-    bool wants_input() const noexcept { return room() && parser_.ready() == 0; }
+    bool wants_input() const noexcept {
+        return room() && parser_.ready() == 0 && !write_waiting_;
+    }
+    /// A write waits for room (this connection's bound, or the Backend's slot).
+    bool write_waiting() const noexcept { return write_waiting_; }
     /// Inside MULTI (commands are being queued).
     bool in_multi() const noexcept { return multi_open_; }
     /// CLIENT SETNAME's name (HELLO SETNAME too), empty if none.
@@ -233,6 +254,7 @@ private:
         local_op local = local_op::watch;
         std::optional<std::uint64_t> transfer_to;  ///< ZTRANSFER: its target (0: any)
         std::optional<reconfig_spec> reconfig;     ///< ZRECONFIG: the change, until asked
+        std::optional<std::uint64_t> tagged_client;  ///< TAGGED: outstanding until flushed
     };
 
     slot* find(std::uint64_t ticket) {
@@ -544,6 +566,14 @@ private:
     }
 
     void push(request_variant r) {
+        if (const auto* w = std::get_if<request::write>(&r); w != nullptr && w->tagged_client) {
+            if (!tagged_outstanding_.insert(*w->tagged_client).second)
+                return push(error_of(
+                    "ERR TAGGED: client " + std::to_string(*w->tagged_client) +
+                    " already has a request outstanding on this connection; send its next "
+                    "request once that one is answered (one tagged request per client at a "
+                    "time)"));
+        }
         slot s;
         std::visit([&](auto& request) { fill(s, request); }, r);
         push_slot(std::move(s));
@@ -578,6 +608,7 @@ private:
     void fill(slot& s, request::write& r) {
         s.what = kind::write;
         s.txn = std::move(r.txn);
+        s.tagged_client = r.tagged_client;
     }
     void fill(slot& s, request::read& r) {
         s.what = kind::read;
@@ -625,21 +656,27 @@ private:
     /// Walks from the first slot not yet started: proposes writes, executes the read at the
     /// front; stops at a read that must wait (everything after it waits too).
     void start_ready() {
+        write_waiting_ = false;
         while (scan_ < slots_.size()) {
             slot& s = slots_[scan_];
             if (s.what == kind::write && !s.started) {
                 // In order: a write waiting for room holds back everything after it.
-                if (writes_in_flight_ >= options_.max_writes_in_flight) return;
-                s.started = true;
+                if (writes_in_flight_ >= options_.max_writes_in_flight) {
+                    write_waiting_ = true;
+                    return;
+                }
                 if (s.exec) {
                     // The watches recorded by the WATCHes before it (executed: a write after
                     // a waiting WATCH waits for it), then forgotten, as EXEC does.
+                    // Built once (a write waiting for a slot keeps its encoding).
+                    s.exec = false;
                     command c{calls_op{std::move(s.calls), std::move(watches_), true}, {},
                               backend_.now_ms()};
                     watches_.clear();
                     s.calls = {};
                     auto made = detail::make_write(c, options_.max_txn_bytes);
                     if (auto* refused = std::get_if<request::immediate>(&made)) {
+                        s.started = true;
                         s.reply = std::move(refused->reply);
                         s.done = true;
                         hold(s, s.reply.size());
@@ -650,6 +687,7 @@ private:
                 }
                 if (s.redirect) {
                     if (auto leader = backend_.redirect()) {
+                        s.started = true;
                         s.reply = error_of("REDIRECT " + *leader).reply;
                         s.done = true;
                         s.txn = {};
@@ -658,6 +696,15 @@ private:
                         continue;
                     }
                 }
+                if constexpr (requires(Backend& b) {
+                                  { b.acquire_write() } -> std::same_as<bool>;
+                              }) {
+                    if (!backend_.acquire_write()) {
+                        write_waiting_ = true;
+                        return;
+                    }
+                }
+                s.started = true;
                 ++writes_in_flight_;
                 hold(s, 0);
                 backend_.propose(ticket_of(scan_), std::move(s.txn));
@@ -702,6 +749,7 @@ private:
             slot& s = slots_.front();
             output_ += s.resp3 ? resp::to_resp3(s.reply) : s.reply;
             hold(s, 0);
+            if (s.tagged_client) tagged_outstanding_.erase(*s.tagged_client);
             flushed = true;
             const bool close = s.what == kind::close;
             slots_.pop_front();
@@ -711,6 +759,7 @@ private:
                 // Nothing after QUIT / a protocol error is answered.
                 front_ticket_ += slots_.size();
                 slots_.clear();
+                tagged_outstanding_.clear();
                 queued_bytes_ = 0;
                 scan_ = 0;
                 return true;
@@ -730,6 +779,8 @@ private:
     std::size_t queued_bytes_ = 0;     ///< sum of the slots' `held`
     std::size_t writes_in_flight_ = 0;
     std::size_t syncs_in_flight_ = 0;
+    bool write_waiting_ = false;  ///< start_ready stopped at a write without room
+    std::set<std::uint64_t> tagged_outstanding_;  ///< TAGGED clients with a request queued
     read_mode mode_ = read_mode::local;
     // MULTI: the calls queued so far, whether one was refused, their bytes.
     bool multi_open_ = false;

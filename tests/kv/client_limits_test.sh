@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
 # tests/kv/client_limits_test.sh KV_SERVER — hostile clients against live kv_server processes
-# on 127.0.0.1 (issue 16): one client must not take the process's memory, its descriptors,
-# the CPU or the cluster's forwarding budget. Three replicas (replica 2 with --timeout 2,
-# replica 3 with --max-clients 8, all with --max-input-bytes 40000000), and one single-replica
-# kv_server under `ulimit -n 32`; the clients are tests/kv/hostile_client.py:
+# on 127.0.0.1 (issues 16 and 34): one client must not take the process's memory, its
+# descriptors, the CPU or the cluster's forwarding budget. Three replicas (replica 2 with
+# --timeout 2, replica 3 with --max-clients 8, all with --max-input-bytes 40000000), a
+# single-replica kv_server under `ulimit -v 800000` with --max-output-bytes 134217728, and
+# one under `ulimit -n 32`; the clients are tests/kv/hostile_client.py:
 # - 200 pipelined GETs of a 4 MB value, never read: RSS grows < 100 MB, PING still answered;
 # - one MGET naming that value 2,000 times (14 KB): refused "reply too large", RSS < 100 MB;
+# - 30 connections each sending one MGET of a 1 MiB value 60 times, never read (1.8 GB of
+#   replies, unbounded, in 800 MB of address space): the biggest holders closed or the
+#   replies refused, the replica alive and serving, never out of memory;
 # - 10 connections each holding 16 MB of an unfinished value: some closed at the input cap,
 #   RSS grows < 80 MB;
 # - --max-clients 8: the 9th client gets "-ERR max number of clients reached";
@@ -15,7 +19,10 @@
 # - MULTI/EXEC in one pipeline: a block with a bad command applies nothing, a good one
 #   all of it, on every replica;
 # - 100,000 pipelined SETs through a follower: no -BUSY, and none for a bystander writing
-#   through the other follower meanwhile.
+#   through the other follower meanwhile;
+# - 6 connections each pipelining 10,000 SETs through one follower (60,000 at once, past
+#   the 1,000 the leader takes from one replica), and a bystander on the same follower: no
+#   -BUSY for anyone.
 #
 # Registered with ctest (label kv-cluster). Exit 0: passed; 1: failed (the message says
 # which check, and the replicas' logs are printed); 77: skipped (no redis-cli or python3).
@@ -49,6 +56,33 @@ head -c 4000000 /dev/zero | tr '\0' v >"$work/value"
 expect "SET a 4 MB value" OK "$(cli 1 -x SET big <"$work/value")"
 hostile unread "${client_port[1]}" "${pids[1]}" big 200 100
 hostile mget "${client_port[1]}" "${pids[1]}" big 2000 100
+
+say "memory: 30 unread MGETs of 60 MB each, a single replica under ulimit -v 800000 (--max-output-bytes 128 MiB)"
+# 1.8 GB of replies asked for, in 15 KB of requests: unbounded, the process dies of
+# std::bad_alloc (issue 34 defect 11); bounded, the biggest holders are closed.
+big_port=$(free_port)
+client_port[big]=$(free_port)
+(
+    ulimit -v 800000
+    exec "$server" --id 1 --peers "1=127.0.0.1:$big_port" --client-port "${client_port[big]}" \
+        --memory --tick-ms 20 --max-output-bytes 134217728
+) >>"$work/big.log" 2>&1 &
+pids[big]=$!
+head -c 1048576 /dev/zero | tr '\0' m >"$work/value-1m"
+deadline=$((SECONDS + 10))
+until [[ "$(cli big -x SET mb <"$work/value-1m" 2>/dev/null)" == OK ]]; do
+    ((SECONDS < deadline)) || fail "the ulimit -v replica took no write within 10 s"
+    sleep 0.1
+done
+hostile outputs "${client_port[big]}" "${pids[big]}" 30 mb 60 600
+[[ -d "/proc/${pids[big]}" ]] || fail "the ulimit -v replica exited: $(tail -n 3 "$work/big.log")"
+! grep -q "out of memory" "$work/big.log" || fail "the ulimit -v replica ran out of memory"
+[[ "$(info_field big output_evicted_clients)" -ge 1 || "$(info_field big replies_refused)" -ge 1 ]] ||
+    fail "INFO counted neither evicted clients nor refused replies for --max-output-bytes"
+held=$(info_field big client_output_bytes)
+((held <= 134217728)) || fail "INFO client_output_bytes $held is above --max-output-bytes"
+expect "GET on the ulimit -v replica" 1048576 "$(cli big STRLEN mb)"
+kill "${pids[big]}"
 
 say "input: 10 connections holding 16 MB of unfinished values each (cap 40 MB)"
 hostile partial "${client_port[1]}" "${pids[1]}" 10 16 80
@@ -108,6 +142,9 @@ done
 
 say "100,000 pipelined SETs through follower ${followers[0]}, a bystander on ${followers[1]}"
 hostile pipeline "${client_port[${followers[0]}]}" "${client_port[${followers[1]}]}" 100000
+
+say "6 connections pipelining 10,000 SETs each through follower ${followers[0]}, a bystander on it"
+hostile crowd "${client_port[${followers[0]}]}" 6 10000
 
 for id in 1 2 3; do
     [[ -d "/proc/${pids[$id]}" ]] || fail "replica $id exited"

@@ -74,6 +74,59 @@ start() {  # start ID [extra kv_server flags...]
     pids[$id]=$!
 }
 
+# --- membership (tests that add replicas 4 and up) -------------------------------------------
+
+ports_for() {  # ports_for ID...: peer and client ports for replicas beyond the first three
+    local id
+    for id in "$@"; do
+        peer_port[$id]=$(free_port)
+        client_port[$id]=$(free_port)
+    done
+}
+address() { echo "127.0.0.1:${peer_port[$1]}"; }
+
+# start_new ID PEERS [flags...]: a replica that is no member yet, joining (--new-member).
+start_new() {
+    local id="$1"
+    "$server" --id "$id" --peers "$2" --new-member --client-port "${client_port[$id]}" \
+        --data "$work/replica-$id" --tick-ms 20 "${@:3}" >>"$work/replica-$id.log" 2>&1 &
+    pids[$id]=$!
+}
+
+# reconfig ID ARGS...: ZRECONFIG ARGS through replica ID until it answers +OK <version>
+# (printed), retrying the definite refusals (no leader yet, another change in progress, a
+# transfer) for 20 s; anything else fails the test.
+reconfig() {
+    local deadline=$((SECONDS + 20)) out
+    while :; do
+        out=$(cli "$1" ZRECONFIG "${@:2}" 2>&1 | tr -d '\r')
+        if [[ "$out" =~ ^OK\ ([0-9]+)$ ]]; then
+            echo "${BASH_REMATCH[1]}"
+            return 0
+        fi
+        case "$out" in
+            NOQUORUM* | BUSY* | TRYAGAIN*) ;;
+            *) fail "ZRECONFIG ${*:2} through replica $1: $out" ;;
+        esac
+        ((SECONDS < deadline)) || fail "ZRECONFIG ${*:2} through replica $1: still '$out' after 20 s"
+        sleep 0.2
+    done
+}
+
+# versions_equal_within VERSION ID...: every listed replica's INFO config_version is VERSION
+# (within 20 s).
+versions_equal_within() {
+    local deadline=$((SECONDS + 20)) id version="$1"
+    shift
+    for id in "$@"; do
+        until [[ "$(info_field "$id" config_version)" == "$version" ]]; do
+            ((SECONDS < deadline)) ||
+                fail "replica $id: config_version $(info_field "$id" config_version), not $version"
+            sleep 0.1
+        done
+    done
+}
+
 cli() {
     local id="$1"
     shift
@@ -150,9 +203,12 @@ exited_within() {  # exited_within ID SECONDS: reaps replica ID once it exits; s
     unset "pids[$1]"
 }
 
-established_within() {  # established_within ID SECONDS WHAT
+established_within() {  # established_within ID SECONDS WHAT (fails at once if ID exited)
     local deadline=$((SECONDS + $2))
     until [[ "$(info_field "$1" established)" == 1 ]]; do
+        if [[ -v "pids[$1]" ]] && ! kill -0 "${pids[$1]}" 2>/dev/null; then
+            fail "$3 exited: $(tail -n 1 "$work/replica-$1.log")"
+        fi
         ((SECONDS < deadline)) || fail "$3 not established within $2 s"
         sleep 0.2
     done
@@ -227,7 +283,7 @@ serving_within() {  # serving_within ID SECONDS: ID answers PING
 declare -A log_mark=()
 mark_logs() {
     local id
-    for id in 1 2 3; do
+    for id in "${!client_port[@]}"; do
         log_mark[$id]=0
         if [[ -e "$work/replica-$id.log" ]]; then log_mark[$id]=$(wc -l <"$work/replica-$id.log"); fi
     done

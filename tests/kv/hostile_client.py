@@ -9,6 +9,10 @@ each checking that the server stays bounded and keeps serving (tests/kv/client_l
   hostile_client.py nofile PORT PID CPU_MS               at the descriptor limit: no spinning
   hostile_client.py timeout PORT SECONDS                 an idle client closed, an active kept
   hostile_client.py pipeline PORT BYSTANDER_PORT COUNT   COUNT SETs in one pipeline, no -BUSY
+  hostile_client.py crowd PORT CONNS COUNT               CONNS pipelines of COUNT SETs and a
+                                                         bystander on one replica, no -BUSY
+  hostile_client.py outputs PORT PID CONNS KEY COPIES BOUND_MB
+                                                         CONNS unread MGETs of KEY COPIES times
 
 Memory is the server's resident set (VmRSS in /proc/PID/status), CPU its utime + stime
 (/proc/PID/stat): what the process used, not wall time. Exit 0: passed; 1: failed, with the
@@ -311,13 +315,136 @@ def pipeline(port, bystander_port, count):
         fail("pipeline: the bystander wrote nothing meanwhile")
 
 
+def pipe_replies(s, count, what):
+    """Reads `count` replies of SETs from `s`: (-BUSY count, other errors)."""
+    replies, busy, errors, buffered = 0, 0, 0, b""
+    while replies < count:
+        chunk = s.recv(1 << 16)
+        if not chunk:
+            fail(f"{what}: the connection closed after {replies} replies")
+        buffered += chunk
+        lines = buffered.split(b"\r\n")
+        buffered = lines.pop()
+        for line in lines:
+            replies += 1
+            if line.startswith(b"-BUSY"):
+                busy += 1
+            elif line != b"+OK":
+                errors += 1
+    return busy, errors
+
+
+def crowd(port, conns, count):
+    """`conns` connections each pipelining `count` SETs through one replica (a follower), and
+    a bystander on the same replica writing one SET at a time: nobody gets -BUSY (the
+    replica's forwarding budget is shared in turn: write_pool.hpp)."""
+    results = [None] * conns
+    done = threading.Event()
+    bystander = {"writes": 0, "busy": 0, "errors": [], "slowest": 0.0}
+
+    def pipeline_one(i):
+        requests = b"".join(command("SET", b"crowd-%d-%d" % (i, j % 500), j)
+                            for j in range(count))
+        with connect(port, timeout=120) as s:
+            sender = threading.Thread(target=s.sendall, args=(requests,))
+            sender.start()
+            results[i] = pipe_replies(s, count, f"crowd connection {i}")
+            sender.join()
+
+    def bystand():
+        with connect(port, timeout=60) as b:
+            while not done.is_set():
+                started = time.monotonic()
+                b.sendall(command("SET", "crowd-bystander", bystander["writes"]))
+                reply = read_line(b)
+                bystander["slowest"] = max(bystander["slowest"], time.monotonic() - started)
+                bystander["writes"] += 1
+                if reply.startswith(b"-BUSY"):
+                    bystander["busy"] += 1
+                elif reply != b"+OK\r\n":
+                    bystander["errors"].append(reply)
+                time.sleep(0.01)
+
+    start = time.monotonic()
+    threads = [threading.Thread(target=pipeline_one, args=(i,)) for i in range(conns)]
+    other = threading.Thread(target=bystand)
+    other.start()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    done.set()
+    other.join()
+    elapsed = time.monotonic() - start
+    busy = sum(r[0] for r in results if r)
+    errors = sum(r[1] for r in results if r)
+    print(f"crowd: {conns} x {count} pipelined SETs in {elapsed:.1f} s: {busy} -BUSY, "
+          f"{errors} other errors; bystander: {bystander['writes']} writes, "
+          f"{bystander['busy']} -BUSY, {len(bystander['errors'])} other errors, slowest "
+          f"{bystander['slowest'] * 1000:.0f} ms")
+    if None in results:
+        fail("crowd: a pipelining connection did not finish")
+    if busy or errors:
+        fail(f"crowd: {busy} -BUSY and {errors} other errors among {conns * count} replies")
+    if bystander["busy"] or bystander["errors"]:
+        fail(f"crowd: the bystander got {bystander['busy']} -BUSY, "
+             f"errors {bystander['errors'][:3]}")
+    if bystander["writes"] == 0:
+        fail("crowd: the bystander wrote nothing meanwhile")
+
+
+def outputs(port, pid, conns, key, copies, bound_mb):
+    """`conns` connections each send one MGET naming `key` `copies` times and never read:
+    the replies held for all of them stay bounded (--max-output-bytes: the biggest holders
+    closed, the rest refused), the server keeps serving."""
+    baseline = rss_mb(pid)
+    request = command("MGET", *([key] * copies))
+    clients = []
+    for _ in range(conns):
+        s = connect(port, timeout=5)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        s.sendall(request)
+        clients.append(s)
+    peak = watch_rss(pid, 2.0, baseline)
+    # Each connection's fate, from its first bytes: refused (the error), or its reply begun
+    # (held, or closed with it unread: the kernel delivers what it had buffered, then the
+    # close). Nothing at all within 5 s: the server is not serving it.
+    started = refused = stuck = 0
+    for s in clients:
+        s.settimeout(5.0)
+        try:
+            first = s.recv(80)
+        except socket.timeout:
+            stuck += 1
+            continue
+        except OSError:
+            first = b"*"  # reset: closed with its reply unread
+        if first.startswith(b"-ERR reply refused"):
+            refused += 1
+        elif first.startswith(b"*") or not first:
+            started += 1
+        else:
+            fail(f"outputs: unexpected first reply bytes {first!r}")
+    print(f"outputs: {conns} unread MGETs of {copies} x {key} ({len(request)} bytes each): "
+          f"{refused} refused, {started} begun (held or closed), {stuck} stuck; RSS grew at "
+          f"most {peak:.0f} MB (bound {bound_mb} MB)")
+    if stuck:
+        fail(f"outputs: {stuck} connections got neither a reply nor an error in 5 s")
+    if peak > bound_mb:
+        fail(f"outputs: RSS grew {peak:.0f} MB, above {bound_mb} MB")
+    check_alive(port, "outputs")
+    for s in clients:
+        s.close()
+
+
 def main(argv):
     if len(argv) < 2:
         fail(__doc__)
     mode, args = argv[1], argv[2:]
     numbers = [int(a) if a.isdigit() else a for a in args]
     modes = {"unread": unread, "mget": mget, "partial": partial, "maxclients": maxclients,
-             "nofile": nofile, "timeout": timeout, "pipeline": pipeline}
+             "nofile": nofile, "timeout": timeout, "pipeline": pipeline, "crowd": crowd,
+             "outputs": outputs}
     if mode not in modes:
         fail(f"unknown mode {mode}\n{__doc__}")
     modes[mode](*numbers)

@@ -371,6 +371,25 @@ TEST_CASE("kv state machine: a transaction that does not decode is an outcome, n
     CHECK(d.apply_bytes({}).error == std::string{error_malformed_prefix} + "input truncated");
 }
 
+TEST_CASE("session_reply: applied_earlier carries no result and says it was not kept",
+          "[kv][session]") {
+    const auto encoded = session_reply{session_status::applied_earlier, false, {}}.encode();
+    const auto decoded = session_reply::decode(encoded.view());
+    REQUIRE(decoded);
+    CHECK(decoded.value().status == session_status::applied_earlier);
+    CHECK_FALSE(decoded.value().result_kept);
+    // The former encoding (result_kept 1) reads alike; a result beside it is malformed.
+    const std::byte former[] = {std::byte{3}, std::byte{1}};
+    const auto old = session_reply::decode(byte_view{former, 2});
+    REQUIRE(old);
+    CHECK_FALSE(old.value().result_kept);
+    const std::byte with_result[] = {std::byte{3}, std::byte{0}, std::byte{'x'}};
+    CHECK_FALSE(session_reply::decode(byte_view{with_result, 3}));
+    // "applied" without its result is no reply session_machine writes.
+    const std::byte applied_unkept[] = {std::byte{1}, std::byte{0}};
+    CHECK_FALSE(session_reply::decode(byte_view{applied_unkept, 2}));
+}
+
 TEST_CASE("kv state machine: exactly-once retries", "[kv][state_machine][dedupe]") {
     driver d;
     const request_tag first{7, 1};
@@ -384,12 +403,14 @@ TEST_CASE("kv state machine: exactly-once retries", "[kv][state_machine][dedupe]
     // The same tag on another command is still the same request.
     CHECK(d.set("n", "100", first).duplicate);
     CHECK(d.machine.get("n") == "1");
-    // The next sequence is applied; an older one is stale.
+    // The next sequence is applied; an older one was applied earlier (one request per
+    // client at a time), its outcome not kept: answered so, not applied again.
     CHECK(d.incr("n", request_tag{7, 2}) == outcome::integer_value(2));
-    const outcome stale = d.incr("n", request_tag{7, 1});
-    CHECK(stale.duplicate);
-    CHECK(stale.kind == outcome_kind::error);
-    CHECK(stale.error == error_stale_sequence);
+    const outcome earlier = d.incr("n", request_tag{7, 1});
+    CHECK(earlier.duplicate);
+    CHECK(earlier.kind == outcome_kind::error);
+    CHECK(earlier.error == error_applied_earlier);
+    CHECK(outcome_reply(earlier).starts_with("-APPLIED earlier"));
     CHECK(d.machine.get("n") == "2");
     // Sequences may skip; other clients are independent; untagged commands always apply.
     CHECK(d.incr("n", request_tag{7, 10}) == outcome::integer_value(3));
@@ -407,6 +428,33 @@ TEST_CASE("kv state machine: exactly-once retries", "[kv][state_machine][dedupe]
     CHECK(again.duplicate);
     CHECK(again.error == error_not_integer);
     CHECK(d.machine.get("s") == "5");
+}
+
+TEST_CASE("session_machine (issue 34 defect 6): (c,5) and (c,6) both committed and both "
+          "retried: 6 answers its result, 5 that it was applied earlier, result not kept",
+          "[kv][state_machine][dedupe][session]") {
+    driver d;
+    CHECK(d.incr("n", request_tag{42, 5}) == outcome::integer_value(1));
+    CHECK(d.incr("n", request_tag{42, 6}) == outcome::integer_value(2));
+    // Both retried, in order and reversed: neither applied again.
+    for (int pass = 0; pass < 2; ++pass) {
+        const outcome five = d.incr("n", request_tag{42, 5});
+        CHECK(five.duplicate);
+        CHECK(five.error == error_applied_earlier);
+        outcome six = d.incr("n", request_tag{42, 6});
+        CHECK(six.duplicate);
+        six.duplicate = false;
+        CHECK(six == outcome::integer_value(2));
+    }
+    CHECK(d.machine.get("n") == "2");
+    // The session layer's reply: applied_earlier, no result, result_kept false (the kv
+    // outcome above is its reading).
+    const byte_vector five = encoded(command{incr_op{"n"}, request_tag{42, 5}});
+    const auto reply = zab::session_reply::decode(d.machine.apply(zxid{1, ++d.counter}, five).view());
+    REQUIRE(reply);
+    CHECK(reply.value().status == session_status::applied_earlier);
+    CHECK_FALSE(reply.value().result_kept);
+    CHECK(reply.value().result.empty());
 }
 
 TEST_CASE("kv state machine: the client table evicts the least recently active client",

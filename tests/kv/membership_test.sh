@@ -22,52 +22,7 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # shellcheck source=tests/kv/cluster_lib.sh
 source "$here/cluster_lib.sh"
 
-for id in 4 5 6; do
-    peer_port[$id]=$(free_port)
-    client_port[$id]=$(free_port)
-done
-address() { echo "127.0.0.1:${peer_port[$1]}"; }
-
-start_new() {  # start_new ID PEERS: a replica that is no member yet, joining (--new-member)
-    local id="$1"
-    "$server" --id "$id" --peers "$2" --new-member --client-port "${client_port[$id]}" \
-        --data "$work/replica-$id" --tick-ms 20 >>"$work/replica-$id.log" 2>&1 &
-    pids[$id]=$!
-}
-
-# reconfig ID ARGS...: ZRECONFIG ARGS through replica ID until it answers +OK <version>
-# (printed), retrying the definite refusals (no leader yet, another change in progress, a
-# transfer) for 20 s; anything else fails the test.
-reconfig() {
-    local deadline=$((SECONDS + 20)) out
-    while :; do
-        out=$(cli "$1" ZRECONFIG "${@:2}" 2>&1 | tr -d '\r')
-        if [[ "$out" =~ ^OK\ ([0-9]+)$ ]]; then
-            echo "${BASH_REMATCH[1]}"
-            return 0
-        fi
-        case "$out" in
-            NOQUORUM* | BUSY* | TRYAGAIN*) ;;
-            *) fail "ZRECONFIG ${*:2} through replica $1: $out" ;;
-        esac
-        ((SECONDS < deadline)) || fail "ZRECONFIG ${*:2} through replica $1: still '$out' after 20 s"
-        sleep 0.2
-    done
-}
-
-# versions_equal_within VERSION ID...: every listed replica's INFO config_version is VERSION
-# (within 20 s).
-versions_equal_within() {
-    local deadline=$((SECONDS + 20)) id version="$1"
-    shift
-    for id in "$@"; do
-        until [[ "$(info_field "$id" config_version)" == "$version" ]]; do
-            ((SECONDS < deadline)) ||
-                fail "replica $id: config_version $(info_field "$id" config_version), not $version"
-            sleep 0.1
-        done
-    done
-}
+ports_for 4 5 6
 
 started=$SECONDS
 say "starting 3 replicas in $work"

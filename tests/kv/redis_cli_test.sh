@@ -118,8 +118,8 @@ expect "INCR through follower ${followers[0]}" 4 "$(cli "${followers[0]}" INCR n
 expect "INCR through follower ${followers[1]}" 5 "$(cli "${followers[1]}" INCR n)"
 expect "TAGGED INCR through a follower" 6 "$(cli "${followers[1]}" TAGGED 43 1 INCR n)"
 expect "TAGGED retry through the other follower" 6 "$(cli "${followers[0]}" TAGGED 43 1 INCR n)"
-expect "TAGGED older sequence" \
-    "ERR request sequence number is older than the client's last applied request" \
+expect "TAGGED older sequence (applied earlier, reply not kept)" \
+    "APPLIED earlier: the request's sequence number is older than the client's last applied request, so it was applied before that one (one tagged request per client at a time); its reply is not kept" \
     "$(cli "$leader" TAGGED 43 0 INCR n)"
 expect "pipelined writes then read (read-your-writes)" $'OK\nOK\nOK\nthird' \
     "$(printf 'SET p first\nSET p second\nSET p third\nGET p\n' | cli "${followers[0]}")"

@@ -1,6 +1,7 @@
 // kv_server's per-connection logic without sockets: resp_session's reply ordering (writes in
 // flight together, reads after the earlier writes, READMODE linearizable), its queue bound,
-// QUIT and protocol errors; and kv_requests' command table and reply texts.
+// QUIT and protocol errors, TAGGED's one request per client; the server's write pool and
+// output budget; and kv_requests' command table and reply texts.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -12,7 +13,9 @@
 #include <vector>
 
 #include "kv/kv_requests.hpp"
+#include "kv/output_budget.hpp"
 #include "kv/resp_session.hpp"
+#include "kv/write_pool.hpp"
 
 namespace {
 
@@ -388,6 +391,202 @@ TEST_CASE("resp_session: at most max_writes_in_flight writes are proposed; the r
     std::string expected;
     for (int i = 0; i < 10; ++i) expected += "+OK\r\n";
     CHECK(session.take_output() == expected);
+}
+
+TEST_CASE("resp_session: a write waiting for room stops input until it is proposed") {
+    fake_backend backend;
+    zab::kv::session_options options;
+    options.max_writes_in_flight = 2;
+    resp_session<fake_backend> session{backend, options};
+    CHECK(session.wants_input());
+    session.feed(request_bytes({"SET", "a", "1"}) + request_bytes({"SET", "b", "2"}) +
+                 request_bytes({"SET", "c", "3"}));
+    CHECK(backend.proposed.size() == 2);
+    CHECK(session.write_waiting());
+    CHECK_FALSE(session.wants_input());  // the connection stops reading: TCP pushes back
+    session.write_done(backend.proposed[0], "+OK\r\n");
+    CHECK(backend.proposed.size() == 3);
+    CHECK_FALSE(session.write_waiting());
+    CHECK(session.wants_input());
+}
+
+namespace {
+
+/// A backend whose writes need a slot of a zab::kv::write_pool shared with other sessions.
+struct pooled_backend : fake_backend {
+    zab::kv::write_pool* pool = nullptr;
+    std::uint64_t id = 0;
+    bool acquire_write() { return pool->acquire(id); }
+};
+
+}  // namespace
+
+TEST_CASE("resp_session: with a backend's write slots, a write waits for its slot and resume()") {
+    zab::kv::write_pool pool{2};
+    pooled_backend a, b;
+    a.pool = b.pool = &pool;
+    a.id = 1;
+    b.id = 2;
+    resp_session<pooled_backend> heavy{a}, bystander{b};
+    std::string pipeline;
+    for (int i = 0; i < 5; ++i) pipeline += request_bytes({"SET", "k", std::to_string(i)});
+    heavy.feed(pipeline);
+    CHECK(a.proposed.size() == 2);  // the pool's two slots
+    CHECK_FALSE(heavy.wants_input());
+    bystander.feed(request_bytes({"SET", "mine", "x"}));
+    CHECK(b.proposed.empty());  // in line behind the heavy connection, not refused
+    CHECK_FALSE(bystander.wants_input());
+    CHECK(pool.waiting() == 2);
+
+    // The heavy connection's first write completes: its slot goes to the first in line (the
+    // heavy one), the next to the bystander.
+    heavy.write_done(a.proposed[0], "+OK\r\n");
+    REQUIRE(pool.release() == std::optional<std::uint64_t>{1});
+    heavy.resume();
+    CHECK(a.proposed.size() == 3);
+    heavy.write_done(a.proposed[1], "+OK\r\n");
+    REQUIRE(pool.release() == std::optional<std::uint64_t>{2});
+    bystander.resume();
+    REQUIRE(b.proposed.size() == 1);
+    CHECK(bystander.wants_input());
+    bystander.write_done(b.proposed[0], "+OK\r\n");
+    CHECK(bystander.take_output() == "+OK\r\n");
+}
+
+TEST_CASE("write_pool: slots go to the connections in line in turn; a closed one passes its "
+          "grant on") {
+    zab::kv::write_pool pool{3};
+    CHECK(pool.acquire(1));
+    CHECK(pool.acquire(1));
+    CHECK(pool.acquire(1));
+    CHECK_FALSE(pool.acquire(1));
+    CHECK_FALSE(pool.acquire(1));  // queued once
+    CHECK_FALSE(pool.acquire(2));
+    CHECK_FALSE(pool.acquire(3));
+    CHECK(pool.waiting() == 3);
+    // Slots freed: 1, 2, 3 in turn, then 1 again (it asked again at the back of the line).
+    CHECK(pool.release() == std::optional<std::uint64_t>{1});
+    CHECK(pool.acquire(1));
+    CHECK_FALSE(pool.acquire(1));
+    CHECK(pool.release() == std::optional<std::uint64_t>{2});
+    CHECK(pool.release() == std::optional<std::uint64_t>{3});
+    // 2 closes before using its grant: the slot goes to the next in line (1).
+    CHECK(pool.forget(2) == std::vector<std::uint64_t>{1});
+    CHECK(pool.acquire(3));
+    CHECK(pool.acquire(1));
+    CHECK(pool.in_use() == 3);
+    CHECK(pool.waiting() == 0);
+    // Nobody in line: a released slot is free for whoever asks first.
+    CHECK_FALSE(pool.release());
+    CHECK(pool.acquire(4));
+    // A fresh connection never jumps the line.
+    CHECK_FALSE(pool.acquire(5));
+    CHECK_FALSE(pool.acquire(6));
+    CHECK(pool.release() == std::optional<std::uint64_t>{5});
+    CHECK_FALSE(pool.acquire(7));
+    CHECK(pool.release() == std::optional<std::uint64_t>{6});
+    CHECK(pool.release() == std::optional<std::uint64_t>{7});
+}
+
+TEST_CASE("write_pool: k connections pipelining share the slots about equally") {
+    zab::kv::write_pool pool{10};
+    std::map<std::uint64_t, int> in_flight, proposed;
+    std::vector<std::uint64_t> order;  // the writes in flight, oldest first
+    auto try_all = [&](std::uint64_t id) {
+        while (pool.acquire(id)) {
+            ++in_flight[id];
+            ++proposed[id];
+            order.push_back(id);
+        }
+    };
+    for (std::uint64_t id = 1; id <= 4; ++id) try_all(id);  // 1 takes all ten first
+    CHECK(proposed[1] == 10);
+    for (int step = 0; step < 4000; ++step) {
+        // The oldest write completes; its slot goes to the next in line, which uses it.
+        const std::uint64_t done = order.front();
+        order.erase(order.begin());
+        --in_flight[done];
+        if (const auto next = pool.release()) try_all(*next);
+        try_all(done);
+    }
+    for (std::uint64_t id = 1; id <= 4; ++id) {
+        INFO("connection " << id);
+        CHECK(proposed[id] >= 990);
+        CHECK(proposed[id] <= 1020);
+    }
+}
+
+TEST_CASE("output_budget: the connections holding most are closed first, never one holding "
+          "less than the asker; a reply that still does not fit is refused") {
+    zab::kv::output_budget budget{100};
+    budget.set(1, 40);
+    budget.set(2, 30);
+    budget.set(3, 10);
+    CHECK(budget.held() == 80);
+    std::vector<std::uint64_t> closed;
+    auto evict = [&](std::uint64_t id) {
+        closed.push_back(id);
+        budget.forget(id);
+    };
+    CHECK(budget.make_room(3, 20, evict));  // fits: 100
+    CHECK(closed.empty());
+    budget.set(3, 30);
+    // 4 asks for 25: 1 (40) is closed; 2 and 3 (30 each) then leave room.
+    CHECK(budget.make_room(4, 25, evict));
+    CHECK(closed == std::vector<std::uint64_t>{1});
+    budget.set(4, 25);
+    CHECK(budget.held() == 85);
+    // 4 asks for 20 more (45): 2 and 3 hold less than it would: refused, nobody closed.
+    CHECK_FALSE(budget.make_room(4, 20, evict));
+    CHECK(closed.size() == 1);
+    // 5 asks for 20 (it would hold 20): one of the biggest, 2 or 3 (30), is closed.
+    CHECK(budget.make_room(5, 20, evict));
+    CHECK(closed.size() == 2);
+    CHECK(budget.held() == 55);
+    CHECK(budget.evicted() == 2);
+    // Larger than the whole limit: refused, whoever holds what.
+    CHECK_FALSE(budget.make_room(6, 101, evict));
+    budget.forget(4);
+    CHECK(budget.held_by(4) == 0);
+}
+
+TEST_CASE("resp_session: one TAGGED request per client outstanding on a connection") {
+    fake_backend backend;
+    resp_session<fake_backend> session{backend};
+    session.feed(request_bytes({"TAGGED", "7", "1", "SET", "a", "1"}) +
+                 request_bytes({"TAGGED", "7", "2", "SET", "a", "2"}) +
+                 request_bytes({"TAGGED", "8", "1", "SET", "b", "1"}));
+    // 7's second request is refused before it is proposed; client 8 is independent.
+    REQUIRE(backend.proposed.size() == 2);
+    session.write_done(backend.proposed[0], "+OK\r\n");
+    session.write_done(backend.proposed[1], "+OK\r\n");
+    const std::string out = session.take_output();
+    CHECK(out.starts_with("+OK\r\n-ERR TAGGED: client 7 already has a request outstanding"));
+    CHECK(out.ends_with("+OK\r\n"));
+    // Answered: client 7's next request goes.
+    session.feed(request_bytes({"TAGGED", "7", "2", "SET", "a", "2"}));
+    CHECK(backend.proposed.size() == 3);
+}
+
+TEST_CASE("resp_session (issue 34 defect 6): a client pipelining TAGGED (c,5),(c,6) has 6 "
+          "refused unproposed, so 6 cannot be applied while 5 is lost; it retries 5, then 6") {
+    fake_backend backend;
+    resp_session<fake_backend> session{backend};
+    session.feed(request_bytes({"TAGGED", "42", "5", "INCR", "n"}) +
+                 request_bytes({"TAGGED", "42", "6", "INCR", "n"}));
+    REQUIRE(backend.proposed.size() == 1);  // 6 never reached the cluster
+    // 5's replica lost the leader: its outcome is unknown.
+    session.write_done(backend.proposed[0], "-UNKNOWN outcome unknown\r\n");
+    const std::string out = session.take_output();
+    CHECK(out.starts_with("-UNKNOWN outcome unknown\r\n-ERR TAGGED: client 42 already has"));
+    // The client retries 5 until answered, then sends 6: each proposed in turn.
+    session.feed(request_bytes({"TAGGED", "42", "5", "INCR", "n"}));
+    REQUIRE(backend.proposed.size() == 2);
+    session.write_done(backend.proposed[1], ":1\r\n");
+    session.feed(request_bytes({"TAGGED", "42", "6", "INCR", "n"}));
+    REQUIRE(backend.proposed.size() == 3);
+    session.write_done(backend.proposed[2], ":2\r\n");
+    CHECK(session.take_output() == ":1\r\n:2\r\n");
 }
 
 namespace {

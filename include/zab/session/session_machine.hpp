@@ -5,11 +5,17 @@
 // A client that got `outcome_unknown` (its replica lost the leader, §6.1) retries the write
 // with the same tag, through any replica, as often as it likes: the first copy to commit is
 // applied, every later one is answered from the replicated session table with the result
-// of the first (`session_status::duplicate`); a request older than the client's last one is
-// a definite error (`stale`). The table is part of the replicated state and of the snapshot,
-// and everything about it follows from the transactions applied, never from a replica's
-// clock: sessions expire by the leader clock stamped into transactions (the codec's
-// `clock_ms`), the least recently used session (by zxid) is evicted beyond `max_sessions`.
+// of the first (`session_status::duplicate`). The contract: one tagged request per client
+// outstanding at a time (the Raft thesis's model) — the client sends its next sequence only
+// once the last was answered applied or duplicate. Under it a request older than the
+// client's last applied one is a late copy of a request applied earlier, answered
+// `applied_earlier` with its result no longer kept; a client that pipelines tagged requests
+// cannot tell from that answer whether an older one was applied (kv_server refuses a second
+// TAGGED of a client outstanding on a connection). The table is part of the replicated
+// state and of the snapshot, and everything about it follows from the transactions applied,
+// never from a replica's clock: sessions expire by the leader clock stamped into
+// transactions (the codec's `clock_ms`), the least recently used session (by zxid) is
+// evicted beyond `max_sessions`.
 // So the promise holds for a client active within the last `max_sessions` clients and
 // `expiry_ms` of leader time; an evicted or expired client that retries is applied again.
 //
@@ -38,7 +44,7 @@
 namespace zab {
 
 /// Optional for session_machine's inner machine: told of each transaction the session table
-/// answered (a duplicate or a stale retry), which it does not apply. For a machine whose
+/// answered (a duplicate or an older request), which it does not apply. For a machine whose
 /// state follows every transaction in some way even so (the kv example: its version-2
 /// records move its clock whatever they carry).
 template <typename S>
@@ -78,7 +84,7 @@ public:
             if (const session_record* r = table_.seen(*h.tag, z)) {
                 if constexpr (retry_aware_machine<Inner>) inner_.on_retry(z, h.payload);
                 if (r->sequence != h.tag->sequence)
-                    return session_reply{session_status::stale, true, {}}.encode();
+                    return session_reply{session_status::applied_earlier, false, {}}.encode();
                 return session_reply{session_status::duplicate, r->result_kept, r->result.view()}
                     .encode();
             }
