@@ -247,8 +247,10 @@ private:
     }
     std::uint32_t protocol_field() {
         const std::uint8_t b = in_.byte();
+        protocol_byte_ = b;
         return b < 224 ? protocol_version : b;
     }
+    std::uint8_t protocol_byte_ = 0;
 
     void fill(wire::notification& m, std::vector<shared_bytes>&) {
         m.state = static_cast<peer_state>(in_.byte() % 5);
@@ -257,17 +259,30 @@ private:
         m.round = counter_field(round_);
         m.leader_epoch = epoch_field();
     }
+    /// The options every replica must share (§4.2): mostly the cluster's own (all default),
+    /// now and then a different lease promise or application fingerprint. Drawn from the
+    /// protocol field's byte (read just before), so that programs written before the field
+    /// existed still replay the same schedule.
+    wire::agreed_options agreed_field() const {
+        wire::agreed_options a = zab::options{}.agreed();
+        if (protocol_byte_ >= 240) a.read_lease_ticks = protocol_byte_ & 7;
+        if (protocol_byte_ >= 224 && protocol_byte_ < 240) a.fingerprint = protocol_byte_;
+        return a;
+    }
     void fill(wire::follower_info& m, std::vector<shared_bytes>&) {
         m.accepted_epoch = epoch_field();
         m.protocol = protocol_field();
+        m.agreed = agreed_field();
     }
     void fill(wire::observer_info& m, std::vector<shared_bytes>&) {
         m.accepted_epoch = epoch_field();
         m.protocol = protocol_field();
+        m.agreed = agreed_field();
     }
     void fill(wire::leader_info& m, std::vector<shared_bytes>&) {
         m.new_epoch = epoch_field();
         m.protocol = protocol_field();
+        m.agreed = agreed_field();
     }
     void fill(wire::ack_epoch& m, std::vector<shared_bytes>&) {
         m.last_logged = zxid_field();

@@ -68,9 +68,9 @@ std::vector<std::pair<std::string, bytes>> seeds() {
     std::vector<std::pair<std::string, bytes>> out;
     const std::vector<wire::message> valid{
         wire::notification{peer_state::looking, 1, zxid{1, 3}, 2, 1},
-        wire::follower_info{1, protocol_version},
-        wire::observer_info{1, protocol_version},
-        wire::leader_info{2, protocol_version},
+        wire::follower_info{1, protocol_version, {10, 100'000, 0x5eed}},
+        wire::observer_info{1, protocol_version, {}},
+        wire::leader_info{2, protocol_version, {10, 100'000, 0x5eed}},
         wire::ack_epoch{zxid{1, 3}, 1u},
         wire::diff{zxid{1, 3}},
         zab::wire::trunc{zxid{1, 2}},
@@ -132,6 +132,11 @@ std::vector<std::pair<std::string, bytes>> seeds() {
     payload = payload_of(promise);
     payload[8] = std::byte{2};
     out.emplace_back("invalid-optional_flag", with_payload(promise, payload));
+    // FOLLOWERINFO in frame version 4's layout: an epoch and a protocol, no agreed options.
+    const bytes info_frame = encoded(wire::follower_info{1, protocol_version, {10, 100'000, 0x5eed}});
+    payload = payload_of(info_frame);
+    payload.resize(8);
+    out.emplace_back("invalid-followerinfo_v4_layout", with_payload(info_frame, payload));
     payload = payload_of(proposal_frame);
     payload[8] = std::byte{0xff};  // the txn's length now runs past the payload
     out.emplace_back("invalid-length_overrun", with_payload(proposal_frame, payload));

@@ -1670,6 +1670,9 @@ zab::asio::node_options node_options_for(const server_args& args) {
     o.peer.non_voter_until_synced = args.join;
     o.peer.snapshot_every_bytes = args.snapshot_every_bytes;
     if (args.lease_reads) o.peer.read_lease_ticks = o.peer.sync_limit_ticks;  // §7.1
+    // The session options are replicated behaviour: a replica started with others refuses
+    // to follow (and is refused), instead of answering a retry differently (§4.2).
+    o.peer.agreed_fingerprint = zab::session_fingerprint(zab::kv::kv_options{}.sessions());
     // The largest write is refused by the session before it is proposed; zab refuses
     // anything larger too (definitely), and every replica's log holds one (see below).
     o.peer.max_txn_bytes = static_cast<std::uint32_t>(max_txn_bytes);

@@ -58,6 +58,11 @@ struct kv_options {
     /// The largest outcome a client's session keeps for a retry (a larger one answers a
     /// retry "outcome unknown"). Replicated behaviour too.
     std::size_t max_outcome_bytes = std::size_t{1} << 20;
+
+    /// The session options these make (zab::session_machine's).
+    zab::session_options sessions() const {
+        return zab::session_options{max_clients, session_expiry_ms, max_outcome_bytes};
+    }
 };
 
 /// How zab::session_machine reads a kv command: its tag, and for a TICK (or a version-2
@@ -106,8 +111,7 @@ public:
     using machine_type = zab::session_machine<kv_store, kv_session_codec>;
 
     explicit kv_state_machine(kv_options options = {})
-        : machine_{zab::session_options{options.max_clients, options.session_expiry_ms,
-                                   options.max_outcome_bytes}} {}
+        : machine_{options.sessions()} {}
 
     // --- zab::state_machine, zab::result_machine --------------------------------------------
 

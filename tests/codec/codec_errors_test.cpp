@@ -205,6 +205,26 @@ TEST_CASE("errors: every short payload, with a correct CRC, is malformed", "[cod
     }
 }
 
+TEST_CASE("errors: a discovery message in its frame-version-4 layout (no agreed options) is "
+          "malformed, and a version-4 header is refused first", "[codec][errors]") {
+    // Version 4's FOLLOWERINFO, OBSERVERINFO and LEADERINFO were an epoch and a protocol
+    // version: 8 bytes. Version 5 reads 24, so the old payload is short, whatever the header.
+    const std::vector<std::byte> old_payload = test::bytes_of({2, 0, 0, 0, 0, 0, 1, 0});
+    for (const auto type : {wire::message_type::follower_info, wire::message_type::observer_info,
+                            wire::message_type::leader_info}) {
+        INFO(to_string(type));
+        CHECK(status(decode(raw_frame(type_byte(type), old_payload))) == status(errc::malformed));
+        CHECK(status(decode(raw_frame(type_byte(type), old_payload, {.version = 4}))) ==
+              status(errc::unsupported_version));
+        // And agreed options with a byte too many, or cut inside the fingerprint.
+        auto longer = test::payload_of(encode({}, wire::follower_info{}));
+        longer.push_back(std::byte{0});
+        CHECK(status(decode(raw_frame(type_byte(type), longer))) == status(errc::malformed));
+        longer.resize(longer.size() - 5);
+        CHECK(status(decode(raw_frame(type_byte(type), longer))) == status(errc::malformed));
+    }
+}
+
 TEST_CASE("errors: enum values out of range are malformed", "[codec][errors]") {
     SECTION("notification state above OBSERVING") {
         for (int state = 0; state < 256; ++state) {

@@ -35,7 +35,7 @@ TEST_CASE("golden: a COMMIT frame, byte for byte", "[codec][golden]") {
     // CRC computed independently (a bitwise CRC32C in Python) over the 8 payload bytes.
     const std::vector<std::byte> expected = from_hex(
         "5a 41 42 31"                // magic "ZAB1"
-        "04"                         // version
+        "05"                         // version
         "1f"                         // type 31 = COMMIT
         "00 00"                      // flags
         "01 02 03 04 05 06 07 08"    // group_id 0x0807060504030201
@@ -67,9 +67,14 @@ TEST_CASE("golden: the payload of every message type", "[codec][golden]") {
         {wire::notification{peer_state::leading, 0x0102030405060708ull, zxid{3, 4}, 9, 3},
          wire::message_type::notification,
          "02 0807060504030201 0400000003000000 0900000000000000 03000000"},
-        {wire::follower_info{2, 0x10000}, wire::message_type::follower_info, "02000000 00000100"},
-        {wire::observer_info{7, 0x10000}, wire::message_type::observer_info, "07000000 00000100"},
-        {wire::leader_info{3, 0x10000}, wire::message_type::leader_info, "03000000 00000100"},
+        // Accepted epoch, protocol, then the agreed options: read_lease_ticks, drift, fingerprint.
+        {wire::follower_info{2, 0x10000, {50, 100'000, 0x0102030405060708ull}},
+         wire::message_type::follower_info,
+         "02000000 00000100 32000000 a0860100 0807060504030201"},
+        {wire::observer_info{7, 0x10000, {}}, wire::message_type::observer_info,
+         "07000000 00000100 00000000 00000000 0000000000000000"},
+        {wire::leader_info{3, 0x10000, {10, 7, 0xffull}}, wire::message_type::leader_info,
+         "03000000 00000100 0a000000 07000000 ff00000000000000"},
         {wire::ack_epoch{zxid{2, 5}, 2u}, wire::message_type::ack_epoch, "0500000002000000 01 02000000"},
         {wire::ack_epoch{zxid{2, 5}, std::nullopt}, wire::message_type::ack_epoch, "0500000002000000 00"},
         {wire::diff{zxid{1, 2}}, wire::message_type::diff, "0200000001000000"},

@@ -108,10 +108,9 @@ public:
         if constexpr (std::is_same_v<M, wire::notification>) {
             return {static_cast<peer_state>(rng_.below(4)), rng_.u64(), any_zxid(), rng_.u64(),
                     rng_.u32()};
-        } else if constexpr (std::is_same_v<M, wire::follower_info> || std::is_same_v<M, wire::observer_info>) {
-            return {rng_.u32(), rng_.u32()};
-        } else if constexpr (std::is_same_v<M, wire::leader_info>) {
-            return {rng_.u32(), rng_.u32()};
+        } else if constexpr (std::is_same_v<M, wire::follower_info> || std::is_same_v<M, wire::observer_info> ||
+                             std::is_same_v<M, wire::leader_info>) {
+            return {rng_.u32(), rng_.u32(), {rng_.u32(), rng_.u32(), rng_.u64()}};
         } else if constexpr (std::is_same_v<M, wire::ack_epoch>) {
             return {any_zxid(), rng_.one_in(3) ? std::nullopt : std::optional{rng_.u32()}};
         } else if constexpr (std::is_same_v<M, wire::diff> || std::is_same_v<M, wire::trunc> ||

@@ -475,8 +475,11 @@ TEST_CASE("hello: round trip; a hostile hello is an error value, never a crash")
         auto copy = zab::asio::encode_hello(refusal);
         copy[6] = std::byte{0};  // a refusal without a reason
         CHECK(zab::asio::decode_hello(copy).error() == errc::malformed);
-        copy[6] = std::byte{3};  // or with an unknown one
+        copy[6] = std::byte{4};  // or with an unknown one
         CHECK(zab::asio::decode_hello(copy).error() == errc::malformed);
+        copy[6] = std::byte{3};  // "I dial you", the answer to a probe
+        REQUIRE(zab::asio::decode_hello(copy).has_value());
+        CHECK(zab::asio::decode_hello(copy).value().reason == zab::asio::refusal_reason::dial_back);
     }
     CHECK(zab::asio::decode_hello(byte_view{bytes}.first(zab::asio::hello_size - 1)).error() ==
           errc::truncated);
@@ -1386,6 +1389,75 @@ TEST_CASE("tcp_transport: update_members adds a member that is then dialed, move
     h.run_for(100ms);
     CHECK(h[1].current.at(5) == joined);
     (void)five;
+    h.require_no_violations();
+}
+
+TEST_CASE("tcp_transport: a removed member with the lowest id, restarted with its old member "
+          "list, probes the members that retired it and is connected (issue 34 defect 12)") {
+    harness h;
+    h.members = {1, 2, 3};
+    const auto fast_probe = [](tcp_transport_options& o) { o.probe_after = 100ms; };
+    h.start(1, fast_probe);
+    h.start(2, fast_probe);
+    h.start(3, fast_probe);
+    REQUIRE(h.run_until([&] { return h.all_connected({1, 2, 3}); }));
+    h.nodes.erase(1);  // 1 stops
+    REQUIRE(h.run_until([&] { return h[2].disconnects[1] == 1 && h[3].disconnects[1] == 1; }));
+    // A reconfiguration removed 1 while it was down: 2 and 3 retired it.
+    for (const peer_id id : {2, 3})
+        h[id].transport->update_members({{2, address_of(h, 2)}, {3, address_of(h, 3)}}, 9,
+                                        digest_of({2, 3}));
+    // 1 restarts from its files: members {1, 2, 3} at the version before. It dials nobody
+    // (both are above it), and nobody dials it; only its probes reach them.
+    node& one = h.start(1, fast_probe);
+    REQUIRE(h.run_until([&] { return h.connected(1, 2) && h.connected(1, 3); }, 10s));
+    CHECK(one.counters().probes >= 2);
+    CHECK(one.counters().probes_dialed_back == 0);
+    CHECK(one.counters().connections_dialed >= 2);
+    for (const peer_id id : {2, 3}) {
+        CHECK(h[id].transport->peer_info(1)->kind == zab::asio::peer_kind::retired);
+        CHECK(h[id].counters().rejected.wrong_direction == 0);
+        CHECK(h[id].transport->conflicts().empty());
+    }
+    CHECK(one.transport->conflicts().empty());
+    // The connection carries frames both ways (the members' cores tell 1's it was removed).
+    one.send(2, make_frame(1, 10));
+    h[3].send(1, make_frame(2, 10));
+    REQUIRE(h.run_until([&] { return h[2].received[1].size() == 1 && one.received[3].size() == 1; }));
+    h.require_no_violations();
+}
+
+TEST_CASE("tcp_transport: a probe of a member that dials us is answered \"I dial you\" and "
+          "dialed at once, whatever its back-off; no conflict either side") {
+    harness h;
+    h.members = {1, 2};
+    // 2 starts first: its dial of 1 fails, and its back-off is a minute.
+    node& two = h.start(2, [](tcp_transport_options& o) {
+        o.reconnect_min = 60s;
+        o.reconnect_max = 60s;
+        o.peers[1].port = 1;  // nobody listens there: the first dial fails
+    });
+    REQUIRE(h.run_until([&] { return two.counters().dial_failures >= 1; }, 10s));
+    // 2 learns 1's real address (as a reconfiguration would give it): dialed next time, in a
+    // minute. 1's probe brings that forward.
+    node& one = h.start(1, [](tcp_transport_options& o) { o.probe_after = 100ms; });
+    two.transport->update_members({{1, address_of(h, 1)}, {2, address_of(h, 2)}}, 0,
+                                  digest_of({1, 2}));
+    const auto started = std::chrono::steady_clock::now();
+    REQUIRE(h.run_until([&] { return h.connected(1, 2); }, 10s));
+    CHECK(std::chrono::steady_clock::now() - started < 10s);
+    CHECK(one.counters().probes >= 1);
+    CHECK(one.counters().probes_dialed_back >= 1);
+    CHECK(one.counters().connections_dialed == one.counters().probes);  // probes only
+    CHECK(two.counters().rejected.wrong_direction >= 1);
+    CHECK(one.counters().rejected.refused_by_peer == 0);
+    CHECK(one.transport->conflicts().empty());
+    CHECK(two.transport->conflicts().empty());
+    // The established connection is 2's (the higher id dials): 1 probes no more.
+    const auto probes = one.counters().probes;
+    h.run_for(400ms);
+    CHECK(one.counters().probes == probes);
+    CHECK(h[1].connects[2] == 1);
     h.require_no_violations();
 }
 

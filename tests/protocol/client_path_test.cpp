@@ -1216,7 +1216,10 @@ namespace {
 /// whose clocks run `follower_ppm` fast; they elect a new leader, which commits a write;
 /// then the old leader is asked for a lease sync. The client checker (the sweep's check of
 /// §7: a sync sees every write completed before it) judges it. Returns its failures.
-std::vector<std::string> lease_race(std::int64_t follower_ppm, std::uint64_t& served_stale) {
+/// `follower_lease_ticks`, when set, is the followers' promise (each is restarted with it
+/// before the race), shorter than the leader's.
+std::vector<std::string> lease_race(std::int64_t follower_ppm, std::uint64_t& served_stale,
+                                    std::optional<std::uint32_t> follower_lease_ticks = {}) {
     sim_type sim{lease_cluster(74)};
     client_checker clients;
     sim.set_completion_observer([&](peer_id at, const client_completion& c) {
@@ -1226,12 +1229,28 @@ std::vector<std::string> lease_race(std::int64_t follower_ppm, std::uint64_t& se
     settled(sim);
     const peer_id leader = leader_of(sim);
     const auto others = all_but(sim, leader);
+    if (follower_lease_ticks) {
+        // One at a time, so the leader keeps its quorum.
+        for (peer_id f : others) {
+            options shorter = sim.options().peer;
+            shorter.read_lease_ticks = *follower_lease_ticks;
+            if (shorter.lease_duration_ticks() == 0) shorter.max_clock_drift_ppm = 0;
+            shorter.sync_limit_ticks = 2;  // they notice the silence at once
+            sim.crash(f);
+            sim.restart(f, shorter);
+            REQUIRE(sim.run_until([&] { return sim.peer_of(f)->established(); }, sim.now() + 20'000'000));
+        }
+        REQUIRE(leader_of(sim) == leader);
+    }
     for (peer_id f : others) sim.set_clock_rate(f, follower_ppm);
     sim.run_for(1'000'000);
-    const auto held = sim.lease_sync(leader);  // the lease is held: served at once
+    // The lease is held (served at once) unless the followers' promise differs from the
+    // leader's: then none of their answers counts (§4.2).
+    const auto held = sim.lease_sync(leader);
     REQUIRE(held);
     clients.submitted(leader, sim.at(leader).incarnation, *held, client_op::sync);
-    REQUIRE(sim.peer_of(leader)->counters().lease_syncs_served == 1);
+    const std::uint64_t served_before = sim.peer_of(leader)->counters().lease_syncs_served;
+    if (!follower_lease_ticks) REQUIRE(served_before == 1);
 
     // The leader's links go silent both ways (delayed for a minute; the connections hold, so
     // nobody notices before the silence limits): the followers elect a leader among
@@ -1250,7 +1269,7 @@ std::vector<std::string> lease_race(std::int64_t follower_ppm, std::uint64_t& se
     const auto read = sim.lease_sync(leader);
     REQUIRE(read);
     clients.submitted(leader, sim.at(leader).incarnation, *read, client_op::sync);
-    served_stale = sim.peer_of(leader)->counters().lease_syncs_served - 1;
+    served_stale = sim.peer_of(leader)->counters().lease_syncs_served - served_before;
     sim.network().clear_link_delays();
     REQUIRE(sim.run_until([&] { return clients.sync_successes() + clients.sync_failures() == 2; },
                           sim.now() + 20'000'000));
@@ -1278,4 +1297,103 @@ TEST_CASE("lease race: within the drift bound the lease ends before a new leader
     CHECK(stale == 1);
     REQUIRE(failures.size() == 1);
     CHECK(failures.front().find("answered sync") != std::string::npos);
+}
+
+TEST_CASE("lease options are compared in discovery (§4.2): followers that promise less than "
+          "the leader assumes are not counted toward its lease, so the race above cannot serve a "
+          "stale read") {
+    // The followers promise 3 ticks (drift bound 0) where the leader assumes 10 (lease 5),
+    // their clocks 50 % fast, within the leader's bound, and they notice silence after 2
+    // ticks: a leader that counted their answers would lease past their promise, and they
+    // elect a leader that commits before its lease ends — a stale read (it did, before).
+    std::uint64_t stale = 0;
+    CHECK(lease_race(500'000, stale, 3).empty());
+    CHECK(stale == 0);
+}
+
+TEST_CASE("lease options are compared in discovery (§4.2): a follower whose promise or drift "
+          "bound differs is never counted toward the lease, counted and shown in learners()") {
+    cluster_options o = lease_cluster(76);
+    sim_type sim{o};
+    outcomes out{sim};
+    // Three replicas that pairwise disagree, whoever leads: 10 ticks at 50 %, 12 ticks at
+    // 50 %, 10 ticks at 40 %.
+    sim.nodes()[1].peer_options = o.peer;
+    sim.nodes()[1].peer_options->read_lease_ticks = 12;
+    sim.nodes()[2].peer_options = o.peer;
+    sim.nodes()[2].peer_options->max_clock_drift_ppm = 400'000;
+    settled(sim);
+    sim.run_for(1'000'000);  // many rounds answered, none counted
+    const peer_id leader = leader_of(sim);
+    const auto& counters = sim.peer_of(leader)->counters();
+    CHECK(counters.lease_options_mismatches >= 2);
+    CHECK(counters.learners_refused_options == 0);
+    const auto learners = sim.peer_of(leader)->learners();
+    REQUIRE(learners.size() == 2);
+    for (const auto& l : learners) {
+        INFO("learner " << l.id);
+        CHECK_FALSE(l.lease_counted);
+        REQUIRE(l.conflict);
+        CHECK(l.conflict->peer == l.id);
+        CHECK((std::string_view{l.conflict->option} == "read_lease_ticks" ||
+               std::string_view{l.conflict->option} == "max_clock_drift_ppm"));
+        CHECK(l.conflict->mine != l.conflict->theirs);
+    }
+    // No lease: a lease sync takes a quorum round. Writes and syncs work as ever.
+    const auto read = sim.lease_sync(leader);
+    REQUIRE(read);
+    CHECK_FALSE(out.done(leader, *read));
+    CHECK(counters.lease_syncs_served == 0);
+    CHECK(counters.lease_sync_fallbacks == 1);
+    REQUIRE(sim.run_until([&] { return out.done(leader, *read); }, sim.now() + 5'000'000));
+    CHECK(out.find(leader, *read)->outcome);
+    const auto w = sim.submit(some_follower(sim), as_bytes("still writable"));
+    REQUIRE(w);
+    REQUIRE(sim.run_until([&] { return out.done(some_follower(sim), *w); }, sim.now() + 5'000'000));
+    CHECK(out.find(some_follower(sim), *w)->outcome);
+}
+
+TEST_CASE("options::agreed_fingerprint (§4.5): a replica whose application options differ "
+          "refuses to follow, says why, and the others elect a leader without it; fixed and "
+          "restarted, it follows") {
+    cluster_options o;
+    o.seed = 77;
+    sim_type sim{o};
+    outcomes out{sim};
+    // Replica 3, the highest id, which FLE would elect first, runs other session options.
+    sim.nodes()[2].peer_options = o.peer;
+    sim.nodes()[2].peer_options->agreed_fingerprint = fingerprint_of({4096, 0, 1u << 20});
+    sim.start();
+    REQUIRE(sim.run_until(
+        [&] {
+            const peer_id l = leader_of(sim);
+            return l != 0 && l != 3 && sim.peer_of(l == 1 ? 2 : 1)->established();
+        },
+        60'000'000));
+    sim.run_for(5'000'000);
+    const peer_id leader = leader_of(sim);
+    const auto& odd = *sim.peer_of(3);
+    CHECK_FALSE(odd.established());
+    CHECK(odd.counters().leaders_refused_options >= 1);
+    const auto refused = odd.status().refused_leader;
+    REQUIRE(refused);
+    CHECK(std::string_view{refused->option} == "agreed_fingerprint");
+    CHECK(refused->mine == fingerprint_of({4096, 0, 1u << 20}));
+    CHECK(refused->theirs == 0);
+    const auto w = sim.submit(leader, as_bytes("without 3"));
+    REQUIRE(w);
+    REQUIRE(sim.run_until([&] { return out.done(leader, *w); }, sim.now() + 5'000'000));
+    const zxid written = out.find(leader, *w)->outcome.value();
+    sim.run_for(1'000'000);
+    CHECK_FALSE(applied_with(sim, 3, written, "without 3"));
+    // The leader saw its FOLLOWERINFO: counted, never synced.
+    CHECK(sim.peer_of(leader)->counters().learners_refused_options >= 1);
+
+    // Restarted with the group's options, it follows and catches up.
+    sim.crash(3);
+    sim.restart(3, o.peer);
+    REQUIRE(sim.run_until([&] { return sim.peer_of(3)->established(); }, sim.now() + 30'000'000));
+    CHECK_FALSE(sim.peer_of(3)->status().refused_leader);
+    REQUIRE(sim.run_until([&] { return applied_with(sim, 3, written, "without 3"); },
+                          sim.now() + 5'000'000));
 }

@@ -149,7 +149,10 @@ public:
         // §7.1: only the answer to a round sent after UPTODATE counts toward the lease: the
         // learner got that PING (FIFO) while serving, so it promised (and its epochs are
         // durable: it keeps the promise across a restart). Earlier ones count for syncs.
-        if (link.at == learner_link::stage::broadcasting && m.round >= link.lease_rounds_from)
+        // A follower whose lease options differ from the leader's promises something else
+        // (§4.2): never counted.
+        if (link.at == learner_link::stage::broadcasting && m.round >= link.lease_rounds_from &&
+            link.lease_agreed)
             link.lease_round = std::max(link.lease_round, m.round);
     }
 

@@ -5,7 +5,7 @@
 //
 //   offset size field
 //        0    4 magic            0x3142415A: the bytes 'Z' 'A' 'B' '1'
-//        4    1 version          1
+//        4    1 version          frame_version (5)
 //        5    1 type             message_type (messages.hpp)
 //        6    2 flags            0; reserved for a later version, so nonzero is malformed now
 //        8    8 group_id         which zab group the message belongs to: several groups may
@@ -17,8 +17,9 @@
 //
 // The payload is the message's fields in declaration order (see `detail::fields` below):
 // zxid as u64 (`zxid::value()`), epoch_t and other u32 as u32, peer ids, rounds and request
-// ids as u64, enums as u8 (validated), `std::optional<epoch_t>` as a u8 presence flag (0 or 1)
-// followed by the u32 when present, byte fields as a u32 length followed by the bytes.
+// ids as u64, enums as u8 (validated), agreed_options as its u32, u32 and u64,
+// `std::optional<epoch_t>` as a u8 presence flag (0 or 1) followed by the u32 when present,
+// byte fields as a u32 length followed by the bytes.
 // A message without fields (UPTODATE) has an empty payload. Nothing may follow the last
 // field. Every field has exactly one encoding, so decode∘encode is the identity on every
 // valid frame (the fuzz target checks this).
@@ -57,8 +58,9 @@ namespace zab {
 /// tell a zab peer from anything else that connected to its port.
 inline constexpr std::uint32_t frame_magic = 0x3142415Au;
 
-/// The frame format version this build writes and the only one it reads.
-inline constexpr std::uint8_t frame_version = 4;
+/// The frame format version this build writes and the only one it reads. 5: FOLLOWERINFO,
+/// OBSERVERINFO and LEADERINFO carry the options every replica must share (agreed_options).
+inline constexpr std::uint8_t frame_version = 5;
 
 /// Size of the fixed frame header. A stream transport reads exactly this many bytes, calls
 /// `decode_header`, and only then knows how many payload bytes to read.
@@ -316,6 +318,18 @@ inline bool get_field(wire_reader& in, std::optional<epoch_t>& value) noexcept {
     return true;
 }
 
+// agreed_options: its three fields in declaration order (u32, u32, u64).
+constexpr std::size_t field_size(const wire::agreed_options&) noexcept { return 16; }
+inline void put_field(wire_writer& out, const wire::agreed_options& value) noexcept {
+    out.put(value.read_lease_ticks);
+    out.put(value.max_clock_drift_ppm);
+    out.put(value.fingerprint);
+}
+inline bool get_field(wire_reader& in, wire::agreed_options& value) noexcept {
+    return in.get(value.read_lease_ticks) && in.get(value.max_clock_drift_ppm) &&
+           in.get(value.fingerprint);
+}
+
 // Byte fields: u32 length, then the bytes. Decoding returns a view into the payload; a length
 // that runs past the payload is malformed.
 inline std::size_t field_size(const byte_view& value) noexcept { return 4 + value.size(); }
@@ -359,9 +373,13 @@ concept message_of = std::same_as<std::remove_const_t<M>, T>;
 void fields(auto& a, message_of<wire::notification> auto& m) {
     a(m.state, m.leader, m.leader_zxid, m.round, m.leader_epoch);
 }
-void fields(auto& a, message_of<wire::follower_info> auto& m) { a(m.accepted_epoch, m.protocol); }
-void fields(auto& a, message_of<wire::observer_info> auto& m) { a(m.accepted_epoch, m.protocol); }
-void fields(auto& a, message_of<wire::leader_info> auto& m) { a(m.new_epoch, m.protocol); }
+void fields(auto& a, message_of<wire::follower_info> auto& m) {
+    a(m.accepted_epoch, m.protocol, m.agreed);
+}
+void fields(auto& a, message_of<wire::observer_info> auto& m) {
+    a(m.accepted_epoch, m.protocol, m.agreed);
+}
+void fields(auto& a, message_of<wire::leader_info> auto& m) { a(m.new_epoch, m.protocol, m.agreed); }
 void fields(auto& a, message_of<wire::ack_epoch> auto& m) { a(m.last_logged, m.current_epoch); }
 void fields(auto& a, message_of<wire::diff> auto& m) { a(m.last); }
 void fields(auto& a, message_of<wire::trunc> auto& m) { a(m.truncate_to); }

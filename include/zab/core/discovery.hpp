@@ -9,10 +9,13 @@
 #pragma once
 
 #include <algorithm>
+#include <map>
+#include <optional>
 #include <tuple>
 
 #include "zab/core/logging.hpp"
 #include "zab/core/messages.hpp"
+#include "zab/core/options.hpp"
 #include "zab/core/peer_context.hpp"
 
 namespace zab {
@@ -26,6 +29,7 @@ public:
     /// The peer just became LEADING: propose an epoch above the one it accepted (§4.3).
     void leader_start(const election_decision& decision) {
         auto& leader = *ctx_.leading;
+        refused_leader_.reset();
         leader.epoch = ctx_.written_epochs.accepted + 1;
         leader.epoch_voters.insert(ctx_.self());
         leader.epoch_acks.insert(ctx_.self());
@@ -63,8 +67,10 @@ public:
         ctx_.request_election("a quorum of the votes it knows of is no longer for it");
     }
 
-    /// FOLLOWERINFO or OBSERVERINFO from `from` on a new connection.
-    void leader_on_info(peer_id from, learner_type claimed, epoch_t accepted) {
+    /// FOLLOWERINFO or OBSERVERINFO from `from` on a new connection, with the options it
+    /// must share with this leader (§4.2).
+    void leader_on_info(peer_id from, learner_type claimed, epoch_t accepted,
+                        const wire::agreed_options& agreed) {
         auto& leader = *ctx_.leading;
         // Whatever it claims, only a voter of an active configuration counts: a voter may
         // join as an observer (it does not vote until synced, ZOOKEEPER-261,
@@ -79,6 +85,10 @@ public:
         link.type = claimed;
         link.accepted_epoch = accepted;
         link.last_heard_tick = ctx_.now_tick;
+        // §4.2: a learner whose application options differ will refuse this leader once
+        // LEADERINFO tells it the leader's (so its epoch still counts here: LEADERINFO
+        // leaves once the epoch closes); its promise and acknowledgements count for nothing.
+        compare_agreed_options(link, agreed);
         // §4.3: while the epoch is open, it rises above every voter's accepted epoch (>=,
         // ZOOKEEPER-1343). Observers' accepted epochs do not count (ZOOKEEPER-2959).
         if (leader.at == leader_state::stage::gathering_epoch && claimed == learner_type::participant) {
@@ -105,6 +115,13 @@ public:
         if (link == nullptr || link->at != learner_link::stage::awaiting_ack_epoch) {
             ctx_.ignore(from, link == nullptr ? ignore_reason::unknown_learner
                                               : ignore_reason::out_of_stage);
+            return;
+        }
+        if (link->refused) {
+            // It was told this leader's agreed_fingerprint and promised anyway (it should
+            // have refused, §4.5): the leader refuses to sync it.
+            ++ctx_.counters.learners_refused;
+            ctx_.drop_learner(from, "its agreed_fingerprint differs from the leader's");
             return;
         }
         if (m.current_epoch &&
@@ -149,8 +166,9 @@ public:
                     return leader_advance();
                 }
                 // Held until acceptedEpoch is durable on the leader (ZOOKEEPER-1291).
-                ctx_.send_after(link.id, wire::leader_info{leader.epoch, protocol_version}, 0,
-                                leader.accepted_write);
+                ctx_.send_after(link.id,
+                                wire::leader_info{leader.epoch, protocol_version, ctx_.opts().agreed()},
+                                0, leader.accepted_write);
                 link.move_to(learner_link::stage::awaiting_ack_epoch);
             }
         }
@@ -179,6 +197,25 @@ public:
             ctx_.ignore(learner.leader, ignore_reason::out_of_stage);
             return;
         }
+        if (auto conflict = fingerprint_conflict(learner.leader, ctx_.opts().agreed(), m.agreed)) {
+            // §4.5: under other application options (session limits, …) this replica would
+            // answer clients differently from the leader's group: it does not follow, and
+            // votes for that leader count as votes for nobody in its elections from now on
+            // (until that leader's connection goes), so the others elect one it can follow,
+            // or it stays out, LOOKING, if none.
+            ++ctx_.counters.leaders_refused_options;
+            ctx_.refused_leaders.insert(learner.leader);
+            const bool repeat = refused_leader_ == conflict;
+            refused_leader_ = conflict;
+            zab::log(repeat ? log_level::debug : log_level::error,
+                     "peer {}: refusing to follow leader {}: its agreed_fingerprint {:016x} differs "
+                     "from mine {:016x} (options::agreed_fingerprint: the application's replicated "
+                     "options, such as the session options, must be the same on every replica)",
+                     ctx_.self(), learner.leader, conflict->theirs, conflict->mine);
+            ctx_.request_election("the leader's agreed_fingerprint differs from mine");
+            return;
+        }
+        refused_leader_.reset();
         const epoch_t accepted = ctx_.written_epochs.accepted;
         if (m.new_epoch < accepted) {
             // It proposes an epoch older than one I promised: not my leader.
@@ -200,7 +237,41 @@ public:
         }
     }
 
+    /// The leader this replica last refused to follow because its agreed_fingerprint
+    /// differs (§4.5); none once it accepted a leader's LEADERINFO, or took the lead itself.
+    const std::optional<options_conflict>& refused_leader() const noexcept { return refused_leader_; }
+
 protected:  // the building blocks of the phase, for policies derived from this one
+
+    /// §4.2: compares a learner's options with the leader's own. A different fingerprint
+    /// (the application's replicated options) makes it `refused`; different lease options
+    /// (§7.1) keep its heartbeat answers out of the read lease: a follower that promises
+    /// less than the leader assumes would let a lease outlive the follower's promise.
+    /// Counted each time, logged at warning once per learner and conflict.
+    void compare_agreed_options(learner_link& link, const wire::agreed_options& theirs) {
+        const wire::agreed_options mine = ctx_.opts().agreed();
+        link.conflict = fingerprint_conflict(link.id, mine, theirs);
+        link.refused = link.conflict.has_value();
+        const auto lease = lease_conflict(link.id, mine, theirs);
+        link.lease_agreed = !lease;
+        if (!link.conflict) link.conflict = lease;
+        if (!link.conflict) {
+            logged_conflicts_.erase(link.id);
+            return;
+        }
+        if (link.refused) ++ctx_.counters.learners_refused_options;
+        if (lease) ++ctx_.counters.lease_options_mismatches;
+        auto [logged, fresh] = logged_conflicts_.try_emplace(link.id, *link.conflict);
+        const bool repeat = !fresh && logged->second == *link.conflict;
+        logged->second = *link.conflict;
+        const options_conflict& c = *link.conflict;
+        zab::log(repeat ? log_level::debug : log_level::warn,
+                 "peer {}: learner {} runs with {} {} (mine: {}): {}", ctx_.self(), link.id,
+                 c.option, c.theirs, c.mine,
+                 link.refused ? "it counts toward nothing, and will refuse to follow me"
+                              : "its heartbeat answers do not count toward the read lease (§7.1)");
+    }
+
 
     void learner_send_info() {
         auto& learner = *ctx_.learning;
@@ -210,14 +281,16 @@ protected:  // the building blocks of the phase, for policies derived from this 
         const epoch_t accepted = ctx_.durable_epochs.accepted;
         learner.joined_as = ctx_.self_type();
         if (learner.joined_as == learner_type::participant)
-            ctx_.send(learner.leader, wire::follower_info{accepted, protocol_version});
+            ctx_.send(learner.leader, wire::follower_info{accepted, protocol_version, ctx_.opts().agreed()});
         else
-            ctx_.send(learner.leader, wire::observer_info{accepted, protocol_version});
+            ctx_.send(learner.leader, wire::observer_info{accepted, protocol_version, ctx_.opts().agreed()});
         learner.info_sent = true;
         learner.last_heard_tick = ctx_.now_tick;
     }
 
     peer_context& ctx_;
+    std::optional<options_conflict> refused_leader_;
+    std::map<peer_id, options_conflict> logged_conflicts_;  ///< the last one logged per learner
 };
 
 }  // namespace zab

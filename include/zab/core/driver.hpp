@@ -20,6 +20,16 @@
 //
 // Frames go out inside the peer's own step, to the transport, only once what they promise is
 // durable (docs/design.md rule 2). Nothing here calls back into the driver.
+//
+// With lease reads on (options::read_lease_ticks > 0), the driver also **catches the clock
+// up before every event**: before it delivers a frame, a connection change, a durability
+// report or a client call, it calls `tick()` until the peer's tick count equals its clock's
+// (docs/protocol.md §7.1). A follower stamps its promise with the tick at which a frame is
+// handled, and a leader checks its lease against the tick at which a read is asked: a tick
+// count that lags behind the clock makes the follower promise from too early and the leader
+// hold its lease too long, and a lease read can then be stale. (zab::asio::node does this;
+// the simulator's clock is the ticks themselves.) Lease reads off, a late tick only delays
+// timeouts.
 #pragma once
 
 #include <cstdint>

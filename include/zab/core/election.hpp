@@ -179,6 +179,7 @@ private:
     /// who is elected (discovery's quorums decide, §3.4), so this only keeps a replica that
     /// lags behind a reconfiguration from blocking the election of the one that does not.
     bool can_win(const vote& v) const {
+        if (ctx_.refused_leaders.contains(v.leader)) return false;  // §4.5: options differ
         if (ctx_.quorums().is_voter(v.leader)) return true;
         return v.leader != 0 && v.leader != ctx_.self() &&
                std::tie(v.leader_epoch, v.leader_zxid) >

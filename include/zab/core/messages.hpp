@@ -42,10 +42,24 @@ struct notification {
 
 // --- Discovery (§4) ------------------------------------------------------------------------
 
-/// Learner → leader, first message of discovery: the learner's accepted epoch (§4.2).
+/// The options every replica of a group must run with, compared in discovery (§4.2): the
+/// read lease's (options::read_lease_ticks and max_clock_drift_ppm, §7.1) and the
+/// application's replicated behaviour as one opaque number (options::agreed_fingerprint, e.g.
+/// zab::session_fingerprint of the session options, §6.7). Sent by the learner in
+/// FOLLOWERINFO / OBSERVERINFO and by the leader in LEADERINFO.
+struct agreed_options {
+    std::uint32_t read_lease_ticks = 0;
+    std::uint32_t max_clock_drift_ppm = 0;
+    std::uint64_t fingerprint = 0;
+    friend bool operator==(const agreed_options&, const agreed_options&) = default;
+};
+
+/// Learner → leader, first message of discovery: the learner's accepted epoch and the
+/// options it must share with the leader (§4.2).
 struct follower_info {
     epoch_t accepted_epoch = 0;
     std::uint32_t protocol = protocol_version;
+    agreed_options agreed{};
     friend bool operator==(const follower_info&, const follower_info&) = default;
 };
 
@@ -53,13 +67,16 @@ struct follower_info {
 struct observer_info {
     epoch_t accepted_epoch = 0;
     std::uint32_t protocol = protocol_version;
+    agreed_options agreed{};
     friend bool operator==(const observer_info&, const observer_info&) = default;
 };
 
-/// Leader → learner: the new epoch the leader proposes (the paper's NEWEPOCH, §4.4).
+/// Leader → learner: the new epoch the leader proposes (the paper's NEWEPOCH, §4.4), and
+/// the leader's options that the learner must share (§4.5).
 struct leader_info {
     epoch_t new_epoch = 0;
     std::uint32_t protocol = protocol_version;
+    agreed_options agreed{};
     friend bool operator==(const leader_info&, const leader_info&) = default;
 };
 

@@ -2,13 +2,59 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
+#include <optional>
 #include <string>
 
 #include "zab/core/error.hpp"
 #include "zab/core/logging.hpp"
 #include "zab/core/messages.hpp"
+#include "zab/core/types.hpp"
 
 namespace zab {
+
+/// One option that must be equal on two replicas of a group and is not (§4.2): what
+/// `peer_status::refused_leader` and `learner_status::conflict` show.
+struct options_conflict {
+    peer_id peer = 0;         ///< the other replica
+    const char* option = "";  ///< read_lease_ticks, max_clock_drift_ppm or agreed_fingerprint
+    std::uint64_t mine = 0;
+    std::uint64_t theirs = 0;
+    friend bool operator==(const options_conflict&, const options_conflict&) = default;
+};
+
+/// The first of the lease's options (§7.1) on which `mine` and `theirs` (replica `peer`'s)
+/// differ, if any. The drift bound matters only with lease reads on: two replicas with
+/// leases off agree whatever their drift bounds.
+inline std::optional<options_conflict> lease_conflict(peer_id peer, const wire::agreed_options& mine,
+                                                      const wire::agreed_options& theirs) noexcept {
+    if (mine.read_lease_ticks != theirs.read_lease_ticks)
+        return options_conflict{peer, "read_lease_ticks", mine.read_lease_ticks, theirs.read_lease_ticks};
+    if (mine.read_lease_ticks != 0 && mine.max_clock_drift_ppm != theirs.max_clock_drift_ppm)
+        return options_conflict{peer, "max_clock_drift_ppm", mine.max_clock_drift_ppm,
+                                theirs.max_clock_drift_ppm};
+    return std::nullopt;
+}
+
+/// The application's fingerprints (options::agreed_fingerprint) of `mine` and `theirs`, if
+/// they differ.
+inline std::optional<options_conflict> fingerprint_conflict(peer_id peer, const wire::agreed_options& mine,
+                                                            const wire::agreed_options& theirs) noexcept {
+    if (mine.fingerprint == theirs.fingerprint) return std::nullopt;
+    return options_conflict{peer, "agreed_fingerprint", mine.fingerprint, theirs.fingerprint};
+}
+
+/// A fingerprint of `values` for options::agreed_fingerprint: FNV-1a (64 bits) over each
+/// value's eight little-endian bytes, in order. The same on every platform and build.
+inline std::uint64_t fingerprint_of(std::initializer_list<std::uint64_t> values) noexcept {
+    std::uint64_t hash = 0xcbf29ce484222325ull;
+    for (std::uint64_t value : values)
+        for (int i = 0; i < 8; ++i) {
+            hash ^= (value >> (8 * i)) & 0xffu;
+            hash *= 0x100000001b3ull;
+        }
+    return hash;
+}
 
 /// The core's options: protocol timing, identity, compaction, bounds. Time enters the core
 /// only as `tick()` (docs/design.md rule 1): every duration here is a number of ticks; how
@@ -47,8 +93,11 @@ struct options {
     /// leader then holds a read lease for `lease_duration_ticks()` ticks from the sending of
     /// every heartbeat round that a quorum of its voters answered, and answers
     /// `peer::lease_sync` without a quorum round while it holds one. Every replica of the
-    /// group must run with the same value. A sensible value is sync_limit_ticks: failover
-    /// after a lost connection then waits up to this long.
+    /// group must run with the same value (and, with leases on, the same
+    /// max_clock_drift_ppm): both are compared in discovery (§4.2), and a leader counts no
+    /// heartbeat answer of a follower that differs toward its lease (counter
+    /// `lease_options_mismatches`, `learner_status::conflict`, logged). A sensible value is
+    /// sync_limit_ticks: failover after a lost connection then waits up to this long.
     std::uint32_t read_lease_ticks = 0;
 
     /// Lease reads: the bound on clock drift the lease assumes, in parts per million —
@@ -56,6 +105,21 @@ struct options {
     /// ticks any other's counts, give or take a tick at each end. 100'000 (10 %) by default;
     /// at most 1'000'000. A broken bound can make a lease read stale (§7.1).
     std::uint32_t max_clock_drift_ppm = 100'000;
+
+    /// The application's replicated behaviour that every replica must share, as one opaque
+    /// number: two replicas that apply the same transactions under different such options
+    /// answer a client differently (zab::session_machine's session_options, §6.7: set it to
+    /// `zab::session_fingerprint(session_options)`, or `fingerprint_of` over the
+    /// application's own values). Carried in discovery beside the lease's options (§4.2): a
+    /// learner refuses to follow a leader whose fingerprint differs (`peer_status::
+    /// refused_leader`, counter `leaders_refused_options`), and the leader counts it for
+    /// nothing. 0 (the default) is a value like any other: it matches only 0.
+    std::uint64_t agreed_fingerprint = 0;
+
+    /// What this replica sends in FOLLOWERINFO / OBSERVERINFO / LEADERINFO (§4.2).
+    wire::agreed_options agreed() const noexcept {
+        return {read_lease_ticks, max_clock_drift_ppm, agreed_fingerprint};
+    }
 
     /// The leader's read lease in ticks, counted from the sending of a heartbeat round that a
     /// quorum answered: ⌊(read_lease_ticks − 2) / (1 + drift)⌋, so that it ends before any

@@ -187,6 +187,7 @@ public:
         if (failed()) return;
         if (ctx_.connection_to(from) != connection) return;  // an older connection
         erase_connection(from);
+        ctx_.refused_leaders.erase(from);  // §4.5: it may come back with other options
         ctx_.forget_learner(from, "its connection was lost");
         // §0: a learner that loses its leader goes back to election — except a learner handed
         // to a leader that has not answered yet (§6.4): its FOLLOWERINFO may have arrived
@@ -622,6 +623,8 @@ public:
             const auto trouble = sync_trouble(link.id);
             learner_status l{link.id, link.type, link.at, link.last_acked, 0, trouble.failures,
                              trouble.last_reason};
+            l.conflict = link.conflict;
+            l.lease_counted = link.lease_agreed && !link.refused;
             if (!link.snapshot.empty()) {  // streaming (released once the last chunk is queued)
                 l.snapshot_bytes = link.snapshot.size();
                 l.snapshot_sent = link.snapshot_queued;
@@ -660,6 +663,7 @@ public:
         s.disk_stalled = ctx_.disk_stalled;
         if (ctx_.leading) s.outstanding_proposals = ctx_.leading->outstanding.size();
         s.log_bytes_since_snapshot = ctx_.history_bytes_after_snapshot();
+        s.refused_leader = discovery_.refused_leader();
         return s;
     }
     /// Leader: learner `id`'s failed syncs in a row, connected or not (zero once synced).
@@ -1164,7 +1168,7 @@ private:
             if (!synchronization_.leader_start()) ctx_.request_election("cannot read the log");
             for (const auto& h : held)
                 if (ctx_.connection_to(h.id) == h.connection)
-                    discovery_.leader_on_info(h.id, h.type, h.accepted_epoch);
+                    discovery_.leader_on_info(h.id, h.type, h.accepted_epoch, h.agreed);
         } else {
             for (const auto& h : held)
                 if (ctx_.connection_to(h.id) == h.connection) ctx_.close(h.id);
@@ -1238,17 +1242,18 @@ private:
     }
 
     void dispatch(peer_id from, const wire::follower_info& m, const shared_bytes&) {
-        on_learner_info(from, learner_type::participant, m.accepted_epoch);
+        on_learner_info(from, learner_type::participant, m.accepted_epoch, m.agreed);
     }
     void dispatch(peer_id from, const wire::observer_info& m, const shared_bytes&) {
-        on_learner_info(from, learner_type::observer, m.accepted_epoch);
+        on_learner_info(from, learner_type::observer, m.accepted_epoch, m.agreed);
     }
-    void on_learner_info(peer_id from, learner_type type, epoch_t accepted) {
+    void on_learner_info(peer_id from, learner_type type, epoch_t accepted,
+                         const wire::agreed_options& agreed) {
         if (!ctx_.leading && ctx_.state == peer_state::looking) {
             // Perhaps about to lead (still in its finalize wait): keep the newest one per
             // learner, as ZooKeeper's learner keeps retrying its connection for a while.
             std::erase_if(held_learner_infos_, [&](const auto& h) { return h.id == from; });
-            held_learner_infos_.push_back({from, *ctx_.connection_to(from), type, accepted});
+            held_learner_infos_.push_back({from, *ctx_.connection_to(from), type, accepted, agreed});
             return;
         }
         if (!ctx_.leading) {
@@ -1258,7 +1263,7 @@ private:
             ctx_.close(from);
             return;
         }
-        discovery_.leader_on_info(from, type, accepted);
+        discovery_.leader_on_info(from, type, accepted, agreed);
     }
 
     void dispatch(peer_id from, const wire::leader_info& m, const shared_bytes&) {
@@ -1627,6 +1632,7 @@ private:
         connection_id connection;
         learner_type type;
         epoch_t accepted_epoch;
+        wire::agreed_options agreed;
     };
     std::vector<held_learner_info> held_learner_infos_;
     std::error_code failure_;

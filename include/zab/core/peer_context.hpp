@@ -119,6 +119,10 @@ struct peer_counters {
     std::uint64_t snapshot_chunks_sent = 0;  ///< SNAP chunks queued (leader side)
     std::uint64_t snapshot_bytes_sent = 0;   ///< snapshot bytes in them
     std::uint64_t learners_refused = 0;     ///< ahead of the leader, or a stale epoch (§4)
+    /// Options every replica must share (§4.2, options::agreed_fingerprint, read_lease_ticks):
+    std::uint64_t learners_refused_options = 0;  ///< leader: a learner's fingerprint differs
+    std::uint64_t lease_options_mismatches = 0;  ///< leader: a learner's lease options differ
+    std::uint64_t leaders_refused_options = 0;   ///< learner: the leader's fingerprint differs
     std::uint64_t learners_dropped = 0;     ///< leader: learner links it closed, for any reason
     std::uint64_t learners_silent = 0;      ///< leader: of those, silent for sync_limit (§6.2)
     std::uint64_t leader_step_downs = 0;    ///< no quorum within sync_limit (§6.2)
@@ -280,6 +284,11 @@ public:
     /// A voter that has not been synced since its disk was wiped (options::
     /// non_voter_until_synced): it votes for nobody and joins as an observer until then.
     bool voting_suspended = false;
+    /// Leaders this replica refused to follow because their options::agreed_fingerprint
+    /// differs from its own (§4.5, discovery.hpp): FLE counts a vote for one as a vote for
+    /// nobody (election.hpp can_win), so the others elect a leader it can follow. One is
+    /// forgotten when its connection goes (a restart may have fixed its options).
+    peer_set refused_leaders;
     /// Storage writes have been pending without progress for options::disk_stall_ticks
     /// (§6.5); cleared when they progress again.
     bool disk_stalled = false;

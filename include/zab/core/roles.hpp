@@ -19,6 +19,7 @@
 #include "zab/core/client.hpp"
 #include "zab/core/concepts.hpp"
 #include "zab/core/messages.hpp"
+#include "zab/core/options.hpp"
 #include "zab/core/quorum.hpp"
 #include "zab/core/ring.hpp"
 #include "zab/core/types.hpp"
@@ -90,6 +91,13 @@ struct learner_link {
     /// one that keeps a promise (and, its epochs durable, keeps one across a restart).
     std::uint64_t lease_round = 0;
     std::uint64_t lease_rounds_from = 0;  ///< set when UPTODATE is sent
+    /// Its FOLLOWERINFO's options against the leader's (§4.2, discovery.hpp): `refused` when
+    /// its agreed_fingerprint differs (its ACKEPOCH is refused: it is never synced);
+    /// `lease_agreed` false when its lease options differ (its answers never count toward
+    /// the read lease, §7.1); `conflict` the first difference found, if any.
+    bool refused = false;
+    bool lease_agreed = true;
+    std::optional<options_conflict> conflict;
     /// SNAP flow control: bytes of the snapshot queued as chunks, and confirmed by SNAPACK.
     std::uint64_t snapshot_queued = 0;
     std::uint64_t snapshot_acknowledged = 0;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "zab/core/concepts.hpp"
+#include "zab/core/options.hpp"
 #include "zab/core/roles.hpp"
 #include "zab/core/types.hpp"
 #include "zab/core/zxid.hpp"
@@ -34,6 +35,11 @@ struct learner_status {
     std::uint64_t snapshot_bytes = 0;
     std::uint64_t snapshot_sent = 0;
     std::uint64_t snapshot_acknowledged = 0;
+    /// Its options against the leader's (§4.2): the first that differs, if any. A different
+    /// agreed_fingerprint: it counts toward nothing and is refused a sync; different lease
+    /// options: its heartbeat answers do not count toward the read lease (§7.1).
+    std::optional<options_conflict> conflict{};
+    bool lease_counted = true;  ///< its heartbeat answers may count toward the read lease
 };
 
 /// A peer's role and progress at one instant.
@@ -60,6 +66,10 @@ struct peer_status {
     /// Transaction bytes applied since the last compaction (or restore): about how much
     /// history the log keeps beyond its snapshot.
     std::uint64_t log_bytes_since_snapshot = 0;
+    /// The leader this replica last refused to follow, because that leader's
+    /// options::agreed_fingerprint differs from its own (§4.5); cleared once it accepts a
+    /// leader or leads.
+    std::optional<options_conflict> refused_leader{};
 };
 
 }  // namespace zab

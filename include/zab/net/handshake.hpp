@@ -10,7 +10,10 @@
 //
 // or, in place of the welcome, a refusal (kind 4, with a reason) when the acceptor found the
 // two contradict each other — a different member list, or its id already taken by another
-// live process — so that the refused side can say why too, not just "closed by the other end".
+// live process — so that the refused side can say why too, not just "closed by the other end";
+// or when the dialer is a member that the acceptor dials itself (`dial_back`): the lower id
+// of a pair probes the higher one it has not heard from (tcp_transport_core.hpp), and is
+// answered "I dial you" — and dialed at once.
 //
 // Each side reports the connection only after the other has accepted its own message: the
 // dialer when it has checked the welcome and written the confirm, the acceptor when it has
@@ -85,6 +88,7 @@ enum class refusal_reason : std::uint16_t {
     none = 0,
     different_membership = 1,  ///< same configuration version, different member lists
     duplicate_id = 2,          ///< another live process already holds the sender's id
+    dial_back = 3,             ///< a member we dial probed us: we dial it (no contradiction)
 };
 
 constexpr std::string_view to_string(refusal_reason reason) noexcept {
@@ -92,6 +96,7 @@ constexpr std::string_view to_string(refusal_reason reason) noexcept {
         case refusal_reason::none: return "none";
         case refusal_reason::different_membership: return "different membership";
         case refusal_reason::duplicate_id: return "duplicate id";
+        case refusal_reason::dial_back: return "it dials us";
     }
     return "?";
 }
@@ -156,7 +161,7 @@ inline result<hello_message> decode_hello(byte_view bytes) noexcept {
     }
     const bool refusal = kind == static_cast<std::uint8_t>(hello_kind::refusal);
     const bool known_reason = reason >= static_cast<std::uint16_t>(refusal_reason::different_membership) &&
-                              reason <= static_cast<std::uint16_t>(refusal_reason::duplicate_id);
+                              reason <= static_cast<std::uint16_t>(refusal_reason::dial_back);
     if (refusal ? !known_reason : reason != 0) {
         return make_error_code(errc::malformed);
     }

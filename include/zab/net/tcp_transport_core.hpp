@@ -4,8 +4,13 @@
 //
 // - Who dials. The higher id of each pair dials the lower one, which only accepts. ZooKeeper
 //   keeps the connection the higher sid initiated and closes the other (docs/protocol.md §3.1);
-//   here the other is never opened. A member this replica dials that dials it anyway is
-//   refused (`wrong_direction`): the two disagree about the membership.
+//   here the other is never opened. One exception: a member above our id that has had no
+//   connection to us for `probe_after` is *probed* — dialed by us (issue 34 defect 12: a
+//   reconfiguration that removed us while we were down retired us at every member, so none
+//   dials us, and we would never hear that we were removed). A member that counts us a
+//   member answers with a `dial_back` refusal (counted as `wrong_direction`, no conflict)
+//   and dials us at once; one that retired us accepts the connection like any retired
+//   member's, and its core tells ours of the removal (§9).
 // - Who is a member (docs/protocol.md §9). A slot per peer id: a *member* (options.peers,
 //   then `update_members` as reconfigurations commit; its address may change: the next dial
 //   goes there), a *joiner* (an id that is no member connected: a replica joining the group,
@@ -173,6 +178,7 @@ public:
         accept_next();
         for (auto& [id, slot] : peers_) {
             if (slot.dials()) dial(id);
+            schedule_probe(id, slot);
         }
         return success();
     }
@@ -199,7 +205,10 @@ public:
                 zab::log(log_level::info, "tcp_transport {}: peer {} is a member now (at {}{})",
                          options_.self, id, where.host.empty() ? "an unknown address" : to_string(where),
                          id < options_.self ? ", dialed by us" : "");
-                if (started_) dial(id);
+                if (started_) {
+                    dial(id);
+                    schedule_probe(id, peers_.at(id));
+                }
                 continue;
             }
             peer_slot& slot = it->second;
@@ -219,6 +228,7 @@ public:
                 slot.resolve_failed = false;
             }
             if (started_ && slot.dials() && !slot.redial_scheduled) dial(id);
+            if (started_) schedule_probe(id, slot);
         }
         for (auto& [id, slot] : peers_) {
             if (slot.kind != peer_kind::member || members.contains(id)) continue;
@@ -227,6 +237,8 @@ public:
                      "dialed again (its connections are still accepted)", options_.self, id);
             slot.redial_scheduled = false;
             slot.redial_timer.cancel();
+            slot.probe_scheduled = false;
+            slot.probe_timer.cancel();
             if (slot.dialing) close_connection(slot.dialing, notify::now);
         }
     }
@@ -248,6 +260,7 @@ public:
         accept_retry_timer_.cancel();
         for (auto& [id, slot] : peers_) {
             slot.redial_timer.cancel();
+            slot.probe_timer.cancel();
             if (slot.current) abort_io(*slot.current);
             if (slot.dialing) abort_io(*slot.dialing);
             slot.current.reset();
@@ -314,7 +327,7 @@ private:
         peer_slot(const boost::asio::any_io_executor& executor, peer_kind kind_, bool lower,
                   tcp_endpoint address_, backoff retry_, std::uint64_t penalty_seed_)
             : kind{kind_}, lower_id{lower}, address{std::move(address_)}, redial_timer{executor},
-              retry{retry_}, penalty_seed{penalty_seed_} {}
+              probe_timer{executor}, retry{retry_}, penalty_seed{penalty_seed_} {}
 
         peer_kind kind;
         /// Its id is below ours: while a member, we dial it ("the higher id dials").
@@ -327,6 +340,8 @@ private:
         std::optional<connection_id> owed_disconnect;  ///< closed by send/close, not yet reported
         boost::asio::steady_timer redial_timer;
         bool redial_scheduled = false;
+        boost::asio::steady_timer probe_timer;  ///< a member above our id: when to probe it
+        bool probe_scheduled = false;
         backoff retry;
         /// Accepting side: process instances whose connection a newer instance replaced, and
         /// where they connected from (the newest last, at most `max_retired`).
@@ -347,6 +362,11 @@ private:
         /// Dialed by us: a member below our id whose address is known.
         bool dials() const noexcept {
             return kind == peer_kind::member && lower_id && !address.host.empty();
+        }
+        /// Probed by us when silent (options::probe_after): a member above our id whose
+        /// address is known.
+        bool probes() const noexcept {
+            return kind == peer_kind::member && !lower_id && !address.host.empty();
         }
     };
     static constexpr std::size_t max_misbehaving_addresses = 64;
@@ -485,11 +505,7 @@ private:
         }
         if (const auto found = peers_.find(from);
             found != peers_.end() && found->second.kind == peer_kind::member && found->second.lower_id) {
-            return reject(connection,
-                          {&handshake_rejections::wrong_direction,
-                           fmt::format("peer {} dialed us, but the higher id dials: check that "
-                                       "both have the same membership",
-                                       from)});
+            return dial_back(connection, from, found->second);
         }
         if (auto detail = membership_mismatch(hello)) {
             return refuse(connection, from, refusal_reason::different_membership, *detail);
@@ -543,13 +559,16 @@ private:
 
     // --- Dialing -----------------------------------------------------------------------------
 
-    void dial(peer_id id) {
+    /// Dials `id`: a member below our id, or, with `probe`, one above it (options::probe_after).
+    void dial(peer_id id, bool probe = false) {
         const auto found = peers_.find(id);
         if (found == peers_.end()) return;
         peer_slot& slot = found->second;
-        slot.redial_scheduled = false;
-        if (stopped_ || !started_ || slot.current || slot.dialing || !slot.dials()) return;
-        if (clock::now() < slot.quarantined_until()) return schedule_redial(id, slot);
+        if (!probe) slot.redial_scheduled = false;
+        if (stopped_ || !started_ || slot.current || slot.dialing) return;
+        if (!(probe ? slot.probes() : slot.dials())) return;
+        if (clock::now() < slot.quarantined_until())
+            return probe ? schedule_probe(id, slot) : schedule_redial(id, slot);
         if (slot.endpoints.empty()) {
             // A member learned from update_members: resolved now, and on failure tried again
             // with the back-off (logged once until it resolves).
@@ -557,7 +576,7 @@ private:
             if (!endpoints) {
                 ++counters_.resolve_failures;
                 slot.resolve_failed = true;
-                return schedule_redial(id, slot);
+                return probe ? schedule_probe(id, slot) : schedule_redial(id, slot);
             }
             slot.resolve_failed = false;
             slot.endpoints = std::move(endpoints).assume_value();
@@ -566,6 +585,11 @@ private:
             security_.make_stream(tcp::socket{executor_}), next_id_++, false, id, options_);
         connection->remote = to_string(slot.address);
         slot.dialing = connection;
+        if (probe) {
+            ++counters_.probes;
+            zab::log(log_level::debug, "tcp_transport {}: no connection from peer {} for {} ms: "
+                     "probing it", options_.self, id, options_.probe_after.count());
+        }
         start_handshake_timer(connection);
         boost::asio::async_connect(connection->stream.lowest_layer(), slot.endpoints,
                                    guarded(connection, &transport_core::on_connect));
@@ -649,6 +673,42 @@ private:
             if (!core || core->stopped_ || ec) return;
             core->dial(id);
         });
+    }
+
+    /// A member above our id (it dials us) with no connection: probed after probe_after,
+    /// and again every probe_after until a connection is established either way.
+    void schedule_probe(peer_id id, peer_slot& slot) {
+        if (stopped_ || !started_ || slot.current || slot.dialing || slot.probe_scheduled ||
+            !slot.probes())
+            return;
+        slot.probe_scheduled = true;
+        slot.probe_timer.expires_after(options_.probe_after);
+        slot.probe_timer.async_wait([weak = this->weak_from_this(), id](boost::system::error_code ec) {
+            const std::shared_ptr<transport_core> core = weak.lock();
+            if (!core || core->stopped_ || ec) return;
+            const auto found = core->peers_.find(id);
+            if (found == core->peers_.end()) return;
+            found->second.probe_scheduled = false;
+            core->dial(id, true);
+        });
+    }
+
+    /// A member below our id — which we dial — dialed us: it has had no connection from us
+    /// for its probe_after. Not a contradiction: answered with a `dial_back` refusal, and
+    /// dialed now, without waiting out the back-off (it may be a member we retired and that
+    /// does not know yet: then it was never dialed, and this dial tells its core, §9).
+    void dial_back(const connection_ptr& connection, peer_id from, peer_slot& slot) {
+        ++counters_.rejected.wrong_direction;
+        zab::log(log_level::debug, "tcp_transport {}: peer {} probed us from {}: we dial it",
+                 options_.self, from, connection->remote);
+        hello_message refusal = handshake(hello_kind::refusal, from);
+        refusal.reason = refusal_reason::dial_back;
+        write_hello(connection, refusal, &transport_core::on_refusal_written);
+        if (slot.current || slot.dialing) return;
+        slot.retry.reset();
+        slot.redial_scheduled = false;
+        slot.redial_timer.cancel();
+        dial(from);
     }
 
     // --- The handshake, both sides -----------------------------------------------------------
@@ -806,6 +866,13 @@ private:
 
     /// The member we dialed refused us, saying why.
     void refused_by(const connection_ptr& connection, const hello_message& refusal) {
+        if (refusal.reason == refusal_reason::dial_back) {
+            // Our probe reached a member that counts us a member: it dials us now.
+            ++counters_.probes_dialed_back;
+            zab::log(log_level::debug, "tcp_transport {}: peer {} answered our probe: it dials us",
+                     options_.self, refusal.from);
+            return close_connection(connection, notify::now);
+        }
         ++counters_.rejected.refused_by_peer;
         const std::string detail = fmt::format(
             "peer {} refused us: {}{}", refusal.from, to_string(refusal.reason),
@@ -1019,6 +1086,7 @@ private:
         const bool report = was_established && slot.current == connection;
         if (report) slot.current.reset();
         schedule_redial(connection->peer, slot);  // if we dial it
+        schedule_probe(connection->peer, slot);   // if it dials us
         if (!report) return;
         if (how == notify::now) {
             report_disconnected(connection->peer, connection->id);

@@ -113,6 +113,16 @@ struct tcp_transport_options {
     std::chrono::milliseconds quarantine_min{1000};
     std::chrono::milliseconds quarantine_max{60000};
 
+    /// The lower id of a pair never dials while the higher one does; but a member that does
+    /// not count us a member any more — a reconfiguration removed us while we were down
+    /// (docs/protocol.md §9) — never dials us either, and without a connection we would never
+    /// hear of our removal. So a member above our id that has had no connection to us for
+    /// this long is *probed*: dialed by us, once per `probe_after` until connected. A peer
+    /// that counts us a member answers that it dials us (a refusal saying so, not a
+    /// contradiction) and dials at once; one that retired us accepts, and its core tells ours
+    /// that we were removed. Also what brings back a pair whose dialer is in a long back-off.
+    std::chrono::milliseconds probe_after{5000};
+
     /// A replica whose id is not a member (not in `peers`, nor added by `update_members`)
     /// may connect: it is joining the group (docs/protocol.md §9; the core lets it follow
     /// without a vote). At most this many distinct such ids have a connection (or a handshake
@@ -145,6 +155,7 @@ struct tcp_transport_options {
         if (quarantine_min <= std::chrono::milliseconds::zero())
             return "quarantine_min must be positive";
         if (quarantine_max < quarantine_min) return "quarantine_max must not be below quarantine_min";
+        if (probe_after <= std::chrono::milliseconds::zero()) return "probe_after must be positive";
         return {};
     }
 
@@ -186,7 +197,8 @@ struct handshake_rejections {
     std::uint64_t unknown_peer = 0;      ///< our own id
     std::uint64_t too_many_joiners = 0;  ///< not a member, and max_joiners others are connected
     std::uint64_t unexpected_peer = 0;   ///< a member, but not the one the message is for
-    std::uint64_t wrong_direction = 0;   ///< a member that this replica dials dialed it
+    /// A member that this replica dials dialed it (a probe): answered "I dial you", and dialed
+    std::uint64_t wrong_direction = 0;
     std::uint64_t timeout = 0;           ///< not finished within handshake_timeout
     std::uint64_t too_many_pending = 0;  ///< closed at once: max_pending_handshakes reached
     /// Of those, closed because max_pending_handshakes_per_address was reached.
@@ -243,6 +255,10 @@ struct transport_counters {
     std::uint64_t stale_sends_dropped = 0;      ///< sends naming a connection no longer current
     std::uint64_t joiners_admitted = 0;  ///< ids that are not members let in (first handshake)
     std::uint64_t resolve_failures = 0;  ///< a learned member's host name did not resolve
+    /// Dials of a member above our id, silent for probe_after (see the options): attempts,
+    /// and those it answered "I dial you" (it counts us a member, and dials now).
+    std::uint64_t probes = 0;
+    std::uint64_t probes_dialed_back = 0;
 };
 
 }  // namespace zab::asio

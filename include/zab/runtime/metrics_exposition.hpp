@@ -115,6 +115,11 @@ void write_peer_counters(Writer& w, const peer_counters& c) {
              "Refusals: learners (ahead, or a stale epoch) and forwarded writes (a REPLY error)");
     w.sample("zab_refusals_total", "what=\"learner\"", c.learners_refused);
     w.sample("zab_refusals_total", "what=\"request\"", c.requests_refused);
+    w.family("zab_options_conflicts_total", "counter",
+             "Options every replica must share that differ (docs/protocol.md §4.2), by what");
+    w.sample("zab_options_conflicts_total", "what=\"learner_fingerprint\"", c.learners_refused_options);
+    w.sample("zab_options_conflicts_total", "what=\"learner_lease\"", c.lease_options_mismatches);
+    w.sample("zab_options_conflicts_total", "what=\"leader_fingerprint\"", c.leaders_refused_options);
     w.family("zab_ignored_messages_total", "counter", "Valid messages not acted on, by reason");
     for (std::size_t i = 0; i < ignore_reason_count; ++i)
         w.sample("zab_ignored_messages_total",

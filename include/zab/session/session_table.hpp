@@ -19,6 +19,7 @@
 #include "zab/core/bytes.hpp"
 #include "zab/core/codec.hpp"
 #include "zab/core/error.hpp"
+#include "zab/core/options.hpp"
 #include "zab/core/zxid.hpp"
 
 namespace zab {
@@ -44,6 +45,13 @@ struct session_options {
     /// `session_status::duplicate` with the result unknown (session_reply::result_kept).
     std::size_t max_result_bytes = std::size_t{1} << 20;
 };
+
+/// `options` as one number, for options::agreed_fingerprint: replicas whose session options
+/// differ then refuse to follow each other (docs/protocol.md §4.2) instead of answering a
+/// retry differently.
+inline std::uint64_t session_fingerprint(const session_options& options) noexcept {
+    return fingerprint_of({options.max_sessions, options.expiry_ms, options.max_result_bytes});
+}
 
 /// What the table remembers of one client: the last applied request and its result.
 struct session_record {
