@@ -214,8 +214,15 @@ private:
             if (random_.chance(0.5)) return log.flush();
             zab::flush_job job = log.begin_flush();
             job.run();
-            return log.finish_flush(std::move(job));
+            zab::flush_result flushed = log.finish_flush(std::move(job));
+            if (log.has_checkpoint_work()) {  // a compaction's checkpoint: a job of its own
+                zab::checkpoint_job checkpoint = log.begin_checkpoint();
+                checkpoint.run();
+                log.finish_checkpoint(std::move(checkpoint));
+            }
+            return flushed;
         }();
+        if (log.failed()) fail("checkpoint failed: " + log.failure_reason());
         if (result.failed()) fail("flush failed: " + result.reason);
     }
 

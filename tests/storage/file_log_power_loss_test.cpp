@@ -302,18 +302,29 @@ private:
         // Often early in the job: most jobs are a few steps.
         if (crash) fs_.fail_after(random_.below(random_.chance(0.5) ? 6 : 24));
         zab::flush_job job = log_->begin_flush();
-        const std::optional<std::size_t> checkpoint = std::exchange(pending_checkpoint_, {});
         job.run();
         const zab::flush_result result = log_->finish_flush(std::move(job));
         if (trace_)
             fmt::print("  flush{}: {}\n", fs_.powered_off() ? " (power failed)" : "",
                        result.failed() ? result.reason : std::string{"ok"});
         if (fs_.powered_off()) return power_loss();
-        fs_.cancel_fail_after();
         if (result.failed()) return fmt::format("flush failed: {}", result.reason);
         if (result.log_durable) log_durable(*result.log_durable);
         if (result.epochs_durable) epochs_durable(*result.epochs_durable);
-        if (checkpoint) snapshot_floor_ = std::max(snapshot_floor_, *checkpoint);
+        // The checkpoint is a job of its own, due once its record is durable; the power may
+        // fail inside it too, after the flush's completions were reported.
+        if (pending_checkpoint_ && log_->has_checkpoint_work()) {
+            zab::checkpoint_job checkpoint = log_->begin_checkpoint();
+            checkpoint.run();
+            log_->finish_checkpoint(std::move(checkpoint));
+            if (trace_)
+                fmt::print("  checkpoint{}: {}\n", fs_.powered_off() ? " (power failed)" : "",
+                           log_->failed() ? log_->failure_reason() : std::string{"ok"});
+            if (fs_.powered_off()) return power_loss();
+            if (log_->failed()) return fmt::format("checkpoint failed: {}", log_->failure_reason());
+            snapshot_floor_ = std::max(snapshot_floor_, *std::exchange(pending_checkpoint_, {}));
+        }
+        fs_.cancel_fail_after();
         return std::nullopt;
     }
 

@@ -3,6 +3,8 @@
 // flush runs), snapshot installs, epochs, group commit counted in fdatasyncs, a flush on
 // another thread, and the terminal failed state.
 #include <cerrno>
+#include <condition_variable>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -407,6 +409,141 @@ TEST_CASE("file_log flush job runs on another thread while the peer thread keeps
     file_log log = open_log(options);
     require_records(read_all(log), ids(1, 1, 110));
     REQUIRE(log.stored_epochs() == epochs{1, 1});
+}
+
+namespace {
+
+/// POSIX, except that the fsync of a snapshot file blocks until `release()` when it runs on
+/// another thread than the one that made the file system (the test's, the peer thread), and
+/// is refused (EIO, counted) on that thread: a checkpoint written inside the peer's flush
+/// would stall its appends, the defect this file system catches.
+class blocking_snapshot_fs final : public zab::file_system {
+public:
+    int open_directory(const std::string& path, int& fd) override { return real_.open_directory(path, fd); }
+    int make_directory(const std::string& path) override { return real_.make_directory(path); }
+    int lock_directory(int fd) override { return real_.lock_directory(fd); }
+    int list_directory(const std::string& path, std::vector<std::string>& names) override {
+        return real_.list_directory(path, names);
+    }
+    int sync_directory(int fd, zab::sync_site site) override { return real_.sync_directory(fd, site); }
+    int open_file(int dir, const std::string& name, zab::open_mode mode, int& fd) override {
+        return real_.open_file(dir, name, mode, fd);
+    }
+    int rename_file(int dir, const std::string& from, const std::string& to) override {
+        return real_.rename_file(dir, from, to);
+    }
+    int remove_file(int dir, const std::string& name) override { return real_.remove_file(dir, name); }
+    int write_at(int fd, zab::byte_view data, std::uint64_t offset) override {
+        return real_.write_at(fd, data, offset);
+    }
+    int read_at(int fd, std::span<std::byte> out, std::uint64_t offset, std::size_t& got) override {
+        return real_.read_at(fd, out, offset, got);
+    }
+    int size_of(int fd, std::uint64_t& size) override { return real_.size_of(fd, size); }
+    int truncate_file(int fd, std::uint64_t size) override { return real_.truncate_file(fd, size); }
+    int sync_data(int fd, zab::sync_site site) override { return real_.sync_data(fd, site); }
+    int sync_file(int fd, zab::sync_site site) override {
+        if (site == zab::sync_site::snapshot_file) {
+            std::unique_lock lock{mutex_};
+            if (std::this_thread::get_id() == peer_thread_) {
+                ++refused_on_peer_thread_;
+                return EIO;
+            }
+            blocked_ = true;
+            changed_.notify_all();
+            changed_.wait(lock, [this] { return released_; });
+            blocked_ = false;
+        }
+        return real_.sync_file(fd, site);
+    }
+    void close(int fd) noexcept override { real_.close(fd); }
+
+    /// Waits until a snapshot fsync is blocked on another thread.
+    void wait_until_blocked() {
+        std::unique_lock lock{mutex_};
+        changed_.wait(lock, [this] { return blocked_; });
+    }
+    void release() {
+        std::lock_guard lock{mutex_};
+        released_ = true;
+        changed_.notify_all();
+    }
+    bool blocked() {
+        std::lock_guard lock{mutex_};
+        return blocked_;
+    }
+    int refused_on_peer_thread() {
+        std::lock_guard lock{mutex_};
+        return refused_on_peer_thread_;
+    }
+
+private:
+    zab::posix_file_system real_;
+    const std::thread::id peer_thread_ = std::this_thread::get_id();
+    std::mutex mutex_;
+    std::condition_variable changed_;
+    bool blocked_ = false;
+    bool released_ = false;
+    int refused_on_peer_thread_ = 0;
+};
+
+}  // namespace
+
+TEST_CASE("file_log a checkpoint being written never delays the appends' and the epoch "
+          "writes' durability (issue 34, defect 4)") {
+    temporary_directory dir;
+    blocking_snapshot_fs disk;
+    auto options = small_options(dir.data());
+    options.filesystem = &disk;
+    const shared_bytes state = shared_bytes::copy_of(zab::as_bytes("state as of <1, 45>"));
+    {
+        file_log log = open_new(options);
+        log.append(1, records(1, 1, 40));
+        log.make_durable(1);
+        REQUIRE(flush_ok(log).log_durable == 1);
+        // A compaction of a record that is not durable yet waits for it: no job is due.
+        log.append(2, records(1, 41, 50));
+        REQUIRE(log.compact(zxid{1, 45}, state));
+        REQUIRE_FALSE(log.has_checkpoint_work());
+        log.make_durable(2);
+        zab::flush_job second = log.begin_flush();  // not flush(): it writes a due checkpoint
+        second.run();
+        REQUIRE(log.finish_flush(std::move(second)).log_durable == 2);
+        REQUIRE(log.has_checkpoint_work());
+
+        zab::checkpoint_job checkpoint = log.begin_checkpoint();
+        REQUIRE_FALSE(log.has_checkpoint_work());
+        std::thread writer([&checkpoint] { checkpoint.run(); });
+        disk.wait_until_blocked();
+        // The checkpoint's fsync is stuck: appends, a sync and an epoch write complete.
+        for (int round = 0; round < 3; ++round) {
+            const auto first = static_cast<std::uint32_t>(51 + 10 * round);
+            log.append(static_cast<zab::storage_op>(3 + 2 * round), records(1, first, first + 9));
+            log.make_durable(static_cast<zab::storage_op>(3 + 2 * round));
+            log.write_epochs(static_cast<zab::storage_op>(4 + 2 * round), {2, 1});
+            zab::flush_job job = log.begin_flush();
+            job.run();
+            const auto done = log.finish_flush(std::move(job));
+            REQUIRE_FALSE(done.failed());
+            REQUIRE(done.log_durable == static_cast<zab::storage_op>(3 + 2 * round));
+            REQUIRE(done.epochs_durable == static_cast<zab::storage_op>(4 + 2 * round));
+        }
+        REQUIRE(disk.blocked());
+        REQUIRE(log.checkpoint_in_progress());
+        REQUIRE(log.read(zxid{1, 44}, 1).error() == errc::compacted);
+        disk.release();
+        writer.join();
+        log.finish_checkpoint(std::move(checkpoint));
+        REQUIRE_FALSE(log.failed());
+        REQUIRE(log.stats().snapshots_written == 1);
+    }
+    REQUIRE(disk.refused_on_peer_thread() == 0);
+    options.filesystem = &zab::posix_file_system_instance();
+    file_log log = open_log(options);
+    REQUIRE(log.snapshot()->last_included == zxid{1, 45});
+    REQUIRE(log.snapshot()->state == state);
+    require_records(read_all(log), ids(1, 46, 80));
+    REQUIRE(log.stored_epochs() == epochs{2, 1});
 }
 
 TEST_CASE("file_log failure is terminal: every later flush fails, nothing is retried") {

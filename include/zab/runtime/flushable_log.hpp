@@ -27,4 +27,23 @@ concept flushable_log = log_store<L> && requires(L& log, const L& const_log) {
     };
 };
 
+/// Optional: a flushable log whose compaction writes a checkpoint in jobs of its own
+/// (zab::file_log), apart from the flush jobs so that O(state) bytes written never delay an
+/// append's durability (issue 34, defect 4):
+///   log.has_checkpoint_work()          whether a checkpoint job is due;
+///   auto job = log.begin_checkpoint()  (the node's executor) takes it;
+///   job.run()                          (any one thread, beside a flush job) writes it;
+///   log.finish_checkpoint(std::move(job))  (the node's executor).
+/// At most one checkpoint job is outstanding; a driver that never runs them leaves the
+/// compactions in memory only (the log on disk keeps every record).
+template <typename L>
+concept checkpointing_log = flushable_log<L> && requires(L& log, const L& const_log) {
+    { const_log.has_checkpoint_work() } -> std::same_as<bool>;
+    { log.begin_checkpoint() };
+    requires requires(decltype(log.begin_checkpoint()) job) {
+        job.run();
+        { log.finish_checkpoint(std::move(job)) } -> std::same_as<void>;
+    };
+};
+
 }  // namespace zab::asio

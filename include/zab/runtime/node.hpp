@@ -20,7 +20,9 @@
 //   `boost::asio::thread_pool` of one thread that the application owns) jobs run there and
 //   the node's executor never waits for the disk; without it they run on the node's
 //   executor, which then blocks for each fsync (simple, and slower). The node starts no
-//   thread of its own.
+//   thread of its own. A log's checkpoint jobs (a compaction's snapshot file,
+//   zab::checkpointing_log) go to the same executor: give it two threads for a checkpoint
+//   never to delay a flush job.
 //
 // Membership (docs/protocol.md §9). `async_reconfigure` changes it; after every step the node
 // hands the transport every member of the committed and pending configurations with its peer
@@ -572,6 +574,7 @@ private:
             peer_ready ready = peer_->ready();
             deliver_completions(std::move(ready.completions));
             if (ready.flush_due) maybe_flush();
+            if constexpr (checkpointing_log<Log>) maybe_checkpoint();
             if (ready.snapshot) serialize_snapshot(std::move(*ready.snapshot));
             follow_membership();
             if (pass == 0 && !retry_parked()) return;
@@ -862,6 +865,32 @@ private:
         }
     }
 
+    /// Hands a due checkpoint (a compaction's snapshot file) to a job of its own, on the disk
+    /// executor beside the flush jobs (with a pool of two threads or more they run at once),
+    /// so that it never delays an append's durability nor counts as a stalled write.
+    void maybe_checkpoint() {
+        if (checkpointing_ || stopped_ || !log_.has_checkpoint_work()) return;
+        checkpointing_ = true;
+        auto job = std::make_shared<decltype(log_.begin_checkpoint())>(log_.begin_checkpoint());
+        auto finish = [this, alive = alive_, job]() {
+            if (!*alive) return;
+            checkpointing_ = false;
+            log_.finish_checkpoint(std::move(*job));
+            after_step();  // a failure is reported by the next flush; the next checkpoint
+        };
+        if (disk_) {
+            boost::asio::post(*disk_, [job, executor = executor_, finish]() mutable {
+                job->run();
+                boost::asio::post(executor, std::move(finish));
+            });
+        } else {
+            boost::asio::post(executor_, [job, finish]() mutable {
+                job->run();
+                finish();
+            });
+        }
+    }
+
     /// Seconds `work` took on the steady clock.
     template <typename Work>
     static double timed(Work&& work) {
@@ -910,6 +939,7 @@ private:
     bool started_ = false;
     bool stopped_ = false;
     bool flushing_ = false;
+    bool checkpointing_ = false;
 };
 
 }  // namespace zab::asio

@@ -179,6 +179,7 @@ public:
             return;
         }
         generation_ = next_segment_number_++;
+        pending_checkpoint_.reset();  // not begun yet: the install replaces what it covers
         pending_install_ = detail::pending_install{generation_, last_included, state, owner_,
                                                    options_.snapshots_kept, false, 0, {}};
         pending_writes_.clear();
@@ -198,17 +199,18 @@ public:
 
     /// Compaction: `state` is the state machine's snapshot as of `last_included`, a record
     /// of this log above the snapshot in effect. It becomes the snapshot in effect at once
-    /// (`read` below it answers `compacted`); the next flush writes it as a checkpoint file
-    /// (temp + fsync + rename + directory fsync), after that job's appends are durable, and
-    /// then unlinks the segments whose records are all at or below `last_included` (the last
-    /// segment always stays). Not a log operation: nothing the peer waits for, and a crash
-    /// before the checkpoint lands leaves the full log. Records after `last_included` stay
-    /// where they are. Returns false, changing nothing, when `last_included` is not such a
-    /// record, while a snapshot install waits for its flush, once the log has failed, or
-    /// when `state` is larger than `max_snapshot_bytes` (logged at error level: such a
-    /// checkpoint could not be reopened).
+    /// (`read` below it answers `compacted`); a checkpoint job (`begin_checkpoint`, handed
+    /// out once the record at `last_included` is durable) writes it as a checkpoint file
+    /// (temp + fsync + rename + directory fsync) and then unlinks the segments whose records
+    /// are all at or below `last_included` (the segment holding it always stays). Not a log
+    /// operation: nothing the peer waits for, no flush job carries it, and a crash before
+    /// the checkpoint lands leaves the full log. Records after `last_included` stay where
+    /// they are. A newer compaction replaces one whose job has not begun. Returns false,
+    /// changing nothing, when `last_included` is not such a record, while a snapshot install
+    /// waits for its flush, once the log has failed, or when `state` is larger than
+    /// `max_snapshot_bytes` (logged at error level: such a checkpoint could not be reopened).
     bool compact(zxid last_included, const shared_bytes& state) {
-        if (failed() || (pending_install_ && !pending_install_->checkpoint)) return false;
+        if (failed() || pending_install_) return false;
         if (auto problem = snapshot_too_large("compact", last_included, state);
             !problem.empty()) {
             log(log_level::error, "file_log {}: {}", options_.directory, problem);
@@ -217,9 +219,9 @@ public:
         if (snapshot_ && last_included <= snapshot_->last_included) return false;
         if (!holds(last_included)) return false;
         // A newer checkpoint replaces a pending one.
-        pending_install_ = detail::pending_install{next_segment_number_++, last_included, state,
-                                                   owner_, options_.snapshots_kept, true,
-                                                   generation_, {}};
+        pending_checkpoint_ = detail::pending_install{next_segment_number_++, last_included,
+                                                      state, owner_, options_.snapshots_kept,
+                                                      true, generation_, {}};
         snapshot_ = log_snapshot{last_included, state};
         return true;
     }
@@ -287,10 +289,8 @@ public:
         }
         job.install_ = std::exchange(pending_install_, std::nullopt);
         job.truncation_ = std::exchange(pending_truncation_, std::nullopt);
-        ZAB_ASSERT(!job.install_ || job.install_->checkpoint || !job.truncation_,
+        ZAB_ASSERT(!job.install_ || !job.truncation_,
                    "an install leaves nothing on disk of its generation to truncate");
-        if (job.install_ && job.install_->checkpoint)
-            job.install_->retired = covered_segments(job.install_->last_included);
         std::size_t records = 0;
         for (const detail::pending_write& write : pending_writes_) {
             segment_state& segment = segment_of(write.file->number);
@@ -329,19 +329,69 @@ public:
         const std::size_t written = std::min(in_flight_records_, unwritten_.size());
         unwritten_.erase(unwritten_.begin(), unwritten_.begin() + static_cast<std::ptrdiff_t>(written));
         in_flight_records_ = 0;
-        if (finished.install_ && finished.install_->checkpoint)
-            forget_segments(finished.install_->retired);
         result.log_durable = finished.sync_op_;
         if (finished.epochs_) result.epochs_durable = finished.epochs_->first;
         return result;
     }
 
-    /// The three steps above on the calling thread (which then blocks on the disk).
+    /// The three steps above on the calling thread (which then blocks on the disk), and
+    /// then a checkpoint job if one is due (its failure is reported by the next flush).
     flush_result flush() {
         flush_job job = begin_flush();
         job.run();
-        return finish_flush(std::move(job));
+        flush_result result = finish_flush(std::move(job));
+        if (has_checkpoint_work()) {
+            checkpoint_job checkpoint = begin_checkpoint();
+            checkpoint.run();
+            finish_checkpoint(std::move(checkpoint));
+        }
+        return result;
     }
+
+    // --- checkpoints (compaction's disk work, apart from the flush jobs) ------------------
+
+    /// Whether `begin_checkpoint` has work: a compaction is pending, no checkpoint job is
+    /// outstanding, and every record up to the compaction's zxid is durable (written by a
+    /// finished flush job), so that the checkpoint never stands for records a crash could
+    /// still take (compactable_log's contract).
+    bool has_checkpoint_work() const noexcept {
+        return pending_checkpoint_ && !checkpoint_outstanding_ && !failed() &&
+               durable_through(pending_checkpoint_->last_included);
+    }
+
+    /// Peer thread. Takes the pending compaction into a job (asserted: `has_checkpoint_work()`).
+    /// Run it (`job.run()`) on any thread — on another than the flush jobs', or it delays
+    /// them as before — then hand it back to `finish_checkpoint`. At most one is outstanding;
+    /// flush jobs may start and finish meanwhile.
+    checkpoint_job begin_checkpoint() {
+        ZAB_ASSERT(has_checkpoint_work(), "begin_checkpoint: no checkpoint is due");
+        checkpoint_outstanding_ = true;
+        detail::pending_install checkpoint = std::move(*pending_checkpoint_);
+        pending_checkpoint_.reset();
+        checkpoint.retired = covered_segments(checkpoint.last_included);
+        return checkpoint_job{++checkpoint_job_id_, directory_, std::move(checkpoint)};
+    }
+
+    /// Peer thread, after `job.run()`. A failure puts the log in its terminal failed state
+    /// (the next flush reports it, `has_pending_work()` says so); otherwise the segments the
+    /// checkpoint retired are forgotten.
+    void finish_checkpoint(checkpoint_job&& job) {
+        ZAB_ASSERT(checkpoint_outstanding_ && job.id_ == checkpoint_job_id_,
+                   "finish_checkpoint: not the outstanding checkpoint job of this log");
+        ZAB_ASSERT(job.ran_, "finish_checkpoint: the job has not run");
+        checkpoint_outstanding_ = false;
+        const checkpoint_job finished = std::move(job);
+        stats_ += finished.io_.counters();
+        if (!finished.io_.ok()) {
+            enter_failed(finished.io_.failure());
+            return;
+        }
+        // After an install meanwhile these segments are gone from memory already.
+        if (finished.checkpoint_.continued_generation == generation_)
+            forget_segments(finished.checkpoint_.retired);
+    }
+
+    bool checkpoint_in_progress() const noexcept { return checkpoint_outstanding_; }
 
     /// Whether a flush would do or report anything.
     bool has_pending_work() const noexcept {
@@ -466,13 +516,28 @@ private:
         return at != index_.end() && at->id == z;
     }
 
-    /// The segments whose records all lie at or below `z`: those followed by a segment that
-    /// starts at or below it (the last segment always stays, for appends).
+    /// The segments whose records all lie at or below `z`, a record of the log: those
+    /// before the segment holding `z` that are followed by a segment starting at or below
+    /// it. The segment holding `z`, and every later one (a flush job may be writing them),
+    /// stay.
     std::vector<std::uint64_t> covered_segments(zxid z) const {
+        const auto at = std::lower_bound(index_.begin(), index_.end(), z,
+                                         [](const index_entry& e, zxid x) { return e.id < x; });
+        ZAB_ASSERT(at != index_.end() && at->id == z, "covered_segments: not a record");
         std::vector<std::uint64_t> out;
-        for (std::size_t i = 0; i + 1 < segments_.size(); ++i)
-            if (segments_[i + 1].base <= z) out.push_back(segments_[i].file->number);
+        for (std::size_t i = 0; i + 1 < segments_.size(); ++i) {
+            if (segments_[i + 1].file->number > at->segment || segments_[i + 1].base > z) break;
+            out.push_back(segments_[i].file->number);
+        }
         return out;
+    }
+
+    /// Whether record `z` of the log was written by a finished flush job (synced).
+    bool durable_through(zxid z) const {
+        const auto at = std::lower_bound(index_.begin(), index_.end(), z,
+                                         [](const index_entry& e, zxid x) { return e.id < x; });
+        if (at == index_.end() || at->id != z) return false;
+        return static_cast<std::size_t>(at - index_.begin()) < index_.size() - unwritten_.size();
     }
 
     /// Drops segments `numbers` (unlinked by a checkpoint's job, or found covered by the
@@ -661,13 +726,16 @@ private:
     // What the next flush takes.
     std::vector<detail::pending_write> pending_writes_;
     std::optional<detail::pending_truncation> pending_truncation_;
-    std::optional<detail::pending_install> pending_install_;
+    std::optional<detail::pending_install> pending_install_;  ///< a snapshot install only
+    std::optional<detail::pending_install> pending_checkpoint_;
     std::optional<std::pair<storage_op, epochs>> pending_epochs_;
     std::optional<storage_op> requested_sync_;
     std::optional<storage_op> last_log_op_;
 
     bool job_outstanding_ = false;
     std::uint64_t job_id_ = 0;
+    bool checkpoint_outstanding_ = false;
+    std::uint64_t checkpoint_job_id_ = 0;
     std::string failure_;  // not empty: the terminal failed state
     bool failure_reported_ = false;
     int injected_failure_ = 0;

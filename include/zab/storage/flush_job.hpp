@@ -18,9 +18,15 @@
 //      generation): the new generation's segments as in 2, then the snapshot file (temp +
 //      fsync + rename + directory fsync) — the instant the install happens — then the old
 //      generation's segments and surplus snapshots are unlinked (§11.5);
-//      or a checkpoint (after 1 and 2): the snapshot file the same way, then the segments
-//      whose records it covers wholly, and surplus snapshots, are unlinked;
 //   4. the epoch file, atomically (temp + fsync + rename + directory fsync, §2, §11.2).
+//
+// A checkpoint (compaction of the log's own records) is not in a flush job: it is a
+// `checkpoint_job` of its own (`file_log::begin_checkpoint`), which the driver runs beside the
+// flush jobs, so that writing O(state) bytes never delays an append's or an epoch write's
+// durability (issue 34, defect 4). The log hands one out only once every record up to the
+// checkpoint is durable, and it unlinks only segments that no flush job touches any more, so
+// the two kinds of job never write the same file: a crash in either leaves the whole log, or
+// the checkpoint with every record after it (the compactable_log contract).
 // The first failed step ends the job; nothing is retried (docs/design.md rule 6).
 #pragma once
 
@@ -99,6 +105,41 @@ struct pending_install {
     std::vector<std::uint64_t> retired;  ///< checkpoint: segment numbers, filled at begin_flush
 };
 
+/// Writes snapshot file `in.generation` (temp + fsync + rename + directory fsync), then
+/// retires what it replaces: the older generations' segments (an install) or `in.retired`
+/// (a checkpoint), and the snapshots beyond `in.snapshots_kept`, with one directory fsync.
+/// The first failed step stops it (`io.ok()` is then false).
+inline void write_snapshot(durable_io& io, const pending_install& in) {
+    using namespace storage_format;
+    const snapshot_header header{in.owner.cluster_id, in.owner.replica_id, in.generation,
+                                 in.last_included, in.state.size(), in.checkpoint,
+                                 in.checkpoint ? in.continued_generation : 0};
+    const auto header_bytes = encode(header, in.state.view());
+    const std::array<byte_view, 2> parts{byte_view{header_bytes}, in.state.view()};
+    if (!io.write_file_atomically(snapshot_file_name(in.generation), parts,
+                                  sync_site::snapshot_file, sync_site::snapshot_rename_directory))
+        return;
+    ++io.counters().snapshots_written;
+
+    // The snapshot is durable: from here on recovery ignores the older generation (or,
+    // after a checkpoint, the segments it covers), so removal order does not matter and
+    // one directory fsync covers it.
+    std::vector<std::string> names;
+    if (!io.list(names)) return;
+    const directory_contents contents = classify(names);
+    if (in.checkpoint) {
+        for (std::uint64_t number : in.retired)
+            if (!io.remove(segment_file_name(number))) return;
+    } else {
+        for (std::uint64_t number : contents.segments)
+            if (number < in.generation && !io.remove(segment_file_name(number))) return;
+    }
+    const std::size_t kept = std::min<std::size_t>(in.snapshots_kept, contents.snapshots.size());
+    for (std::size_t i = 0; i + kept < contents.snapshots.size(); ++i)
+        if (!io.remove(snapshot_file_name(contents.snapshots[i]))) return;
+    io.sync_directory(sync_site::snapshot_retire_directory);
+}
+
 }  // namespace detail
 
 /// What a finished flush means for the peer. Deliver `log_durable` as
@@ -161,38 +202,7 @@ private:
           directory_{std::move(directory)},
           io_{*directory_->fs, directory_->path, directory_->fd.get()} {}
 
-    void install_snapshot() {
-        using namespace storage_format;
-        const detail::pending_install& in = *install_;
-        const snapshot_header header{in.owner.cluster_id, in.owner.replica_id, in.generation,
-                                     in.last_included, in.state.size(), in.checkpoint,
-                                     in.checkpoint ? in.continued_generation : 0};
-        const auto header_bytes = encode(header, in.state.view());
-        const std::array<byte_view, 2> parts{byte_view{header_bytes}, in.state.view()};
-        if (!io_.write_file_atomically(snapshot_file_name(in.generation), parts,
-                                       sync_site::snapshot_file,
-                                       sync_site::snapshot_rename_directory))
-            return;
-        ++io_.counters().snapshots_written;
-
-        // The snapshot is durable: from here on recovery ignores the older generation (or,
-        // after a checkpoint, the segments it covers), so removal order does not matter and
-        // one directory fsync covers it.
-        std::vector<std::string> names;
-        if (!io_.list(names)) return;
-        const detail::directory_contents contents = detail::classify(names);
-        if (in.checkpoint) {
-            for (std::uint64_t number : in.retired)
-                if (!io_.remove(segment_file_name(number))) return;
-        } else {
-            for (std::uint64_t number : contents.segments)
-                if (number < in.generation && !io_.remove(segment_file_name(number))) return;
-        }
-        const std::size_t kept = std::min<std::size_t>(in.snapshots_kept, contents.snapshots.size());
-        for (std::size_t i = 0; i + kept < contents.snapshots.size(); ++i)
-            if (!io_.remove(snapshot_file_name(contents.snapshots[i]))) return;
-        io_.sync_directory(sync_site::snapshot_retire_directory);
-    }
+    void install_snapshot() { detail::write_snapshot(io_, *install_); }
 
     void truncate() {
         using namespace storage_format;
@@ -251,6 +261,50 @@ private:
     std::vector<detail::pending_write> writes_;
     std::optional<std::pair<storage_op, epochs>> epochs_;
     std::optional<storage_op> sync_op_;
+};
+
+/// A checkpoint's disk work (see the file comment): the snapshot file of a compaction, then
+/// the unlinks of the segments it covers. Move-only; made by `file_log::begin_checkpoint`,
+/// handed back to `file_log::finish_checkpoint` after `run()`. It may run on any thread, and
+/// while a flush job runs on another: they touch different files.
+class checkpoint_job {
+public:
+    checkpoint_job(checkpoint_job&&) noexcept = default;
+    checkpoint_job& operator=(checkpoint_job&&) noexcept = default;
+    checkpoint_job(const checkpoint_job&) = delete;
+    checkpoint_job& operator=(const checkpoint_job&) = delete;
+    ~checkpoint_job() = default;
+
+    /// Writes the checkpoint and unlinks what it covers. Blocks for as long as the disk
+    /// takes (O(state)); only once; never throws (a failure is kept for `finish_checkpoint`).
+    void run() noexcept {
+        ZAB_ASSERT(!ran_, "checkpoint_job::run called twice");
+        ran_ = true;
+        try {
+            detail::write_snapshot(io_, checkpoint_);
+        } catch (const std::exception& e) {
+            io_.fail(fmt::format("checkpoint of {} failed: {}", io_.directory(), e.what()));
+        }
+    }
+
+    /// The zxid the checkpoint stands for.
+    zxid last_included() const noexcept { return checkpoint_.last_included; }
+
+private:
+    friend class file_log;
+
+    checkpoint_job(std::uint64_t id, std::shared_ptr<const detail::directory_handle> directory,
+                   detail::pending_install checkpoint)
+        : id_{id},
+          directory_{std::move(directory)},
+          io_{*directory_->fs, directory_->path, directory_->fd.get()},
+          checkpoint_{std::move(checkpoint)} {}
+
+    std::uint64_t id_ = 0;
+    std::shared_ptr<const detail::directory_handle> directory_;
+    detail::durable_io io_;
+    detail::pending_install checkpoint_;
+    bool ran_ = false;
 };
 
 }  // namespace zab

@@ -9,7 +9,9 @@
 // draws it from `disk_options`; `finish_flush` then turns its result into completions,
 // delivered as events (docs/design.md rule 2), and the next flush starts if more was requested
 // meanwhile. Log syncs and epoch writes complete in the order issued, each with the flush
-// that carried it.
+// that carried it. A compaction's checkpoint is a job of its own (file_log::begin_checkpoint),
+// started once its records are durable and run at an instant drawn the same way, beside
+// the flush jobs: a slow checkpoint never holds a sync back.
 //
 // `crash()` is a power loss: a flush in flight gets as far as a random number of disk
 // operations, then the file system keeps, drops or tears what was not synced (the weights
@@ -88,7 +90,10 @@ public:
     sim_file_log(const sim_file_log&) = delete;
     sim_file_log& operator=(const sim_file_log&) = delete;
     /// Cancels its pending completion: the event_queue must outlive the sim_file_log.
-    ~sim_file_log() { cancel_flush(); }
+    ~sim_file_log() {
+        cancel_flush();
+        cancel_checkpoint();
+    }
 
     /// Where completions go. Empty: completions are dropped (a stopped replica).
     void set_completion_handler(std::function<void(const storage_completion&)> handler) {
@@ -140,6 +145,7 @@ public:
                              zxid{},
                              {},
                              log_snapshot{last_included, state}});
+        start_checkpoint_if_idle();
         return true;
     }
 
@@ -183,11 +189,17 @@ public:
     /// recovered.
     std::string crash_and_recover() {
         cancel_flush();
-        if (job_) {
-            disk_.fail_after(random_.below(24));
-            job_->run();
-            job_.reset();
-        }
+        cancel_checkpoint();
+        // The jobs in flight get as far as a random number of disk operations between them,
+        // in either order (they run beside each other).
+        // (A run without a checkpoint in flight draws what it drew before they existed.)
+        if (job_ || checkpoint_job_) disk_.fail_after(random_.below(24));
+        const bool checkpoint_first = checkpoint_job_ && job_ && random_.chance(0.5);
+        if (checkpoint_first) checkpoint_job_->run();
+        if (job_) job_->run();
+        if (checkpoint_job_ && !checkpoint_first) checkpoint_job_->run();
+        job_.reset();
+        checkpoint_job_.reset();
         log_.reset();
         disk_.power_loss(random_, {options_.crash_keep, options_.crash_drop, options_.crash_tear});
         return reopen();
@@ -215,6 +227,8 @@ public:
     const file_log& log() const { return *log_; }
     /// Flush jobs started.
     std::uint64_t flushes() const noexcept { return flushes_; }
+    /// Checkpoint jobs started.
+    std::uint64_t checkpoints() const noexcept { return checkpoints_; }
 
 private:
     enum class operation_kind { append, truncate, install_snapshot, compact };
@@ -310,6 +324,27 @@ private:
         event_ = 0;
     }
 
+    void cancel_checkpoint() {
+        if (checkpoint_event_ != 0) events_.cancel(checkpoint_event_);
+        checkpoint_event_ = 0;
+    }
+
+    void start_checkpoint_if_idle() {
+        if (checkpoint_job_ || !log_->has_checkpoint_work()) return;
+        checkpoint_job_.emplace(log_->begin_checkpoint());
+        ++checkpoints_;
+        checkpoint_event_ = events_.schedule_at(events_.now() + draw_latency(),
+                                                [this] { complete_checkpoint(); });
+    }
+
+    void complete_checkpoint() {
+        checkpoint_event_ = 0;
+        checkpoint_job_->run();
+        log_->finish_checkpoint(std::move(*checkpoint_job_));
+        checkpoint_job_.reset();
+        start_checkpoint_if_idle();
+    }
+
     void complete_flush() {
         event_ = 0;
         job_->run();
@@ -337,6 +372,7 @@ private:
             }
         }
         start_flush_if_idle();
+        start_checkpoint_if_idle();  // its records may have become durable with this flush
     }
 
     /// The operations ≤ `op` that the finished job wrote (not those issued while it ran);
@@ -387,6 +423,9 @@ private:
 
     std::optional<flush_job> job_;
     event_queue::event_id event_ = 0;
+    std::optional<checkpoint_job> checkpoint_job_;
+    event_queue::event_id checkpoint_event_ = 0;
+    std::uint64_t checkpoints_ = 0;
     std::deque<request> requested_;   // syncs and epoch writes not yet answered, in order
     std::size_t in_flight_ = 0;       // how many of them the job in flight answers
     std::size_t job_operations_ = 0;  // how many of unsynced_ the job in flight writes
