@@ -423,6 +423,26 @@ public:
         return visible_.read(after, max);
     }
 
+    // --- a driver that chooses the order (zab/testing/explorer.hpp) ----------------------
+
+    /// Completes the oldest pending sync now, ahead of its scheduled time (its event is
+    /// cancelled): for a driver that picks which durability operation finishes next instead
+    /// of drawing latencies. Syncs still complete in the order issued. False if none pends.
+    bool complete_next_sync_now() {
+        if (pending_syncs_.empty()) return false;
+        events_.cancel(pending_syncs_.front().event);
+        complete_sync(generation_);
+        return true;
+    }
+
+    /// The same for the oldest pending epoch write (independent of log syncs).
+    bool complete_next_epoch_write_now() {
+        if (pending_epoch_writes_.empty()) return false;
+        events_.cancel(pending_epoch_writes_.front().event);
+        complete_epoch_write(generation_);
+        return true;
+    }
+
     // --- fault injection -----------------------------------------------------------------
 
     /// Power loss. Every un-synced operation is resolved by the crash model into the new
@@ -480,6 +500,9 @@ public:
     /// Syncs and epoch writes issued and not yet completed.
     std::size_t pending_syncs() const { return pending_syncs_.size(); }
     std::size_t pending_epoch_writes() const { return pending_epoch_writes_.size(); }
+    /// Log operations (appends, truncations, installs, compactions) no sync covers yet: what
+    /// a crash now would put at the mercy of the crash model.
+    std::size_t unsynced_operations() const { return unsynced_.size(); }
 
 private:
     enum class operation_kind { append, truncate, install_snapshot, compact };
