@@ -161,6 +161,7 @@ void describe(const command_line& cl, const std::vector<choice>& path, bool live
             break;
         }
     }
+    if (!model.violation()) fmt::print("  enabled next: {}\n", to_string(model.enabled()));
     if (liveness && !model.violation()) {
         if (auto v = model.check_liveness(cl.options.liveness_ticks))
             fmt::print("  then healed and run fairly: {}\n", *v);

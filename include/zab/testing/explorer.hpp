@@ -321,6 +321,21 @@ private:
         }
     }
 
+    /// Whether `a` and `b` spend one budget of `explorer_bounds` (every tick counts against
+    /// `ticks`, every crash of either kind against `crashes`, ...).
+    static bool same_budget(const choice& a, const choice& b) {
+        auto budget = [](choice::kind k) {
+            switch (k) {
+                case choice::kind::deliver:
+                case choice::kind::durable_log:
+                case choice::kind::durable_epochs: return 0;
+                case choice::kind::crash_keep: return static_cast<int>(choice::kind::crash) + 1;
+                default: return static_cast<int>(k) + 1;
+            }
+        };
+        return budget(a.what) != 0 && budget(a.what) == budget(b.what);
+    }
+
     static bool contains(const std::vector<choice>& v, const choice& c) {
         return std::find(v.begin(), v.end(), c) != v.end();
     }
@@ -437,6 +452,12 @@ private:
                 }
             if (!next) break;
             stack_[n].done.push_back(*next);
+            // Choices that draw on one budget disable each other once it is spent (the last
+            // write at replica 1 disables the write at 3), so no later state offers the
+            // other for a race to be found: both orders are tried here.
+            for (const choice& q : stack_[n].enabled)
+                if (q != *next && same_budget(q, *next) && !contains(stack_[n].backtrack, q))
+                    stack_[n].backtrack.push_back(q);
             if (!fresh) model = rebuild(path);
             fresh = false;
             const std::size_t origin = model->origin_of(*next);
