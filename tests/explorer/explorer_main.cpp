@@ -9,7 +9,7 @@
 // --from-established (start where a fair run first established a group)
 // --lease (read leases on: read_lease_ticks 4) --init-limit N --sync-limit N
 // --snapshot-every N (compaction every N applied)
-// Search: --dpor (dynamic partial-order reduction, the default search for long paths)
+// Search: depth-first with state hashing and sleep sets by default;
 // --iterative (sleep sets and state hashing, deepening 1, 2, ... up to --depth; --step N)
 // --bfs --no-por --no-hash
 // --no-liveness --liveness-ticks N (40) --max-states N --max-seconds S --no-minimise
@@ -94,7 +94,6 @@ command_line parse(int argc, char** argv) {
         else if (a == "--iterative") cl.options.iterative_deepening = true;
         else if (a == "--step") cl.options.deepening_step = number();
         else if (a == "--bfs") cl.options.breadth_first = true;
-        else if (a == "--dpor") cl.options.dpor = true;
         else if (a == "--no-por") cl.options.sleep_sets = false;
         else if (a == "--no-hash") cl.options.hashing = false;
         else if (a == "--no-liveness") cl.options.liveness = false, flag();

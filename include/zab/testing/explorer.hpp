@@ -27,7 +27,6 @@
 //     one at a time, until none can) and reported as a path `parse_path` reads back.
 #pragma once
 
-#include <bitset>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -49,9 +48,6 @@ struct explorer_options {
     bool iterative_deepening = false;   ///< depth 1, 2, ... instead of the bound at once
     std::size_t deepening_step = 1;
     bool breadth_first = false;         ///< BFS over the same choices (shortest first)
-    /// Dynamic partial-order reduction (Flanagan and Godefroid, POPL 2005) instead of sleep
-    /// sets and state hashing: one interleaving per class of equivalent ones.
-    bool dpor = false;
     bool sleep_sets = true;             ///< partial-order reduction
     bool hashing = true;                ///< prune states already visited
     bool liveness = true;               ///< the liveness check at every leaf
@@ -126,11 +122,6 @@ public:
         explorer_result result;
         if (options_.breadth_first) {
             breadth_first(result);
-        } else if (options_.dpor) {
-            auto model = std::make_unique<model_type>(options_.bounds);
-            std::vector<choice> path;
-            stack_.reserve(dpor_depth_max);
-            dpor(model, path, result);
         } else if (options_.iterative_deepening) {
             for (std::size_t d = std::min(options_.deepening_step, options_.depth);;
                  d = std::min(d + options_.deepening_step, options_.depth)) {
@@ -280,225 +271,6 @@ private:
         stats_.liveness_seconds += since(t);
         if (v) result.found = counterexample{path, path, *v, true};
     }
-
-    // --- dynamic partial-order reduction ----------------------------------------------------
-    //
-    // Processes are the sources of choices: each channel (its deliveries, in FIFO order) and
-    // each replica's local sources (its log syncs, its epoch writes, its clock, its clients).
-    // A choice's identity is its process. Two steps are dependent when they run at the same
-    // replica, or either is global: a fault (crash, restart, reset), a step that made or broke
-    // a connection, a durability completion (the checkers read every voter's disk when a
-    // leader commits, so its order against other replicas' steps is observable), a client
-    // sync (the client checker's "must see" is what completed anywhere before it). A
-    // delivery happens after the step that queued what it delivers.
-
-    static constexpr std::size_t dpor_depth_max = 1024;
-    using step_set = std::bitset<dpor_depth_max>;
-
-    struct dpor_frame {
-        std::vector<choice> enabled;    // at the state before this step
-        std::vector<choice> backtrack;
-        std::vector<choice> done;
-        choice taken;
-        bool global = false;
-        peer_id at = 0;
-        step_set before;                // the earlier steps that happen before this one
-    };
-
-    static bool global_kind(const choice& c) {
-        switch (c.what) {
-            case choice::kind::crash:
-            case choice::kind::crash_keep:
-            case choice::kind::restart:
-            case choice::kind::break_link:
-            case choice::kind::durable_log:
-            case choice::kind::durable_epochs:
-            case choice::kind::sync:
-            case choice::kind::lease_sync:
-            case choice::kind::reconfig:
-                return true;
-            default: return false;
-        }
-    }
-
-    /// Whether `a` and `b` spend one budget of `explorer_bounds` (every tick counts against
-    /// `ticks`, every crash of either kind against `crashes`, ...).
-    static bool same_budget(const choice& a, const choice& b) {
-        auto budget = [](choice::kind k) {
-            switch (k) {
-                case choice::kind::deliver:
-                case choice::kind::durable_log:
-                case choice::kind::durable_epochs: return 0;
-                case choice::kind::crash_keep: return static_cast<int>(choice::kind::crash) + 1;
-                default: return static_cast<int>(k) + 1;
-            }
-        };
-        return budget(a.what) != 0 && budget(a.what) == budget(b.what);
-    }
-
-    static bool contains(const std::vector<choice>& v, const choice& c) {
-        return std::find(v.begin(), v.end(), c) != v.end();
-    }
-
-    bool dependent(const dpor_frame& done_step, const choice& next) const {
-        return done_step.global || global_kind(next) || done_step.at == target(next);
-    }
-
-    /// The steps of the stack (below `n`) that happen before `t`, the next step of its
-    /// process: that process's earlier steps and what happens before them, and the step
-    /// that queued what `t` delivers (`origin`, 1-based; 0: none) and what happens before it.
-    step_set happens_before(std::size_t n, const choice& t, std::size_t origin) const {
-        step_set bits;
-        for (std::size_t k = 0; k < n; ++k)
-            if (stack_[k].taken == t) {
-                bits |= stack_[k].before;
-                bits.set(k);
-            }
-        if (origin > 0 && origin <= n) {
-            bits |= stack_[origin - 1].before;
-            bits.set(origin - 1);
-        }
-        return bits;
-    }
-
-    /// Backtracking points for `t`, a step that can come next (or, for a summary, later) at
-    /// stack height `n`: the last step it is dependent with and does not happen after gets
-    /// `t` as an alternative (if `t` was enabled there), or the step leading to it.
-    void add_races(std::size_t n, const choice& t, std::size_t origin) {
-        const step_set hb = happens_before(n, t, origin);
-        std::optional<std::size_t> race;
-        for (std::size_t i = n; i-- > 0;)
-            if (dependent(stack_[i], t) && !hb.test(i)) {
-                race = i;
-                break;
-            }
-        if (!race) return;
-        dpor_frame& f = stack_[*race];
-        std::optional<choice> pick;
-        if (contains(f.enabled, t)) {
-            pick = t;
-        } else {
-            for (const choice& q : f.enabled) {
-                bool leads = false;
-                for (std::size_t j = *race + 1; j < n && !leads; ++j)
-                    leads = hb.test(j) && stack_[j].taken == q;
-                if (leads) {
-                    pick = q;
-                    break;
-                }
-            }
-        }
-        if (pick) {
-            if (!contains(f.backtrack, *pick)) f.backtrack.push_back(*pick);
-        } else {
-            for (const choice& q : f.enabled)
-                if (!contains(f.backtrack, q)) f.backtrack.push_back(q);
-        }
-    }
-
-    static void merge(std::vector<choice>& into, const std::vector<choice>& from) {
-        for (const choice& c : from)
-            if (!contains(into, c)) into.push_back(c);
-    }
-
-    /// Explores from the state of `path` (where `model` is); returns the choices taken in the
-    /// subtree (its summary). With hashing, a state whose subtree was explored before is not
-    /// explored again: its summary's choices are raced against the stack instead, as if they
-    /// came next (stateful DPOR after Yang et al., 2008, with a conservative summary: the
-    /// happens-before of a summarised step through the steps below it is not known, so it
-    /// races with more than it might).
-    std::vector<choice> dpor(std::unique_ptr<model_type>& model, std::vector<choice>& path,
-                             explorer_result& result) {
-        std::vector<choice> summary;
-        if (result.found || out_of_budget()) return summary;
-        const std::size_t n = path.size();
-        stats_.max_depth = std::max(stats_.max_depth, n);
-        if (auto v = model->violation()) {
-            result.found = counterexample{path, path, *v, false};
-            return summary;
-        }
-        std::uint64_t h = 0;
-        if (options_.hashing) {
-            const auto th = clock::now();
-            h = model->hash();
-            stats_.hash_seconds += since(th);
-            if (const auto it = summaries_.find(h); it != summaries_.end()) {
-                ++stats_.pruned_visited;
-                for (const choice& q : it->second) add_races(n, q, 0);
-                return it->second;
-            }
-        }
-        std::vector<choice> enabled =
-            n >= options_.depth || n + 1 >= dpor_depth_max ? std::vector<choice>{} : model->enabled();
-        if (enabled.empty()) {
-            if (n >= options_.depth) stats_.complete = false;  // the bound cut this path
-            leaf(*model, path, result);
-            remember(h, n, summary);
-            return summary;
-        }
-        if (stack_.size() <= n) stack_.resize(n + 1);
-        stack_[n] = dpor_frame{};
-        stack_[n].enabled = enabled;
-        for (const choice& t : enabled) add_races(n, t, model->origin_of(t));
-        stack_[n].backtrack.push_back(enabled.front());
-        bool fresh = true;
-        for (;;) {
-            if (result.found || out_of_budget()) return summary;
-            std::optional<choice> next;
-            for (const choice& c : stack_[n].backtrack)
-                if (!contains(stack_[n].done, c)) {
-                    next = c;
-                    break;
-                }
-            if (!next) break;
-            stack_[n].done.push_back(*next);
-            // Choices that draw on one budget disable each other once it is spent (the last
-            // write at replica 1 disables the write at 3), so no later state offers the
-            // other for a race to be found: both orders are tried here.
-            for (const choice& q : stack_[n].enabled)
-                if (q != *next && same_budget(q, *next) && !contains(stack_[n].backtrack, q))
-                    stack_[n].backtrack.push_back(q);
-            if (!fresh) model = rebuild(path);
-            fresh = false;
-            const std::size_t origin = model->origin_of(*next);
-            const std::uint64_t structure = model->structure_changes();
-            model->apply(*next);
-            ++stats_.states;
-            dpor_frame& f = stack_[n];
-            f.taken = *next;
-            f.at = target(*next);
-            f.global = global_kind(*next) || model->structure_changes() != structure;
-            f.before.reset();
-            for (std::size_t k = 0; k < n; ++k)
-                if (f.global || dependent(stack_[k], *next)) {
-                    f.before |= stack_[k].before;
-                    f.before.set(k);
-                }
-            if (origin > 0 && origin <= n) {
-                f.before |= stack_[origin - 1].before;
-                f.before.set(origin - 1);
-            }
-            if (!contains(summary, *next)) summary.push_back(*next);
-            path.push_back(*next);
-            merge(summary, dpor(model, path, result));
-            path.pop_back();
-        }
-        stats_.pruned_sleep += enabled.size() - stack_[n].done.size();
-        remember(h, n, summary);
-        return summary;
-    }
-
-    void remember(std::uint64_t h, std::size_t n, const std::vector<choice>& summary) {
-        if (!options_.hashing) return;
-        if (summaries_.emplace(h, summary).second) {
-            ++stats_.distinct;
-            if (stats_.distinct_by_depth.size() <= n) stats_.distinct_by_depth.resize(n + 1);
-            ++stats_.distinct_by_depth[n];
-        }
-    }
-
-    std::unordered_map<std::uint64_t, std::vector<choice>> summaries_;
-    std::vector<dpor_frame> stack_;
 
     void breadth_first(explorer_result& result) {
         std::deque<std::vector<choice>> frontier;

@@ -298,7 +298,6 @@ public:
     bool apply(const choice& c) {
         if (!is_enabled(c)) return false;
         ++steps_;
-        network_.set_step(steps_);
         switch (c.what) {
             case choice::kind::deliver: deliver(c.a, c.b); break;
             case choice::kind::durable_log:
@@ -522,13 +521,6 @@ public:
             h.add(request);
         }
         return h.value();
-    }
-
-    /// The step that queued what `deliver a b` would deliver now (0: the initial state).
-    std::size_t origin_of(const choice& c) const {
-        if (c.what != choice::kind::deliver) return 0;
-        const auto& channel = network_.channel(c.a, c.b);
-        return channel.empty() ? 0 : channel.front().origin;
     }
 
     /// Connections made or broken so far (a choice that moved it touched others' links).

@@ -55,9 +55,6 @@ struct channel_item {
     kind what;
     connection_id connection;
     shared_bytes frame;  ///< kind::frame only
-    /// The explorer's step that queued it (`set_step`; 0: the initial state): a delivery
-    /// happens after the step that sent what it delivers (the search's happens-before).
-    std::size_t origin = 0;
 };
 
 class explorer_network {
@@ -121,9 +118,6 @@ public:
     bool is_up(peer_id id) const { return nodes_.at(id).up; }
     connection_id current(peer_id a, peer_id b) const { return current_[index(std::min(a, b), std::max(a, b))]; }
 
-    /// The explorer's step running now (1-based), recorded as every queued item's origin.
-    void set_step(std::size_t step) noexcept { step_ = step; }
-
     /// Connections made or broken so far: a step that changed it touched other nodes' links.
     std::uint64_t structure_changes() const noexcept { return structure_changes_; }
     std::uint64_t frames_sent() const noexcept { return frames_sent_; }
@@ -185,8 +179,8 @@ private:
         current_of(a, b) = c;
         ++structure_changes_;
         emit(network_event::kind::connect, a, b, c);
-        channels_[index(a, b)].push_back({channel_item::kind::connected, c, {}, step_});
-        channels_[index(b, a)].push_back({channel_item::kind::connected, c, {}, step_});
+        channels_[index(a, b)].push_back({channel_item::kind::connected, c, {}});
+        channels_[index(b, a)].push_back({channel_item::kind::connected, c, {}});
     }
 
     void break_pair(peer_id a, peer_id b) {
@@ -198,7 +192,7 @@ private:
             std::erase_if(channel, [c](const channel_item& i) {
                 return i.what == channel_item::kind::frame && i.connection == c;
             });
-            if (nodes_[to].up) channel.push_back({channel_item::kind::disconnected, c, {}, step_});
+            if (nodes_[to].up) channel.push_back({channel_item::kind::disconnected, c, {}});
         }
         if (nodes_[a].up && nodes_[b].up) establish(std::min(a, b), std::max(a, b));
     }
@@ -208,7 +202,7 @@ private:
         if (c == 0 || current(from, to) != c) return;  // stale: dropped, as by sim_network
         ++frames_sent_;
         emit(network_event::kind::send, from, to, c, frame);
-        channels_[index(from, to)].push_back({channel_item::kind::frame, c, frame, step_});
+        channels_[index(from, to)].push_back({channel_item::kind::frame, c, frame});
     }
 
     void close(peer_id from, peer_id to, connection_id c) {
@@ -222,7 +216,6 @@ private:
     connection_id next_connection_ = 1;
     std::uint64_t structure_changes_ = 0;
     std::uint64_t frames_sent_ = 0;
-    std::size_t step_ = 0;
     std::vector<std::pair<std::uint64_t, std::function<void(const network_event&)>>> observers_;
     std::uint64_t next_observer_ = 1;
 };
