@@ -140,7 +140,7 @@ leader_of() {
     local id leader="" role
     for id in "$@"; do
         [[ "$(info_field "$id" established)" == 1 ]] || return 0
-        role=$(info_field "$id" role)
+        role=$(info_field "$id" replica_role)
         if [[ "$role" == leading ]]; then
             [[ -z "$leader" ]] || return 0
             leader="$id"
@@ -221,7 +221,7 @@ no_leader_for() {
     while ((SECONDS < deadline)); do
         for id in "$@"; do
             if [[ "$(info_field "$id" established)" == 1 ]]; then
-                fail "replica $id is established ($(info_field "$id" role), leader" \
+                fail "replica $id is established ($(info_field "$id" replica_role), leader" \
                      "$(info_field "$id" leader)): a leader was elected"
             fi
         done

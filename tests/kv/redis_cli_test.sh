@@ -59,7 +59,7 @@ expect "SET via follower" OK "$(cli "${followers[0]}" SET greeting hello-zab)"
 expect "GET after ZSYNC" $'OK\nhello-zab' "$(printf 'ZSYNC\nGET greeting\n' | cli "${followers[1]}")"
 
 leaders=0
-for id in 1 2 3; do [[ "$(info_field "$id" role)" == leading ]] && leaders=$((leaders + 1)); done
+for id in 1 2 3; do [[ "$(info_field "$id" replica_role)" == leading ]] && leaders=$((leaders + 1)); done
 expect "replicas reporting role:leading" 1 "$leaders"
 expect "INFO leader field on a follower" "$leader" "$(info_field "${followers[0]}" leader)"
 
@@ -182,7 +182,7 @@ rm -rf "$work/replica-$wiped"
 start "$wiped" --join --log-level info
 caught_up_within "$wiped" during-pause written "wiped replica $wiped"
 deadline=$((SECONDS + 30))
-until [[ "$(info_field "$wiped" role)" == following ]]; do
+until [[ "$(info_field "$wiped" replica_role)" == following ]]; do
     ((SECONDS < deadline)) || fail "synced replica $wiped did not rejoin as a follower within 30 s"
     sleep 0.3
 done
