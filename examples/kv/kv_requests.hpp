@@ -193,9 +193,10 @@ struct config_parameter {
 /// CONFIG GET pattern [pattern ...]: every parameter of `parameters` whose name matches one
 /// of the patterns (Redis's glob, case-insensitive), each once, in the table's order, as a
 /// flat array of name/value pairs; none matching: an empty array, as Redis answers. CONFIG
-/// SET is refused: kv_server's settings are its command-line options.
+/// SET is refused: kv_server's settings are its command-line options. `resp3`: a map.
 inline std::string config_reply(const resp::command& args,
-                                const std::vector<config_parameter>& parameters) {
+                                const std::vector<config_parameter>& parameters,
+                                bool resp3 = false) {
     std::string out;
     if (args.size() < 2) {
         resp::write_error(out, text::wrong_arity(args[0]));
@@ -214,7 +215,11 @@ inline std::string config_reply(const resp::command& args,
                     matched.push_back(&p);
                     break;
                 }
-        resp::write_array_header(out, 2 * matched.size());
+        if (resp3) {  // a map, as Redis answers RESP3
+            out += "%" + std::to_string(matched.size()) + "\r\n";
+        } else {
+            resp::write_array_header(out, 2 * matched.size());
+        }
         for (const auto* p : matched) {
             resp::write_bulk_string(out, p->name);
             resp::write_bulk_string(out, p->value);

@@ -88,9 +88,11 @@ inline std::optional<std::pair<std::string, std::uint16_t>> split_host_port(std:
 
 namespace detail {
 
-/// A flat field/value array (Sentinel's RESP2 form of an instance), counted as it is built.
+/// An instance's fields: a flat field/value array in RESP2, a map in RESP3 (as Sentinel
+/// answers each protocol), counted as it is built.
 class instance_fields {
 public:
+    explicit instance_fields(bool resp3) : resp3_{resp3} {}
     void add(std::string_view name, std::string_view value) {
         resp::write_bulk_string(body_, name);
         resp::write_bulk_string(body_, value);
@@ -98,11 +100,16 @@ public:
     }
     void add(std::string_view name, std::uint64_t value) { add(name, std::to_string(value)); }
     void write_to(std::string& out) const {
-        resp::write_array_header(out, count_);
+        if (resp3_) {
+            out += "%" + std::to_string(count_ / 2) + "\r\n";
+        } else {
+            resp::write_array_header(out, count_);
+        }
         out += body_;
     }
 
 private:
+    bool resp3_;
     std::string body_;
     std::size_t count_ = 0;
 };
@@ -118,9 +125,9 @@ inline void link_fields(instance_fields& f) {
     f.add("down-after-milliseconds", std::uint64_t{0});
 }
 
-inline void write_master(std::string& out, const sentinel_view& v) {
+inline void write_master(std::string& out, const sentinel_view& v, bool resp3) {
     const sentinel_node& m = *v.master;
-    instance_fields f;
+    instance_fields f{resp3};
     f.add("name", v.name);
     f.add("ip", m.host);
     f.add("port", std::uint64_t{m.port});
@@ -141,8 +148,9 @@ inline void write_master(std::string& out, const sentinel_view& v) {
     f.write_to(out);
 }
 
-inline void write_replica(std::string& out, const sentinel_view& v, const sentinel_node& r) {
-    instance_fields f;
+inline void write_replica(std::string& out, const sentinel_view& v, const sentinel_node& r,
+                          bool resp3) {
+    instance_fields f{resp3};
     f.add("name", r.host + ":" + std::to_string(r.port));
     f.add("ip", r.host);
     f.add("port", std::uint64_t{r.port});
@@ -164,8 +172,8 @@ inline void write_replica(std::string& out, const sentinel_view& v, const sentin
     f.write_to(out);
 }
 
-inline void write_sentinel(std::string& out, const sentinel_node& s) {
-    instance_fields f;
+inline void write_sentinel(std::string& out, const sentinel_node& s, bool resp3) {
+    instance_fields f{resp3};
     f.add("name", s.runid);
     f.add("ip", s.host);
     f.add("port", std::uint64_t{s.port});
@@ -180,8 +188,10 @@ inline void write_sentinel(std::string& out, const sentinel_node& s) {
 
 }  // namespace detail
 
-/// The reply to `SENTINEL ...` (`args[0]` is SENTINEL) from the group as `v` shows it.
-inline std::string sentinel_reply(const resp::command& args, const sentinel_view& v) {
+/// The reply to `SENTINEL ...` (`args[0]` is SENTINEL) from the group as `v` shows it; in
+/// RESP3's shapes (an instance a map) for a connection that sent HELLO 3.
+inline std::string sentinel_reply(const resp::command& args, const sentinel_view& v,
+                                  bool resp3 = false) {
     std::string out;
     const auto error = [&out](std::string_view text) {
         resp::write_error(out, text);
@@ -202,18 +212,18 @@ inline std::string sentinel_reply(const resp::command& args, const sentinel_view
         }
     } else if (sub == "MASTERS" && args.size() == 2) {
         resp::write_array_header(out, v.master ? 1 : 0);
-        if (v.master) detail::write_master(out, v);
+        if (v.master) detail::write_master(out, v, resp3);
     } else if (sub == "MASTER" && named) {
         if (!known) return error(no_such);
-        detail::write_master(out, v);
+        detail::write_master(out, v, resp3);
     } else if ((sub == "SLAVES" || sub == "REPLICAS") && named) {
         if (!known) return error(no_such);
         resp::write_array_header(out, v.replicas.size());
-        for (const auto& r : v.replicas) detail::write_replica(out, v, r);
+        for (const auto& r : v.replicas) detail::write_replica(out, v, r, resp3);
     } else if (sub == "SENTINELS" && named) {
         if (!known) return error(no_such);
         resp::write_array_header(out, v.sentinels.size());
-        for (const auto& s : v.sentinels) detail::write_sentinel(out, s);
+        for (const auto& s : v.sentinels) detail::write_sentinel(out, s, resp3);
     } else if (sub == "MYID" && args.size() == 2) {
         resp::write_bulk_string(out, v.myid);
     } else if (sub == "CKQUORUM" && named) {

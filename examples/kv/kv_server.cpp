@@ -924,7 +924,7 @@ public:
             });
     }
 
-    std::string read(const zab::kv::resp::command& args) {
+    std::string read(const zab::kv::resp::command& args, bool resp3) {
         ++owner_.counters().reads;
         const std::string name = zab::kv::detail::upper(args[0]);
         if (name == "INFO") {
@@ -934,9 +934,9 @@ public:
             return out;
         }
         // About the group and this server: kv_sentinel.hpp, kv_requests.hpp, kv_clients.hpp.
-        if (name == "SENTINEL") return zab::kv::sentinel_reply(args, owner_.sentinel_view());
+        if (name == "SENTINEL") return zab::kv::sentinel_reply(args, owner_.sentinel_view(), resp3);
         if (name == "ROLE") return owner_.role();
-        if (name == "CONFIG") return zab::kv::config_reply(args, owner_.config_parameters());
+        if (name == "CONFIG") return zab::kv::config_reply(args, owner_.config_parameters(), resp3);
         if (name == "CLIENT") return owner_.client_command(args, id_);
         std::string reply = zab::kv::execute_read(owner_.node().machine(), args,
                                                   max_reply_bytes, wall_clock_ms());

@@ -60,6 +60,8 @@
 //     void sync(std::uint64_t ticket);                                  // then sync_done
 //     void transfer(std::uint64_t ticket, std::uint64_t target);        // then sync_done
 //     std::string read(const resp::command& args);   // the reply of GET/MGET/EXISTS/INFO now
+//                                                     // (or read(args, resp3): HELLO 3 was
+//                                                     // in force, for replies with maps)
 //     std::uint64_t now_ms();                         // the wall clock, stamped into writes
 //                                                     // (their relative expiries' base)
 //     std::uint64_t version_of(std::string_view key); // WATCH: kv_state_machine::version_of
@@ -853,7 +855,13 @@ private:
                     // Every earlier command completed and was flushed: read-your-writes.
                     // Not while the client leaves its replies unread: each could be large.
                     s.started = true;
-                    s.reply = backend_.read(s.args);
+                    // In the protocol in force when it was read (a map in RESP3, for the
+                    // replies that have one), if the Backend builds both.
+                    if constexpr (requires(Backend& b) { b.read(s.args, true); }) {
+                        s.reply = backend_.read(s.args, s.resp3);
+                    } else {
+                        s.reply = backend_.read(s.args);
+                    }
                     s.args = {};
                     hold(s, s.reply.size());
                     s.done = true;

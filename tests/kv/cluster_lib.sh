@@ -300,3 +300,26 @@ logged_within() {  # logged_within ID SECONDS TEXT: as logged, waiting up to SEC
         sleep 0.2
     done
 }
+
+# npm_clients CACHE_DIR: node-redis (npm `redis`) and ioredis installed with npm into
+# CACHE_DIR once (a re-run reuses them; the tests that use them hold one lock, so never two
+# at once); exits 77 (skipped) when npm cannot install them (no registry access).
+npm_clients() {
+    local cache="$1" staging stamp
+    # The versions the issue was reported with (ioredis: its current major).
+    local packages=(redis@6.3.1 ioredis@6.0.0)
+    stamp="$cache/installed-${packages[*]// /_}"
+    [[ -e "$stamp" ]] && return 0
+    staging="$(mktemp -d "${TMPDIR:-/tmp}/zab-kv-npm.XXXXXX")"
+    if ! timeout 120 npm install --prefix "$staging" --no-audit --no-fund --no-save \
+        "${packages[@]}" >"$staging/npm.log" 2>&1; then
+        echo "skipped: npm could not install ${packages[*]} (no registry access?):"
+        tail -n 5 "$staging/npm.log"
+        rm -rf "$staging"
+        exit 77
+    fi
+    rm -rf "$cache"
+    mkdir -p "$(dirname "$cache")"
+    mv "$staging" "$cache"
+    touch "$stamp"
+}

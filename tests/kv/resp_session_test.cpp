@@ -1080,6 +1080,10 @@ TEST_CASE("kv_sentinel: Sentinel's reply shapes for the leader, its replicas and
               "-ERR No such master with that name\r\n");
     }
     CHECK(sentinel_reply({"SENTINEL", "MASTERS"}, electing) == "*0\r\n");
+    // RESP3 (HELLO 3, node-redis's default): each instance a map, as Sentinel answers it.
+    CHECK(sentinel_reply({"SENTINEL", "MASTER", "zab"}, v, true).starts_with("%20\r\n$4\r\nname\r\n"));
+    CHECK(sentinel_reply({"SENTINEL", "REPLICAS", "zab"}, v, true).starts_with("*2\r\n%21\r\n"));
+    CHECK(bulks(sentinel_reply({"SENTINEL", "MASTER", "zab"}, v, true)) == m);
     CHECK(sentinel_reply({"SENTINEL", "FAILOVER", "zab"}, v).starts_with("-ERR unknown subcommand"));
     CHECK(sentinel_reply({"SENTINEL"}, v).starts_with("-ERR wrong number of arguments"));
 
@@ -1107,6 +1111,7 @@ TEST_CASE("kv_requests: CONFIG GET matches Redis's glob patterns, case-insensiti
     CHECK(bulks(config_reply({"CONFIG", "GET", "max?lients", "s[a-b]ve"}, table)) ==
           std::vector<std::string>{"maxclients", "10000", "save", ""});
     CHECK(config_reply({"CONFIG", "GET", "nope"}, table) == "*0\r\n");
+    CHECK(config_reply({"CONFIG", "GET", "save"}, table, true) == "%1\r\n$4\r\nsave\r\n$0\r\n\r\n");
     CHECK(config_reply({"CONFIG", "GET"}, table) ==
           "-ERR wrong number of arguments for 'config|get' command\r\n");
     CHECK(config_reply({"CONFIG", "SET", "maxmemory", "1"}, table).starts_with("-ERR CONFIG SET is not supported"));
