@@ -22,15 +22,23 @@ namespace {
 constexpr std::size_t header_size = zab::storage_format::segment_header_size;
 constexpr std::size_t record_size = zab::storage_format::record_header_size + payload_size;
 
-/// Writes records 1..n of epoch 1 in one flush, then `tail` more in a second flush.
+/// Writes records 1..n of epoch 1 in one flush, then `tail` more in a second flush; the
+/// last flush's watermark update is then undone, as by a crash right before it, so that
+/// damage in its last write step reads as a torn tail (saved_watermark).
 void write_log(const file_log_options& options, std::uint32_t n, std::uint32_t tail = 0) {
-    file_log log = open_new(options);
-    log.append(1, records(1, 1, n));
-    flush_ok(log);
-    if (tail > 0) {
-        log.append(2, records(1, n + 1, n + tail));
+    std::vector<std::byte> before_last;
+    {
+        file_log log = open_new(options);
+        if (tail == 0) before_last = saved_watermark(options.directory);
+        log.append(1, records(1, 1, n));
         flush_ok(log);
+        if (tail > 0) {
+            before_last = saved_watermark(options.directory);
+            log.append(2, records(1, n + 1, n + tail));
+            flush_ok(log);
+        }
     }
+    restore_watermark(options.directory, before_last);
 }
 
 std::string last_segment(const std::string& directory) {
@@ -465,12 +473,17 @@ constexpr std::uint32_t flushed_records = 60;
 constexpr std::uint32_t last_step_first = 58;
 
 void write_in_steps(const file_log_options& options) {
-    file_log log = open_new(options);
-    for (std::uint32_t first = 1; first <= flushed_records; first += 3) {
-        log.append(first, records(1, first, first + 2));
-        log.make_durable(first);
-        flush_ok(log);
+    std::vector<std::byte> before_last;
+    {
+        file_log log = open_new(options);
+        for (std::uint32_t first = 1; first <= flushed_records; first += 3) {
+            before_last = saved_watermark(options.directory);
+            log.append(first, records(1, first, first + 2));
+            log.make_durable(first);
+            flush_ok(log);
+        }
     }
+    restore_watermark(options.directory, before_last);  // as write_log does
 }
 
 /// Where each record of a segment file starts, walking the lengths (the file is intact).
@@ -563,13 +576,16 @@ TEST_CASE("file_log a damaged header of the newest segment is corruption once a 
         }
     }
     SECTION("one write step in the segment: a torn header, the segment goes") {
+        std::vector<std::byte> before_last;
         {
             file_log log = open_new(options);
             log.append(1, records(1, 1, 52));  // segments 1 and 2, full
             flush_ok(log);
+            before_last = saved_watermark(options.directory);
             log.append(2, records(1, 53, 55));  // segment 3: one step, header included
             flush_ok(log);
         }
+        restore_watermark(options.directory, before_last);
         const auto pristine = read_file(newest);
         for (std::size_t at = 0; at < header_size; ++at) {
             INFO("byte " << at);
@@ -598,6 +614,92 @@ TEST_CASE("file_log only the newest segment file may be torn: a torn header afte
     REQUIRE(failure.error == errc::corrupt);
     REQUIRE_THAT(failure.why, Catch::Contains("log.0000000000000002") &&
                                   Catch::Contains("only the newest segment"));
+}
+
+TEST_CASE("file_log a synced tail lost is told from a torn tail: the newest segment cut to "
+          "half after its flush completed is refused, or resynced, never cut (issue 34, "
+          "defect 10)") {
+    temporary_directory dir;
+    auto options = small_options(dir.data());
+    {
+        file_log log = open_new(options);
+        log.append(1, records(1, 1, 40));  // segment 2 holds records 27..40, reported durable
+        log.make_durable(1);
+        REQUIRE(flush_ok(log).log_durable == 1);
+    }
+    const std::string segment = last_segment(dir.data());
+    const auto length = std::filesystem::file_size(segment);
+    SECTION("cut to half: refused, the directory left as it was") {
+        std::filesystem::resize_file(segment, length / 2);
+        const auto before = directory_state(dir.data());
+        const auto failure = open_must_fail(options);
+        REQUIRE(failure.error == errc::corrupt);
+        REQUIRE_THAT(failure.why, Catch::Contains("log.0000000000000002") &&
+                                      Catch::Contains("synced tail was lost") &&
+                                      Catch::Contains(fmt::format("offset {}", length)));
+        REQUIRE(directory_state(dir.data()) == before);
+    }
+    SECTION("cut by one record, at a record boundary (no damaged byte to see)") {
+        std::filesystem::resize_file(segment, length - record_size);
+        REQUIRE(open_must_fail(options).error == errc::corrupt);
+    }
+    SECTION("the newest segment gone") {
+        std::filesystem::remove(segment);
+        const auto failure = open_must_fail(options);
+        REQUIRE_THAT(failure.why, Catch::Contains("the file is missing"));
+    }
+    SECTION("with corruption_policy::resync: moved aside, and the replica must resync as a "
+            "non-voter") {
+        std::filesystem::resize_file(segment, length / 2);
+        options.on_corruption = zab::corruption_policy::resync;
+        std::string why;
+        auto opened = file_log::open(options, &why);
+        REQUIRE(opened.has_value());
+        REQUIRE(opened.value().resynced_after_corruption());
+        REQUIRE(opened.value().last_zxid() == zxid{});
+        REQUIRE_THAT(why, Catch::Contains("synced tail was lost") && Catch::Contains("damaged-1"));
+    }
+    SECTION("an untouched log opens, and so does one whose last flush never updated the "
+            "watermark (a torn tail)") {
+        { REQUIRE(open_log(options).last_zxid() == zxid{1, 40}); }
+        std::vector<std::byte> before_last = saved_watermark(dir.data());
+        {
+            file_log log = open_log(options);
+            log.append(2, records(1, 41, 43));
+            flush_ok(log);
+        }
+        restore_watermark(dir.data(), before_last);
+        std::filesystem::resize_file(segment, std::filesystem::file_size(segment) - 100);
+        REQUIRE(open_log(options).last_zxid() == zxid{1, 41});
+    }
+}
+
+TEST_CASE("file_log a torn header is judged by the window it was written with, not today's "
+          "(issue 34, defect 7: group_commit_window_bytes lowered between runs)") {
+    temporary_directory dir;
+    auto options = small_options(dir.data());
+    options.segment_bytes = 4096;
+    options.group_commit_window_bytes = 2048;
+    const std::string newest = dir.data() + "/log.0000000000000002";
+    std::vector<std::byte> before_last;
+    {
+        file_log log = open_new(options);
+        log.append(1, records(1, 1, 53));  // segment 1, full
+        flush_ok(log);
+        before_last = saved_watermark(dir.data());
+        log.append(2, records(1, 54, 73));  // segment 2: one step of 1584 bytes
+        flush_ok(log);
+    }
+    REQUIRE(std::filesystem::file_size(newest) == header_size + 20 * record_size);
+    // The power failed in segment 2's first step: its header torn, the watermark not updated.
+    restore_watermark(dir.data(), before_last);
+    flip_byte(newest, 10);
+    options.group_commit_window_bytes = 1024;  // lowered: the torn step is larger than this
+    {
+        file_log log = open_log(options);
+        REQUIRE(log.last_zxid() == zxid{1, 53});
+    }
+    REQUIRE_FALSE(std::filesystem::exists(newest));
 }
 
 TEST_CASE("file_log corruption_policy::resync: the damaged files are moved aside, the log "

@@ -213,6 +213,19 @@ inline void copy_directory(const std::string& from, const std::string& to) {
     fs::copy(from, to, fs::copy_options::recursive);
 }
 
+/// The synced watermark file of `directory` (zab/storage/format.hpp) as it is now. Put back
+/// with `restore_watermark` after a flush, it is what a crash leaves when it comes after the
+/// flush's data but before its watermark update: the state in which damage in that flush's
+/// last write step is a torn tail (with the update landed, the same damage is a lost
+/// synced tail, issue 34 defect 10).
+inline std::vector<std::byte> saved_watermark(const std::string& directory) {
+    return read_file(directory + "/synced");
+}
+
+inline void restore_watermark(const std::string& directory, const std::vector<std::byte>& saved) {
+    write_file(directory + "/synced", saved);
+}
+
 /// Names and sizes of every file: the whole visible state of a directory.
 inline std::vector<std::pair<std::string, std::uintmax_t>> directory_state(
     const std::string& directory) {

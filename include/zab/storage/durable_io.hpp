@@ -31,6 +31,7 @@ struct file_log_stats {
     std::uint64_t records_written = 0;   ///< log records handed to pwrite
     std::uint64_t bytes_written = 0;     ///< bytes written, every file
     std::uint64_t data_syncs = 0;        ///< fdatasync calls on segment files
+    std::uint64_t watermark_syncs = 0;   ///< fdatasync calls on the synced watermark file
     std::uint64_t file_syncs = 0;        ///< fsync calls on snapshot, epoch and identity files
     std::uint64_t directory_syncs = 0;   ///< fsync calls on the data directory
     std::uint64_t truncations = 0;       ///< ftruncate calls (TRUNC, torn-tail repair)
@@ -44,6 +45,7 @@ struct file_log_stats {
         records_written += o.records_written;
         bytes_written += o.bytes_written;
         data_syncs += o.data_syncs;
+        watermark_syncs += o.watermark_syncs;
         file_syncs += o.file_syncs;
         directory_syncs += o.directory_syncs;
         truncations += o.truncations;
@@ -95,6 +97,16 @@ public:
         if (const int error = attempt([&] { return fs_->sync_data(fd, site); }))
             return failed(error, "fdatasync of", name);
         ++counters_.data_syncs;
+        return true;
+    }
+
+    /// fdatasync of the synced watermark file (counted apart from the segments').
+    bool sync_watermark(int fd, std::string_view name) {
+        if (!ok()) return false;
+        if (const int error =
+                attempt([&] { return fs_->sync_data(fd, sync_site::synced_watermark); }))
+            return failed(error, "fdatasync of", name);
+        ++counters_.watermark_syncs;
         return true;
     }
 

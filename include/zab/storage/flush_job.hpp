@@ -18,7 +18,11 @@
 //      generation): the new generation's segments as in 2, then the snapshot file (temp +
 //      fsync + rename + directory fsync) — the instant the install happens — then the old
 //      generation's segments and surplus snapshots are unlinked (§11.5);
-//   4. the epoch file, atomically (temp + fsync + rename + directory fsync, §2, §11.2).
+//   4. the synced watermark (format.hpp), once what it names is synced: raised to the end
+//      of the job's last write (after an install, once the snapshot landed); and lowered,
+//      before 1 cuts anything, to the truncation point, so that it never names bytes a
+//      truncation removed (issue 34, defect 10);
+//   5. the epoch file, atomically (temp + fsync + rename + directory fsync, §2, §11.2).
 //
 // A checkpoint (compaction of the log's own records) is not in a flush job: it is a
 // `checkpoint_job` of its own (`file_log::begin_checkpoint`), which the driver runs beside the
@@ -90,6 +94,21 @@ struct pending_truncation {
     std::shared_ptr<segment_file> file;
     std::uint64_t size = 0;
 };
+
+/// The synced watermark file (format.hpp), open for in-place updates; shared by the log and
+/// its flush jobs (one job at a time writes it).
+struct watermark_file {
+    unique_fd fd;
+};
+
+/// Writes `mark` into its slot of the synced file and fdatasyncs it.
+inline bool write_mark(durable_io& io, const watermark_file& file,
+                       const storage_format::synced_mark& mark) {
+    const auto bytes = storage_format::encode(mark);
+    return io.write(file.fd.get(), bytes, storage_format::synced_slot_offset(mark.sequence),
+                    storage_format::synced_file_name) &&
+           io.sync_watermark(file.fd.get(), storage_format::synced_file_name);
+}
 
 /// Write snapshot file `generation`, then retire what it replaces: the log generations
 /// before it (an install), or the segments `retired` (a checkpoint, which continues
@@ -176,6 +195,7 @@ public:
             if (truncation_) truncate();
             for (detail::pending_write& write : writes_) append(write);
             if (install_) install_snapshot();
+            if (raised_ && io_.ok()) detail::write_mark(io_, *watermark_, *raised_);
             if (epochs_) write_epochs();
         } catch (const std::exception& e) {
             io_.fail(fmt::format("flush of {} failed: {}", io_.directory(), e.what()));
@@ -208,6 +228,7 @@ private:
         using namespace storage_format;
         const detail::pending_truncation& cut = *truncation_;
         ZAB_ASSERT(cut.file->fd, "truncation of a segment no job created");
+        if (lowered_ && !detail::write_mark(io_, *watermark_, *lowered_)) return;
         std::vector<std::string> names;
         if (!io_.list(names)) return;
         std::vector<std::uint64_t> segments = detail::classify(names).segments;
@@ -261,6 +282,9 @@ private:
     std::vector<detail::pending_write> writes_;
     std::optional<std::pair<storage_op, epochs>> epochs_;
     std::optional<storage_op> sync_op_;
+    std::shared_ptr<const detail::watermark_file> watermark_;
+    std::optional<storage_format::synced_mark> lowered_;  ///< before the truncation
+    std::optional<storage_format::synced_mark> raised_;   ///< after the appends / install
 };
 
 /// A checkpoint's disk work (see the file comment): the snapshot file of a compaction, then

@@ -9,6 +9,10 @@
 // directory never makes a file's bytes durable: the weakest reading of POSIX, the one that
 // loses most.
 //
+// `kill()` is kill -9 of the process: every descriptor and lock is gone, but the page cache
+// survives — the next open reads what was written, synced or not, and a power loss after it
+// still loses what nobody synced (issue 34, defect 3: "kill, then power loss").
+//
 // `power_loss()` restarts from the durable image: every descriptor is gone, and what was not
 // synced is lost. `power_loss(random)` is the crash of include/zab/testing/sim_log.hpp and of
 // FoundationDB's AsyncFileNonDurable (docs/design.md rule 11) for real files: every 4 KiB page
@@ -62,6 +66,7 @@ struct power_loss_weights {
 struct durable_image_stats {
     std::uint64_t operations = 0;  ///< calls that change the disk (the unit of `fail_after`)
     std::uint64_t power_losses = 0;
+    std::uint64_t kills = 0;
     std::array<std::uint64_t, sync_site_count> syncs{};          ///< per site, skipped included
     std::array<std::uint64_t, sync_site_count> syncs_skipped{};  ///< per site
 };
@@ -92,6 +97,17 @@ public:
 
     /// Whether the power has failed (`fail_after` ran out) and `power_loss` is due.
     bool powered_off() const noexcept { return powered_off_; }
+
+    /// kill -9 of the process that used this file system: its descriptors and locks are
+    /// gone, the page cache (every write, every directory change) stays, un-synced. A
+    /// `fail_after` that ran out is cleared (the process died where its calls failed).
+    void kill() {
+        descriptors_.clear();
+        locks_.clear();
+        powered_off_ = false;
+        countdown_.reset();
+        ++stats_.kills;
+    }
 
     /// Power loss: the durable image is all that is left. Every descriptor and lock is gone;
     /// files no durable entry reaches are freed.
