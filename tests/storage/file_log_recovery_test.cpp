@@ -659,6 +659,29 @@ TEST_CASE("file_log a synced tail lost is told from a torn tail: the newest segm
         REQUIRE(opened.value().last_zxid() == zxid{});
         REQUIRE_THAT(why, Catch::Contains("synced tail was lost") && Catch::Contains("damaged-1"));
     }
+    SECTION("a directory of an earlier release (no synced file) opens as before, trusting "
+            "what it finds, and gets a watermark; from then on a lost tail is refused") {
+        const std::string synced = dir.data() + "/synced";
+        std::filesystem::remove(synced);
+        // Without a watermark a short log is judged as before the watermark existed: the cut
+        // is a torn tail (nothing on the disk says it was synced).
+        std::filesystem::resize_file(segment, length - record_size / 2);
+        {
+            file_log log = open_log(options);
+            REQUIRE(log.last_zxid() == zxid{1, 39});
+        }
+        REQUIRE(std::filesystem::file_size(synced) == zab::storage_format::synced_file_size);
+        std::string problem;
+        const auto mark = zab::storage_format::decode_synced(read_file(synced), problem);
+        REQUIRE(mark.has_value());
+        REQUIRE(mark.value().segment == 2);
+        REQUIRE(mark.value().offset == length - record_size);
+        // The watermark written at that open now guards what it found.
+        std::filesystem::resize_file(segment, (length - record_size) / 2);
+        const auto failure = open_must_fail(options);
+        REQUIRE(failure.error == errc::corrupt);
+        REQUIRE_THAT(failure.why, Catch::Contains("synced tail was lost"));
+    }
     SECTION("an untouched log opens, and so does one whose last flush never updated the "
             "watermark (a torn tail)") {
         { REQUIRE(open_log(options).last_zxid() == zxid{1, 40}); }
