@@ -129,21 +129,14 @@ public:
         return true;
     }
 
+    /// Cuts `fd` to `size` bytes (a TRUNC).
     bool truncate(int fd, std::uint64_t size, std::string_view name) {
-        if (!ok()) return false;
-        if (const int error = attempt([&] { return fs_->truncate_file(fd, size); }))
-            return failed(error, fmt::format("ftruncate to {} bytes of", size), name);
-        ++counters_.truncations;
-        return true;
+        return resize(fd, size, name, "ftruncate to", counters_.truncations);
     }
 
     /// Extends `fd` to `size` bytes of (sparse) zeros: room reserved ahead of the records.
     bool extend(int fd, std::uint64_t size, std::string_view name) {
-        if (!ok()) return false;
-        if (const int error = attempt([&] { return fs_->truncate_file(fd, size); }))
-            return failed(error, fmt::format("ftruncate (extending) to {} bytes of", size), name);
-        ++counters_.extensions;
-        return true;
+        return resize(fd, size, name, "ftruncate (extending) to", counters_.extensions);
     }
 
     /// Overwrites [from, to) of `fd` with zeros (a torn tail's damaged bytes), keeping the
@@ -211,6 +204,15 @@ public:
     std::string path_of(std::string_view name) const { return fmt::format("{}/{}", path_, name); }
 
 private:
+    bool resize(int fd, std::uint64_t size, std::string_view name, std::string_view what,
+                std::uint64_t& counter) {
+        if (!ok()) return false;
+        if (const int error = attempt([&] { return fs_->truncate_file(fd, size); }))
+            return failed(error, fmt::format("{} {} bytes of", what, size), name);
+        ++counter;
+        return true;
+    }
+
     /// Runs `call` (which returns 0 or an errno), unless a failure was injected.
     template <typename Call>
     int attempt(Call call) {
