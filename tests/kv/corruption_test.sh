@@ -76,11 +76,15 @@ segment_of() {  # segment_of DIR: the newest log segment of DIR, in $segment
 # $records_after (how many follow it).
 middle_record() {
     local -a b offsets=() lengths=()
-    mapfile -t b < <(od -An -v -tu1 -w1 "$1")
+    # The log reserves room after its records (zeros): read up to the last non-zero byte.
+    local used
+    used=$(od -Ad -tu1 -w16 "$1" | awk '$1 != "*" { for (i = 2; i <= NF; i++) if ($i != 0) end = $1 + 16 } END { print end + 0 }')
+    mapfile -t b < <(head -c "$used" "$1" | od -An -v -tu1 -w1)
     local offset=$segment_header_bytes length
     if ((b[4] == 1 && b[5] == 0 && b[6] == 0 && b[7] == 0)); then record_header_bytes=16; fi
     while ((offset + record_header_bytes <= ${#b[@]})); do
         length=$((b[offset + 4] | b[offset + 5] << 8 | b[offset + 6] << 16 | b[offset + 7] << 24))
+        ((length == 0 && b[offset] == 0 && b[offset + 1] == 0)) && break  # reserved zeros
         offsets+=("$offset") lengths+=("$length")
         offset=$((offset + record_header_bytes + length))
     done

@@ -59,7 +59,10 @@ TEST_CASE("file_log torn tail: cut at every byte of the last batch, recovery kee
     const std::string name = segment_files(pristine).back();
     const std::size_t batch_start = header_size + 14 * record_size;
     const std::size_t end = header_size + 17 * record_size;
-    REQUIRE(std::filesystem::file_size(pristine + "/" + name) == end);
+    // The last batch's job extended the file: room reserved ahead of the records.
+    REQUIRE(std::filesystem::file_size(pristine + "/" + name) ==
+            small_options(pristine).segment_bytes);
+    REQUIRE(zero_from(pristine + "/" + name, end));
 
     for (std::size_t cut = batch_start; cut < end; ++cut) {
         INFO("cut at " << cut);
@@ -104,7 +107,10 @@ TEST_CASE("file_log torn tail: garbage after the last record is cut") {
         REQUIRE(log.last_zxid() == zxid{1, 30});
         require_records(read_all(log), ids(1, 1, 30));
     }
-    REQUIRE(std::filesystem::file_size(segment) == clean_size);
+    // Cut by zeroing what was damaged: the file keeps its length (the watermark vouches for
+    // at most the length before the garbage), the records theirs.
+    REQUIRE(std::filesystem::file_size(segment) == clean_size + garbage.size());
+    REQUIRE(zero_from(segment, clean_size));
 }
 
 TEST_CASE("file_log torn header: a last segment whose header never made it is removed") {
@@ -198,7 +204,8 @@ TEST_CASE("file_log recovery is idempotent") {
     const auto options = small_options(dir.data());
     write_log(options, 40, 3);
     const std::string segment = last_segment(dir.data());
-    std::filesystem::resize_file(segment, std::filesystem::file_size(segment) - 30);
+    // Segment 2 holds records 27..43; cut into the last one (its last step was not synced).
+    std::filesystem::resize_file(segment, header_size + 17 * record_size - 30);
     append_to_file(segment, std::vector<std::byte>(50, std::byte{0x33}));
     write_file(dir.data() + "/epochs.tmp", std::vector<std::byte>(7, std::byte{1}));
 
@@ -489,10 +496,15 @@ void write_in_steps(const file_log_options& options) {
 /// Where each record of a segment file starts, walking the lengths (the file is intact).
 std::vector<std::size_t> record_starts(const std::vector<std::byte>& file) {
     std::vector<std::size_t> out;
-    for (std::size_t at = header_size; at < file.size();
+    for (std::size_t at = header_size;
+         at + zab::storage_format::record_header_size <= file.size() &&
+         !std::all_of(file.begin() + static_cast<std::ptrdiff_t>(at),
+                      file.begin() +
+                          static_cast<std::ptrdiff_t>(at + zab::storage_format::record_header_size),
+                      [](std::byte b) { return b == std::byte{0}; });
          at += zab::storage_format::record_header_size +
                zab::storage_format::get_u32(&file[at + 4]))
-        out.push_back(at);
+        out.push_back(at);  // up to the zeros of the room reserved after the records
     return out;
 }
 
@@ -569,9 +581,12 @@ TEST_CASE("file_log a damaged header of the newest segment is corruption once a 
             flip_byte(newest, at);
             const auto failure = open_must_fail(options);
             REQUIRE(failure.error == errc::corrupt);
+            // Either proof: a record naming a synced offset past 0, or the room reserved after
+            // the first step (a file longer than one window).
             REQUIRE_THAT(failure.why, Catch::Contains("log.0000000000000003: offset 0") &&
                                           Catch::Contains("segment header") &&
-                                          Catch::Contains("had been synced"));
+                                          (Catch::Contains("had been synced") ||
+                                           Catch::Contains("more than the first write step")));
             flip_byte(newest, at);
         }
     }
@@ -636,8 +651,42 @@ TEST_CASE("file_log a synced tail lost is told from a torn tail: the newest segm
         REQUIRE(failure.error == errc::corrupt);
         REQUIRE_THAT(failure.why, Catch::Contains("log.0000000000000002") &&
                                       Catch::Contains("synced tail was lost") &&
-                                      Catch::Contains(fmt::format("offset {}", length)));
+                                      Catch::Contains(fmt::format("a length of {} bytes", length)));
         REQUIRE(directory_state(dir.data()) == before);
+    }
+    SECTION("after a later flush extended the file: cut to half of its length, refused") {
+        {
+            file_log log = open_log(options);
+            log.append(2, records(1, 41, 43));
+            flush_ok(log);
+        }
+        const auto extended = std::filesystem::file_size(segment);
+        REQUIRE(extended == options.segment_bytes);  // room reserved after the records
+        std::filesystem::resize_file(segment, extended / 2);
+        const auto failure = open_must_fail(options);
+        REQUIRE(failure.error == errc::corrupt);
+        REQUIRE_THAT(failure.why, Catch::Contains("synced tail was lost") &&
+                                      Catch::Contains(fmt::format("a length of {} bytes",
+                                                                  extended)));
+    }
+    SECTION("the watermark costs an fdatasync per segment created or extended, not per flush") {
+        file_log log = open_log(options);
+        const auto before = log.stats();
+        for (std::uint32_t i = 41; i <= 140; ++i) {
+            log.append(i, records(1, i, i));
+            flush_ok(log);
+        }
+        const auto after = log.stats();
+        const auto flushes = after.flushes - before.flushes;
+        const auto marks = after.watermark_syncs - before.watermark_syncs;
+        const auto grown = (after.files_created - before.files_created) +
+                           (after.extensions - before.extensions);
+        INFO(flushes << " flushes, " << marks << " watermark syncs, " << grown
+                     << " segments created or extended");
+        REQUIRE(flushes == 100);
+        REQUIRE(grown > 0);
+        REQUIRE(marks == grown);
+        REQUIRE(marks * 4 < flushes);
     }
     SECTION("cut by one record, at a record boundary (no damaged byte to see)") {
         std::filesystem::resize_file(segment, length - record_size);
@@ -692,7 +741,9 @@ TEST_CASE("file_log a synced tail lost is told from a torn tail: the newest segm
             flush_ok(log);
         }
         restore_watermark(dir.data(), before_last);
-        std::filesystem::resize_file(segment, std::filesystem::file_size(segment) - 100);
+        // The job of 41..43 extended the file and raised the watermark; with the raise lost,
+        // neither the extension nor the last records need have landed.
+        std::filesystem::resize_file(segment, header_size + 17 * record_size - 100);
         REQUIRE(open_log(options).last_zxid() == zxid{1, 41});
     }
 }

@@ -201,6 +201,15 @@ inline void append_to_file(const std::string& path, const std::vector<std::byte>
     write_file(path, all);
 }
 
+/// Whether every byte of `path` from `offset` on is zero (room a file_log reserved ahead of
+/// its records, or a torn tail it zeroed).
+inline bool zero_from(const std::string& path, std::size_t offset) {
+    const auto bytes = read_file(path);
+    return offset <= bytes.size() &&
+           std::all_of(bytes.begin() + static_cast<std::ptrdiff_t>(offset), bytes.end(),
+                       [](std::byte b) { return b == std::byte{0}; });
+}
+
 inline void flip_byte(const std::string& path, std::size_t offset) {
     auto bytes = read_file(path);
     REQUIRE(offset < bytes.size());

@@ -291,18 +291,31 @@ public:
         job.truncation_ = std::exchange(pending_truncation_, std::nullopt);
         ZAB_ASSERT(!job.install_ || !job.truncation_,
                    "an install leaves nothing on disk of its generation to truncate");
-        // Lowered to the cut, and to no more than earlier jobs synced of that segment (the cut
-        // may keep bytes this job has yet to write).
+        // Lowered to the cut, and to no more than earlier jobs wrote of that segment (the cut
+        // may keep bytes this job has yet to write): the length the file has once it is cut.
         if (job.truncation_)
             job.lowered_ = next_mark(
                 generation_, job.truncation_->file->number,
                 std::min(job.truncation_->size, segment_of(job.truncation_->file->number).handed));
         std::size_t records = 0;
-        for (const detail::pending_write& write : pending_writes_) {
+        // What the watermark is raised to once the job's writes are synced: the length of a
+        // segment file the job creates or extends (the last one), so that a file found shorter
+        // than it has lost synced bytes.
+        std::optional<std::pair<std::uint64_t, std::uint64_t>> raise;
+        for (detail::pending_write& write : pending_writes_) {
             segment_state& segment = segment_of(write.file->number);
             segment.handed = write.offset + write.bytes.size();
             segment.synced_floor.reset();  // this job syncs the segment before its second step
             records += write.records;
+            if (write.create) {
+                // Not extended in the job that creates it: a torn header is told from
+                // corruption by the file being no longer than its first step (segment_scan.hpp).
+                segment.reserved = segment.handed;
+                raise = {write.file->number, segment.reserved};
+            } else if (segment.handed > segment.reserved) {
+                segment.reserved = write.extend_to = reserve_to(segment.handed);
+                raise = {write.file->number, segment.reserved};
+            }
         }
         ZAB_ASSERT(records == unwritten_.size(), "every unwritten record is in a pending write");
         job.writes_ = std::exchange(pending_writes_, {});
@@ -310,9 +323,8 @@ public:
         job.epochs_ = std::exchange(pending_epochs_, std::nullopt);
         job.sync_op_ = std::exchange(requested_sync_, std::nullopt);
         job.watermark_ = watermark_;
-        if (!job.writes_.empty()) {
-            const detail::pending_write& last = job.writes_.back();
-            job.raised_ = next_mark(generation_, last.file->number, last.offset + last.bytes.size());
+        if (raise) {
+            job.raised_ = next_mark(generation_, raise->first, raise->second);
         } else if (job.install_) {
             job.raised_ = next_mark(generation_, 0, 0);  // a snapshot alone
         }
@@ -465,7 +477,22 @@ private:
         /// Recovered, and not synced by a flush since: only the bytes before this offset are
         /// known durable (the first step a flush writes to it syncs the rest with it).
         std::optional<std::uint64_t> synced_floor;
+        /// The file's length as the last job left it (synced with its writes): the log
+        /// reserves room ahead of the records in steps (`reserve_to`), and the watermark vouches
+        /// for this length, which only a truncation of the log's own lowers.
+        std::uint64_t reserved = 0;
     };
+
+    /// Room reserved ahead of the records, in steps of 4 MiB (or of the segment size when it
+    /// is smaller): a segment file grows in few length changes, each one a watermark update
+    /// (one more fdatasync per step, not per flush), and its sparse zeros cost no disk space.
+    static constexpr std::uint64_t reserve_step_bytes = std::uint64_t{4} << 20;
+    std::uint64_t reserve_to(std::uint64_t end) const noexcept {
+        const std::uint64_t step = std::min(reserve_step_bytes, options_.segment_bytes);
+        const std::uint64_t rounded = (end + step - 1) / step * step;
+        return rounded <= options_.segment_bytes ? rounded
+                                                 : std::max(end, options_.segment_bytes);
+    }
 
     /// Largest single pread of `read`, unless one record is larger.
     static constexpr std::uint64_t read_run_bytes = std::uint64_t{8} << 20;
@@ -482,6 +509,7 @@ private:
         std::vector<std::string> torn_segments;  ///< the newest segment, if its header was torn
         std::vector<std::string> unfinished;     ///< segments of an install that never landed
         std::optional<detail::pending_truncation> torn_tail;  ///< cut the newest segment here
+        std::uint64_t torn_tail_end = 0;  ///< the torn tail's damage ends here (zeros follow)
         std::vector<std::uint64_t> covered;  ///< segments wholly at or below a checkpoint
     };
 
@@ -612,7 +640,7 @@ private:
         const auto bytes = encode(header);
         pending_writes_.push_back(
             {file, true, 0, {bytes.begin(), bytes.end()}, {segment_header_size}, 0, {0}});
-        segments_.push_back({file, last_zxid(), segment_header_size, 0, true, std::nullopt});
+        segments_.push_back({file, last_zxid(), segment_header_size, 0, true, std::nullopt, 0});
     }
 
     void append_one(const log_record& record) {
@@ -680,6 +708,8 @@ private:
                         (keep_number == pending_truncation_->file->number &&
                          keep_size < pending_truncation_->size)))
             pending_truncation_ = detail::pending_truncation{keep.file, keep_size};
+        if (pending_truncation_ && pending_truncation_->file == keep.file)
+            keep.reserved = std::min(keep.reserved, pending_truncation_->size);
     }
 
     /// Reads index entries [first, last) (one segment, contiguous) from disk into `out`.
@@ -988,8 +1018,12 @@ inline result<file_log> file_log::recover(const file_log_options& options, std::
     for (std::uint64_t number : found.covered)  // a checkpoint's unlinks a crash cut short
         removed = repairs.remove(segment_file_name(number)) || removed;
     recovered.forget_segments(found.covered);
-    if (found.torn_tail && repairs.truncate(found.torn_tail->file->fd.get(), found.torn_tail->size,
-                                            found.torn_tail->file->name))
+    // A torn tail is cut by zeroing its damaged bytes, not by shortening the file: the file
+    // keeps the length the watermark vouches for, so a crash after the cut cannot make it
+    // look like a lost synced tail at the next open.
+    if (found.torn_tail &&
+        repairs.zero_range(found.torn_tail->file->fd.get(), found.torn_tail->size,
+                           found.torn_tail_end, found.torn_tail->file->name))
         repairs.sync_data(found.torn_tail->file->fd.get(), found.torn_tail->file->name,
                           sync_site::torn_tail_data);
     for (const std::string& name : contents.temporaries) removed = repairs.remove(name) || removed;
@@ -1129,10 +1163,11 @@ inline result<void> file_log::recover_segments(
             detail::scan_records(*directory_->fs, file->fd.get(), path, head, newest, why);
         if (!scanned) return failure(scanned.error());
         const detail::segment_scan& scan = scanned.value();
-        if (scan.valid_end < head.file_size) {
+        if (scan.damage_end > scan.valid_end) {
             log(log_level::warn, "file_log: cutting the torn tail of {} at offset {} ({} bytes: {})",
-                path, scan.valid_end, head.file_size - scan.valid_end, scan.tail_damage);
+                path, scan.valid_end, scan.damage_end - scan.valid_end, scan.tail_damage);
             repairs.torn_tail = detail::pending_truncation{file, scan.valid_end};
+            repairs.torn_tail_end = scan.damage_end;
         }
         for (const detail::scanned_record& r : scan.records)
             index_.push_back({r.id, file->number, r.offset, r.length});
@@ -1143,13 +1178,13 @@ inline result<void> file_log::recover_segments(
         // disk: records appended to the newest segment before a flush has synced it name
         // only the offset its last record found names (or the cut a torn tail got, synced).
         std::optional<std::uint64_t> synced_floor;
-        if (newest && scan.valid_end == head.file_size) {
+        if (newest && scan.damage_end == scan.valid_end) {
             synced_floor = 0;
             for (const detail::scanned_record& r : scan.records)
                 synced_floor = std::max(*synced_floor, r.synced);
         }
         segments_.push_back({std::move(file), head.header.base, scan.valid_end, scan.valid_end,
-                             same_format, synced_floor});
+                             same_format, synced_floor, head.file_size});
     }
     if (checkpoint && !segments_.empty()) {
         // The log must reach the checkpoint: its zxid is a record (written durably before the
@@ -1166,9 +1201,11 @@ inline result<void> file_log::recover_segments(
     return success();
 }
 
-/// Defect 10 of issue 34: a log that ends before the synced watermark has lost a tail that
-/// had been synced — reported durable, perhaps acknowledged — which no torn write explains
-/// (a torn write damages only what a flush had not synced yet). `errc::corrupt`, so that the
+/// Defect 10 of issue 34: a segment file shorter than the synced watermark says has lost a
+/// tail that had been synced — its length was synced before any record past the previous
+/// length was written, so records in the lost part may have been reported durable and
+/// acknowledged — which no torn write explains (a torn write leaves the length, and damages
+/// only what a flush had not synced yet). `errc::corrupt`, so that the
 /// corruption policy applies: refuse, or resync from the leader as a non-voter (a replica
 /// must not vote with a history shorter than what it vouched for, docs/protocol.md §10.11).
 inline result<void> file_log::check_synced_tail(
@@ -1177,8 +1214,8 @@ inline result<void> file_log::check_synced_tail(
     using namespace storage_format;
     if (!mark || mark->generation < generation_) return success();  // an install replaced it
     const std::string named =
-        fmt::format("{}/{} says segment {} of generation {:016x} had been synced up to offset "
-                    "{}",
+        fmt::format("{}/{} says segment {} of generation {:016x} had been synced at a length "
+                    "of {} bytes",
                     options_.directory, synced_file_name, segment_file_name(mark->segment),
                     mark->generation, mark->offset);
     const auto lost = [&](std::string found) {
@@ -1197,9 +1234,11 @@ inline result<void> file_log::check_synced_tail(
         return success();  // a checkpoint covered it
     for (const segment_state& segment : segments_) {
         if (segment.file->number != mark->segment) continue;
-        if (segment.size >= mark->offset) return success();
-        return lost(fmt::format("its valid records end at offset {}{}", segment.size,
-                                repairs.torn_tail ? " (what follows is damaged)" : ""));
+        if (segment.reserved >= mark->offset) return success();
+        return lost(fmt::format("the file is {} bytes long (its valid records end at offset "
+                                "{}{})",
+                                segment.reserved, segment.size,
+                                repairs.torn_tail ? ", what follows is damaged" : ""));
     }
     const bool torn = std::find(repairs.torn_segments.begin(), repairs.torn_segments.end(),
                                 segment_file_name(mark->segment)) != repairs.torn_segments.end();
@@ -1215,7 +1254,7 @@ inline void file_log::open_watermark(const std::optional<storage_format::synced_
     if (!repairs.ok()) return;
     const segment_state* newest = segments_.empty() ? nullptr : &segments_.back();
     mark_ = synced_mark{found ? found->sequence + 1 : 1, generation_,
-                        newest ? newest->file->number : 0, newest ? newest->size : 0,
+                        newest ? newest->file->number : 0, newest ? newest->reserved : 0,
                         options_.group_commit_window_bytes};
     const std::string name{synced_file_name};
     if (!found) {

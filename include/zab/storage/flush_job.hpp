@@ -18,10 +18,12 @@
 //      generation): the new generation's segments as in 2, then the snapshot file (temp +
 //      fsync + rename + directory fsync) — the instant the install happens — then the old
 //      generation's segments and surplus snapshots are unlinked (§11.5);
-//   4. the synced watermark (format.hpp), once what it names is synced: raised to the end
-//      of the job's last write (after an install, once the snapshot landed); and lowered,
-//      before 1 cuts anything, to the truncation point, so that it never names bytes a
-//      truncation removed (issue 34, defect 10);
+//   4. the synced watermark (format.hpp), once what it names is synced: raised to the
+//      length of a segment file the job created or extended (room reserved ahead of the
+//      records, a few MiB at a time: most jobs leave it alone), or to a new generation once
+//      its snapshot landed; and lowered, before 1 cuts anything, to the length the cut file
+//      will have, so that it never vouches for a length a truncation removed (issue 34,
+//      defect 10);
 //   5. the epoch file, atomically (temp + fsync + rename + directory fsync, §2, §11.2).
 //
 // A checkpoint (compaction of the log's own records) is not in a flush job: it is a
@@ -87,6 +89,9 @@ struct pending_write {
     /// fdatasyncs one step at a time. Each record names the start of its step as its
     /// segment's synced offset (format.hpp), so the job must sync at every one of them.
     std::vector<std::size_t> step_starts{0};
+    /// 0, or the length to extend the file to before writing: room reserved ahead of the
+    /// records, made durable by the first step's fdatasync (file_log.hpp, `reserve_to`).
+    std::uint64_t extend_to = 0;
 };
 
 /// Cut `file` to `size` bytes and remove every segment numbered above it.
@@ -251,6 +256,8 @@ private:
                 return;
         }
         ZAB_ASSERT(file.fd, "append to a segment no job created");
+        if (write.extend_to != 0 && !io_.extend(file.fd.get(), write.extend_to, file.name))
+            return;
         // The steps the log cut (at most one window each, on record boundaries): each one
         // written, then synced, before the next — its records say so (format.hpp).
         for (std::size_t k = 0; k < write.step_starts.size(); ++k) {

@@ -414,15 +414,18 @@ inline result<identity> decode_identity(byte_view in, std::string& problem) {
 // --- Synced watermark file (two slots of 48 bytes, at offsets 0 and 512; 1024 bytes) -------
 //   0 u32 magic   4 u32 version   8 u64 sequence (the slot with the higher one is current)
 //  16 u64 generation   24 u64 segment number (0: no segment yet)   32 u64 offset: segment
-//         `segment` of `generation` had been fdatasynced up to here — every record before it
-//         may have been reported durable, and acknowledged
+//         `segment` of `generation` had been fdatasynced at this length — the log reserves
+//         room ahead of its records (sparse zeros) and raises the length before it writes
+//         past it, so every record that may have been reported durable, and acknowledged,
+//         lies within a length the watermark vouched for
 //  40 u32 group_commit_window_bytes of the process that wrote it   44 u32 CRC32C of [0, 44)
-// Written (after the data it names is synced) by each flush that moves the end of the log,
-// lowered before a truncation cuts below it, and at every open. An update overwrites the
-// older slot in place and fdatasyncs: a torn update leaves the other slot, which named no
-// more than what had been reported durable before this flush (the slots are in separate
-// sectors). Recovery compares it with what it finds: a log that ends before it has lost a
-// synced tail, which a torn write cannot explain (file_log.hpp).
+// Written (after the length it names is synced) by a flush that creates a segment or extends
+// one (every few MiB of records, not every flush: file_log.hpp `reserve_to`), lowered before
+// a truncation cuts the file below it, and at every open. An update overwrites the older
+// slot in place and fdatasyncs: a torn update leaves the other slot, which named no more
+// than a length already synced (the slots are in separate sectors). Recovery compares it
+// with what it finds: a segment file shorter than it has lost a synced tail, which a torn
+// write cannot explain (a torn write does not shorten the file; file_log.hpp).
 
 inline constexpr std::size_t synced_slot_size = 48;
 inline constexpr std::size_t synced_slot_stride = 512;
