@@ -6,7 +6,7 @@
 # For each kind of damage — a flipped byte in the payload of the middle record of a segment
 # (500 records were written after it, each naming a synced offset past it: not a torn
 # tail), a flipped byte in that segment's header (records after it name synced offsets
-# past 0), and the newest segment truncated to half its length (what a file system or disk
+# past 0), and the newest segment truncated to half its records (what a file system or disk
 # that loses a synced tail leaves: the records that would prove the cut data synced are
 # gone, and only the synced watermark, DATA/synced, says the log reached further; issue 34,
 # defect 10) — on fresh directories:
@@ -19,7 +19,7 @@
 #      truncated kinds, both followers for the header kind.
 #   3. All three restarted with --on-corruption refuse (the default): the damaged ones exit 1
 #      naming the segment file and the offset (the damaged record's, or 0 for the header;
-#      for the truncation the watermark's synced offset and where the valid records end);
+#      for the truncation the length the watermark vouched for and the file's length);
 #      the intact one is never established and logs why (the stalled-election warning:
 #      nobody else heard from).
 #   4. The damaged ones restarted with --on-corruption resync: they move their files to
@@ -72,14 +72,18 @@ segment_of() {  # segment_of DIR: the newest log segment of DIR, in $segment
     segment=${found[-1]}
 }
 
+# content_end FILE: where a segment's content ends, to a multiple of 16 bytes: the log
+# reserves room after its records (zeros, the file's length synced ahead of them).
+content_end() {
+    od -Ad -tu1 -w16 "$1" |
+        awk '$1 != "*" { for (i = 2; i <= NF; i++) if ($i != 0) end = $1 + 16 } END { print end + 0 }'
+}
+
 # middle_record FILE: the middle record of a segment: $record_offset, $record_length, and
 # $records_after (how many follow it).
 middle_record() {
     local -a b offsets=() lengths=()
-    # The log reserves room after its records (zeros): read up to the last non-zero byte.
-    local used
-    used=$(od -Ad -tu1 -w16 "$1" | awk '$1 != "*" { for (i = 2; i <= NF; i++) if ($i != 0) end = $1 + 16 } END { print end + 0 }')
-    mapfile -t b < <(head -c "$used" "$1" | od -An -v -tu1 -w1)
+    mapfile -t b < <(head -c "$(content_end "$1")" "$1" | od -An -v -tu1 -w1)
     local offset=$segment_header_bytes length
     if ((b[4] == 1 && b[5] == 0 && b[6] == 0 && b[7] == 0)); then record_header_bytes=16; fi
     while ((offset + record_header_bytes <= ${#b[@]})); do
@@ -136,17 +140,20 @@ damage() {
         flip_byte "$segment" 32  # the base zxid's low byte: the header's CRC no longer matches
         refusal[$1]="$segment: offset 0: segment header: header checksum mismatch"
     else
-        local size
+        # Half of the records go: cut at half of where the content ends (the reserved
+        # zeros after it go too), well inside the length the watermark vouches for.
+        local size half
         size=$(stat -c %s "$segment")
+        half=$(($(content_end "$segment") / 2))
         watermark "$work/replica-$1"
         expect "[$2] replica $1's watermark names the newest segment" \
             "$(basename "$segment")" "$(printf 'log.%016x' "$mark_segment")"
-        ((mark_offset > size / 2)) ||
-            fail "[$2] replica $1's watermark ($mark_offset) is not past half of $segment ($size bytes)"
-        truncate -s $((size / 2)) "$segment"
+        expect "[$2] replica $1's watermark vouches for the file's length" "$size" "$mark_offset"
+        ((half > segment_header_bytes)) || fail "[$2] $segment holds no records"
+        truncate -s "$half" "$segment"
         refusal[$1]="$work/replica-$1/synced says segment $(basename "$segment") of generation"
-        refusal[$1]+=" $(printf '%016x' "$mark_generation") had been synced up to offset"
-        refusal[$1]+=" $mark_offset, but its valid records end at offset "
+        refusal[$1]+=" $(printf '%016x' "$mark_generation") had been synced at a length of"
+        refusal[$1]+=" $mark_offset bytes, but the file is $half bytes long"
         not_torn[$1]="a synced tail was lost (the file system or the disk lost synced data;"
         not_torn[$1]+=" records in it may have been acknowledged), not a torn write"
     fi
