@@ -75,8 +75,8 @@
 //
 // Finding the leader: --client-addresses lists every member's client (RESP) address; they go
 // into the configuration (member::client_address), and ZRECONFIG's CLIENT host:port gives a
-// new member's. INFO then reports `client_address_<id>:<host:port>` lines and
-// `leader_client_address`, -NOQUORUM names the last known leader's client address, and a
+// new member's. INFO then reports them in `member_<id>:...,client_host=H,client_port=P` lines
+// and `leader_client_host` / `leader_client_port`, -NOQUORUM names the last known leader's client address, and a
 // connection that sent CLIENT REDIRECT ON gets `-REDIRECT host:port` for a write on a
 // replica that is not the leader (without the flag only this replica's own address is known).
 // --leader-wait-ms N: a write or ZSYNC that finds no established leader (an election is
