@@ -14,6 +14,12 @@
 //   - snapshots: a checkpoint (`compact`) of a 64 MiB state written and made durable, and
 //     loaded again by `open`, in MB/s.
 //
+//   - `--watermark-cost`: only the cost of the synced watermark (issue 34, defect 10): the
+//     appends above with every fdatasync of the `synced` file done, and with it skipped (a
+//     file system that makes that one sync a no-op; the watermark is still written), run
+//     alternately in one sitting, medians of 3 each, with flushes/s and fdatasyncs per flush
+//     (file_log_stats::data_syncs + watermark_syncs).
+//
 // A run appends for about 300 ms (wall time: the cost is the disk, not the CPU).
 // `--smoke` runs each case briefly and small: the numbers mean nothing, it proves the
 // benchmark still builds and runs.
@@ -41,6 +47,7 @@ struct run_result {
     double megabytes_per_second = 0;
     double fsyncs_per_second = 0;
     double flushes_per_second = 0;
+    double watermark_syncs_per_flush = 0;
 };
 
 std::vector<zab::log_record> make_batch(std::uint32_t& counter, std::size_t count,
@@ -76,9 +83,54 @@ struct scratch_directory {
     scratch_directory& operator=(const scratch_directory&) = delete;
 };
 
+/// The real file system, except that the fdatasync of the synced watermark is skipped (the
+/// write itself still happens): what the appends would cost without the watermark's sync.
+class no_watermark_sync_file_system final : public zab::file_system {
+public:
+    int open_directory(const std::string& path, int& fd) override {
+        return real_.open_directory(path, fd);
+    }
+    int make_directory(const std::string& path) override { return real_.make_directory(path); }
+    int lock_directory(int fd) override { return real_.lock_directory(fd); }
+    int list_directory(const std::string& path, std::vector<std::string>& names) override {
+        return real_.list_directory(path, names);
+    }
+    int sync_directory(int fd, zab::sync_site site) override {
+        return real_.sync_directory(fd, site);
+    }
+    int open_file(int directory_fd, const std::string& name, zab::open_mode mode,
+                  int& fd) override {
+        return real_.open_file(directory_fd, name, mode, fd);
+    }
+    int rename_file(int fd, const std::string& from, const std::string& to) override {
+        return real_.rename_file(fd, from, to);
+    }
+    int remove_file(int fd, const std::string& name) override { return real_.remove_file(fd, name); }
+    int write_at(int fd, zab::byte_view data, std::uint64_t offset) override {
+        return real_.write_at(fd, data, offset);
+    }
+    int read_at(int fd, std::span<std::byte> out, std::uint64_t offset,
+                std::size_t& got) override {
+        return real_.read_at(fd, out, offset, got);
+    }
+    int size_of(int fd, std::uint64_t& size) override { return real_.size_of(fd, size); }
+    int truncate_file(int fd, std::uint64_t size) override { return real_.truncate_file(fd, size); }
+    int sync_data(int fd, zab::sync_site site) override {
+        return site == zab::sync_site::synced_watermark ? 0 : real_.sync_data(fd, site);
+    }
+    int sync_file(int fd, zab::sync_site site) override { return real_.sync_file(fd, site); }
+    void close(int fd) noexcept override { real_.close(fd); }
+
+private:
+    zab::posix_file_system real_;
+};
+
+zab::file_system* filesystem = nullptr;  // null: the default (posix_file_system)
+
 zab::file_log open_log(const std::string& directory) {
     zab::file_log_options options;
     options.directory = directory;
+    if (filesystem != nullptr) options.filesystem = filesystem;
     std::string why;
     auto opened = zab::file_log::open(options, &why);
     if (!opened) {
@@ -150,6 +202,8 @@ run_result run_once(std::size_t record_bytes, std::size_t batch_records) {
     const double seconds = std::chrono::duration<double>(elapsed).count();
     const double records = static_cast<double>(counter);
     const double syncs = static_cast<double>(log.stats().data_syncs - stats_before.data_syncs);
+    const double watermark_syncs =
+        static_cast<double>(log.stats().watermark_syncs - stats_before.watermark_syncs);
 
     // Check what was written reads back, then clean up.
     auto back = log.read(zab::zxid{}, 4);
@@ -158,7 +212,8 @@ run_result run_once(std::size_t record_bytes, std::size_t batch_records) {
         std::exit(1);
     }
     return {records / seconds, records * static_cast<double>(record_bytes) / seconds / 1e6,
-            syncs / seconds, static_cast<double>(flushes) / seconds};
+            syncs / seconds, static_cast<double>(flushes) / seconds,
+            watermark_syncs / static_cast<double>(flushes)};
 }
 
 /// Seconds per GB to open (recover) a log of 100-byte records `megabytes` large.
@@ -215,18 +270,54 @@ double median(std::vector<double> values) {
 
 }  // namespace
 
+/// `--watermark-cost`: appends with and without the watermark's fdatasync, alternated.
+int watermark_cost() {
+    const int runs = smoke ? 1 : 3;
+    no_watermark_sync_file_system skipping;
+    std::printf("file_log on %s: the synced watermark's fdatasync, with and without "
+                "(alternated, median of %d runs each)\n\n",
+                parent_directory.c_str(), runs);
+    std::printf("%-8s %-7s %14s %14s %8s %16s\n", "record", "batch", "flushes/s with",
+                "flushes/s w/o", "cost", "watermark/flush");
+    for (const std::size_t record_bytes : {std::size_t{100}, std::size_t{4096}}) {
+        for (const std::size_t batch : {std::size_t{1}, std::size_t{10}, std::size_t{100}}) {
+            std::vector<double> with, without, per_flush;
+            for (int run = 0; run < runs; ++run) {
+                filesystem = nullptr;
+                const run_result r = run_once(record_bytes, batch);
+                with.push_back(r.flushes_per_second);
+                per_flush.push_back(r.watermark_syncs_per_flush);
+                filesystem = &skipping;
+                without.push_back(run_once(record_bytes, batch).flushes_per_second);
+            }
+            filesystem = nullptr;
+            const double a = median(with), b = median(without);
+            std::printf("%-8s %-7zu %14.0f %14.0f %7.0f%% %16.2f\n",
+                        record_bytes == 100 ? "100 B" : "4 KiB", batch, a, b, 100.0 * (1 - a / b),
+                        median(per_flush));
+        }
+    }
+    return 0;
+}
+
 int main(int argc, char** argv) {
+    bool only_watermark = false;
     for (int i = 1; i < argc; ++i) {
         const std::string arg = argv[i];
-        if (arg == "--smoke") {
+        if (arg == "--watermark-cost") {
+            only_watermark = true;
+        } else if (arg == "--smoke") {
             smoke = true;
         } else if (arg == "--dir" && i + 1 < argc) {
             parent_directory = argv[++i];
         } else {
-            std::fprintf(stderr, "usage: %s [--smoke] [--dir <parent directory>]\n", argv[0]);
+            std::fprintf(stderr,
+                         "usage: %s [--smoke] [--watermark-cost] [--dir <parent directory>]\n",
+                         argv[0]);
             return 2;
         }
     }
+    if (only_watermark) return watermark_cost();
     const int runs = smoke ? 1 : 5;
     const auto median_of = [runs](auto&& measure) {
         std::vector<double> values;

@@ -54,12 +54,12 @@ kv_start_cluster() {
             "${storage[@]}" "${kv_server_flags[@]//\{id\}/$id}" >"$work/$mode-$id.log" 2>&1 &
         pids+=($!)
     done
-    # INFO on each replica until one says role:leading.
+    # INFO on each replica until one says replica_role:leading.
     leader_port=""
     for _ in $(seq 1 100); do
         for id in 1 2 3; do
             if redis-cli "${kv_client_flags[@]}" -p $((base + 10 + id)) INFO 2>/dev/null |
-                grep -q '^role:leading'; then
+                grep -q '^replica_role:leading'; then
                 leader_port=$((base + 10 + id))
             fi
         done

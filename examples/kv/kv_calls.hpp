@@ -41,7 +41,7 @@ struct command_info {
 };
 
 // clang-format off
-inline constexpr std::array<command_info, 59> command_table{{
+inline constexpr std::array<command_info, 65> command_table{{
     {"set", -3, call_kind::write, 1, 1, 1},        {"setnx", 3, call_kind::write, 1, 1, 1},
     {"setex", 4, call_kind::write, 1, 1, 1},       {"psetex", 4, call_kind::write, 1, 1, 1},
     {"getset", 3, call_kind::write, 1, 1, 1},      {"getdel", 2, call_kind::write, 1, 1, 1},
@@ -73,6 +73,11 @@ inline constexpr std::array<command_info, 59> command_table{{
     {"zreconfig", -2, call_kind::connection, 0, 0, 0, true},
     {"readmode", 2, call_kind::connection, 0, 0, 0},{"tagged", -4, call_kind::connection, 0, 0, 0},
     {"config", -2, call_kind::connection, 0, 0, 0},{"auth", -2, call_kind::connection, 0, 0, 0},
+    {"sentinel", -2, call_kind::connection, 0, 0, 0},{"role", 1, call_kind::connection, 0, 0, 0},
+    {"subscribe", -2, call_kind::connection, 0, 0, 0},
+    {"psubscribe", -2, call_kind::connection, 0, 0, 0},
+    {"unsubscribe", -1, call_kind::connection, 0, 0, 0},
+    {"punsubscribe", -1, call_kind::connection, 0, 0, 0},
 }};
 // clang-format on
 

@@ -15,28 +15,65 @@
 
 namespace zab::kv {
 
-/// A writer of zab's figures (metrics_exposition.hpp) as INFO lines: each section a
-/// "# Title" line, each sample `name{labels}:value` (the Prometheus name and labels), each
-/// histogram its `_count` and `_sum`.
+/// A writer of zab's figures (metrics_exposition.hpp) as INFO lines in Redis's format: each
+/// section a "# Title" line; an unlabelled sample `name:value`; a labelled family one line,
+/// `name:label=value,...`, each sub-field named by its label's value (a value that starts
+/// with a digit gets the label's name in front: `zab_learner_lag:learner_2=0,learner_3=4`);
+/// each histogram its `_count` and `_sum`. Call `finish()` after the last figure.
 class info_writer {
 public:
     explicit info_writer(std::string& out) : out_{out} {}
-    void section(std::string_view title) { fmt::format_to(std::back_inserter(out_), "# {}\r\n", title); }
-    void family(std::string_view, std::string_view, std::string_view) {}
+    void section(std::string_view title) {
+        finish();
+        fmt::format_to(std::back_inserter(out_), "# {}\r\n", title);
+    }
+    void family(std::string_view, std::string_view, std::string_view) { finish(); }
     template <typename Value>
     void sample(std::string_view name, std::string_view labels, Value value) {
-        if (labels.empty())
+        if (labels.empty()) {
+            finish();
             fmt::format_to(std::back_inserter(out_), "{}:{}\r\n", name, value);
-        else
-            fmt::format_to(std::back_inserter(out_), "{}{{{}}}:{}\r\n", name, labels, value);
+            return;
+        }
+        if (family_ != name) {
+            finish();
+            family_ = name;
+        }
+        fmt::format_to(std::back_inserter(fields_), "{}{}={}", fields_.empty() ? "" : ",",
+                       field_of(labels), value);
     }
     void histogram(std::string_view name, const zab::histogram& h) {
+        finish();
         fmt::format_to(std::back_inserter(out_), "{}_count:{}\r\n{}_sum:{}\r\n", name, h.count(),
                        name, h.sum());
+    }
+    /// Writes the labelled family in progress, if any.
+    void finish() {
+        if (!fields_.empty()) fmt::format_to(std::back_inserter(out_), "{}:{}\r\n", family_, fields_);
+        fields_.clear();
+        family_.clear();
+    }
+
+    /// A sub-field's name for `labels` (`label="value"`): the value, letters, digits and `_`
+    /// only, after the label's name if it starts with a digit.
+    static std::string field_of(std::string_view labels) {
+        const std::size_t equals = labels.find('=');
+        std::string_view value = equals == std::string_view::npos ? labels : labels.substr(equals + 1);
+        if (value.size() >= 2 && value.front() == '"' && value.back() == '"')
+            value = value.substr(1, value.size() - 2);
+        std::string out;
+        if (!value.empty() && value.front() >= '0' && value.front() <= '9' &&
+            equals != std::string_view::npos)
+            out = std::string{labels.substr(0, equals)} + "_";
+        for (const char c : value)
+            out += (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ? c : '_';
+        return out.empty() ? std::string{"_"} : out;
     }
 
 private:
     std::string& out_;
+    std::string family_;  ///< the labelled family in progress
+    std::string fields_;  ///< its sub-fields so far
 };
 
 /// Why this replica is not healthy, or empty when it is: established (leading with a quorum,

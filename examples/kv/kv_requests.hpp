@@ -10,13 +10,15 @@
 //   CAS.ABSENT k new        the same, where "expected" is "k is absent" (create-if-absent)
 //   TAGGED client-id seq <write command>    exactly-once retry of any write (kv_command.hpp)
 //   INFO [section]  (INFO DIGEST: the state's digest and zxid, to compare replicas)
-//   SYNC  ZSYNC  ZTRANSFER id|ANY  READMODE local|linearizable  COMMAND [COUNT|DOCS|INFO ...]  CONFIG GET p
+//   SYNC  ZSYNC  ZTRANSFER id|ANY  READMODE local|linearizable  COMMAND [COUNT|DOCS|INFO ...]
+//   CONFIG GET pattern...  SENTINEL ... (kv_sentinel.hpp)  ROLE   (answered by the server)
 //   ZRECONFIG [VERSION v] MEMBER id host:port [VOTER|OBSERVER|LEARNER] [WEIGHT w] [GROUP g] ...
 //   ZRECONFIG [VERSION v] ADD id host:port [VOTER|OBSERVER|LEARNER]   ZRECONFIG REMOVE id
 //       membership change (kv_reconfig.hpp): +OK <version> once committed and applied here
 //   HELLO [2|3 [AUTH u p] [SETNAME n]]  SELECT 0  QUIT
 // and, kept per connection by resp_session.hpp: MULTI EXEC DISCARD WATCH UNWATCH RESET
-// CLIENT ID|SETNAME|GETNAME|SETINFO|INFO|REDIRECT, AUTH [user] pass (kv_auth.hpp).
+// CLIENT ID|SETNAME|GETNAME|SETINFO|REDIRECT (CLIENT LIST|INFO|KILL: the server, kv_clients.hpp),
+// SUBSCRIBE / PSUBSCRIBE (the Sentinel events, kv_sentinel.hpp), AUTH [user] pass (kv_auth.hpp).
 //
 // ZSYNC is SYNC under another name: redis-cli intercepts a command named SYNC (it starts a
 // Redis replication stream instead of sending it as a command), so from redis-cli use ZSYNC.
@@ -180,23 +182,61 @@ inline request_variant tagged(const resp::command& args, std::size_t max_txn_byt
     return made;
 }
 
-/// CONFIG GET: what redis-benchmark asks at start ("save", "appendonly"), as a flat array
-/// of name/value pairs; any other parameter is unknown (an empty array, as Redis answers).
-inline request_variant config(const resp::command& args) {
-    if (args.size() < 2) return wrong_arity(args[0]);
-    if (upper(args[1]) != "GET") return error("ERR CONFIG supports only GET here");
-    if (args.size() != 3) return wrong_arity("config|get");
-    request::immediate r;
-    const std::string parameter = lower(args[2]);
-    if (parameter == "save" || parameter == "appendonly") {
-        resp::write_array_header(r.reply, 2);
-        resp::write_bulk_string(r.reply, parameter);
-        resp::write_bulk_string(r.reply, parameter == "save" ? "" : "no");
-    } else {
-        resp::write_array_header(r.reply, 0);
+}  // namespace detail
+
+/// One setting CONFIG GET shows: Redis's name (lower case) and this server's value.
+struct config_parameter {
+    std::string name;
+    std::string value;
+};
+
+/// CONFIG GET pattern [pattern ...]: every parameter of `parameters` whose name matches one
+/// of the patterns (Redis's glob, case-insensitive), each once, in the table's order, as a
+/// flat array of name/value pairs; none matching: an empty array, as Redis answers. CONFIG
+/// SET is refused: kv_server's settings are its command-line options. `resp3`: a map.
+inline std::string config_reply(const resp::command& args,
+                                const std::vector<config_parameter>& parameters,
+                                bool resp3 = false) {
+    std::string out;
+    if (args.size() < 2) {
+        resp::write_error(out, text::wrong_arity(args[0]));
+        return out;
     }
-    return r;
+    const std::string sub = detail::upper(args[1]);
+    if (sub == "GET") {
+        if (args.size() < 3) {
+            resp::write_error(out, text::wrong_arity("config|get"));
+            return out;
+        }
+        std::vector<const config_parameter*> matched;
+        for (const auto& p : parameters)
+            for (std::size_t i = 2; i < args.size(); ++i)
+                if (glob_match(detail::lower(args[i]), p.name)) {
+                    matched.push_back(&p);
+                    break;
+                }
+        if (resp3) {  // a map, as Redis answers RESP3
+            out += "%" + std::to_string(matched.size()) + "\r\n";
+        } else {
+            resp::write_array_header(out, 2 * matched.size());
+        }
+        for (const auto* p : matched) {
+            resp::write_bulk_string(out, p->name);
+            resp::write_bulk_string(out, p->value);
+        }
+    } else if (sub == "RESETSTAT" && args.size() == 2) {
+        resp::write_simple_string(out, "OK");  // nothing kept that a client may reset
+    } else if (sub == "SET" || sub == "REWRITE") {
+        resp::write_error(out, "ERR CONFIG " + sub + " is not supported: kv_server's settings "
+                               "are its command-line options (restart the replica with others)");
+    } else {
+        resp::write_error(out, "ERR unknown subcommand or wrong number of arguments for '" +
+                                   args[1].substr(0, 128) + "'. Try CONFIG GET.");
+    }
+    return out;
 }
+
+namespace detail {
 
 /// One COMMAND entry: name, arity, flags, first key, last key, step (Redis's first six
 /// fields, which is what clients read).
@@ -304,7 +344,10 @@ inline request_variant classify(const resp::command& args, std::size_t max_txn_b
         if (auto problem = check_call(args)) return error(*problem);
         return request::read{args, true};
     }
-    if (name == "INFO") return request::read{args, false};
+    // About this replica and its connections, answered by the server (kv_server.cpp): INFO,
+    // SENTINEL (kv_sentinel.hpp), ROLE, CONFIG GET (config_reply).
+    if (name == "INFO" || name == "SENTINEL" || name == "ROLE" || name == "CONFIG")
+        return request::read{args, false};
     if (name == "SELECT") {
         if (n != 2) return wrong_arity(args[0]);
         return select(args);
@@ -347,7 +390,6 @@ inline request_variant classify(const resp::command& args, std::size_t max_txn_b
     }
     if (name == "TAGGED") return tagged(args, max_txn_bytes, stamp_ms);
     if (name == "COMMAND") return command_reply(args);
-    if (name == "CONFIG") return config(args);
     if (name == "QUIT") return request::quit{};
     return unknown_command(args);
 }

@@ -15,7 +15,32 @@
 //             [--tls-cert F --tls-key F [--tls-ca-cert F] [--tls-auth-clients yes|no|optional]]
 //             [--requirepass P | --requirepass-file F]
 //             [--admin-user NAME (--admin-pass P | --admin-pass-file F)] [--lease-reads]
-//             [--metrics-port P [--metrics-host HOST]]
+//             [--metrics-port P [--metrics-host HOST]] [--sentinel-name zab]
+//
+// Redis clients' Sentinel support (kv_sentinel.hpp): every replica answers SENTINEL
+// GET-MASTER-ADDR-BY-NAME, MASTERS, MASTER, REPLICAS (SLAVES), SENTINELS, MYID and CKQUORUM
+// for one master named --sentinel-name (default `zab`): the established leader at its client
+// address (--client-addresses / ZRECONFIG ... CLIENT), none during an election. List the
+// replicas' client addresses as a client's sentinels and the name as its master. A replica
+// publishes Sentinel's events to SUBSCRIBE / PSUBSCRIBE clients as it sees the leader go and
+// come: +sdown and +odown (`master <name> <ip> <port>`) when its leader is lost, -sdown and
+// -odown when the same one is back, +switch-master (`<name> <old ip> <old port> <new ip>
+// <new port>`) when another leads. ROLE answers Redis's master / slave shapes.
+//
+// INFO follows Redis's format (every line `key:value`, sub-fields `k=v` separated by commas,
+// no comma, colon or space in a value): a zxid prints as `epoch-counter` (`1-1490`), an address
+// as separate host and port fields (an IPv6 host keeps its colons, as Redis prints it), a
+// reason as one word. `role` is Redis's (master on the leader, slave elsewhere); zab's role is
+// `replica_role` (leading, following, observing, looking). INFO section... prints only the
+// sections named (server, clients, replication, sentinel, cluster, keyspace, stats, security,
+// zab for every "Zab ..." section, or one of those by its title in lower case with `_`
+// for spaces: zab_counters); INFO, INFO default, all or everything print every section.
+// INFO DIGEST: the state's digest (to compare replicas).
+//
+// CONFIG GET pattern...: this server's settings under Redis's names (maxmemory, save,
+// appendonly, appendfsync, databases, maxclients, timeout, port, bind, dir, ...), matched as
+// Redis matches them (glob, case-insensitive). CLIENT LIST / INFO / KILL: Redis's formats
+// (kv_clients.hpp).
 //
 // Metrics (README.md, "Operating a group", "Metrics"): --metrics-port serves HTTP on
 // --metrics-host (default: --client-host): GET /metrics in the Prometheus text format
@@ -50,8 +75,8 @@
 //
 // Finding the leader: --client-addresses lists every member's client (RESP) address; they go
 // into the configuration (member::client_address), and ZRECONFIG's CLIENT host:port gives a
-// new member's. INFO then reports `client_address_<id>:<host:port>` lines and
-// `leader_client_address`, -NOQUORUM names the last known leader's client address, and a
+// new member's. INFO then reports them in `member_<id>:...,client_host=H,client_port=P` lines
+// and `leader_client_host` / `leader_client_port`, -NOQUORUM names the last known leader's client address, and a
 // connection that sent CLIENT REDIRECT ON gets `-REDIRECT host:port` for a write on a
 // replica that is not the leader (without the flag only this replica's own address is known).
 // --leader-wait-ms N: a write or ZSYNC that finds no established leader (an election is
@@ -149,6 +174,8 @@
 #include <variant>
 #include <vector>
 
+#include <unistd.h>
+
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
@@ -162,10 +189,12 @@
 #include <fmt/format.h>
 
 #include "kv/kv_auth.hpp"
+#include "kv/kv_clients.hpp"
 #include "kv/kv_metrics.hpp"
 #include "kv/kv_metrics_http.hpp"
 #include "kv/kv_peer_security.hpp"
 #include "kv/kv_requests.hpp"
+#include "kv/kv_sentinel.hpp"
 #include "kv/kv_state_machine.hpp"
 #include "kv/output_budget.hpp"
 #include "kv/resp_session.hpp"
@@ -262,6 +291,7 @@ struct server_args {
     // --metrics-port: the HTTP metrics and health port (kv_metrics_http.hpp); none without it.
     std::optional<std::uint16_t> metrics_port;
     std::optional<std::string> metrics_host;  ///< default: client_host
+    std::string sentinel_name = "zab";  ///< --sentinel-name: the master name (kv_sentinel.hpp)
 
     bool peer_tls() const { return !peer_tls_cert.empty(); }
     bool client_tls() const { return !tls_cert.empty(); }
@@ -285,7 +315,7 @@ constexpr std::string_view usage_text =
     "                 [--tls-auth-clients yes|no|optional]]\n"
     "                 [--requirepass P | --requirepass-file F]\n"
     "                 [--admin-user NAME (--admin-pass P | --admin-pass-file F)] [--lease-reads]\n"
-    "                 [--metrics-port P [--metrics-host HOST]]\n"
+    "                 [--metrics-port P [--metrics-host HOST]] [--sentinel-name zab]\n"
     "example: kv_server --id 1 --peers 1=127.0.0.1:7001,2=127.0.0.1:7002,3=127.0.0.1:7003 \\\n"
     "                   --client-port 6381 --data build/cluster/replica-1/data\n";
 
@@ -354,7 +384,8 @@ std::variant<server_args, std::string> parse_args(int argc, char** argv) {
             continue;
         }
         if (flag == "-h" || flag == "--help") return std::string{};
-        static constexpr std::array<std::string_view, 35> valued{"--client-addresses",
+        static constexpr std::array<std::string_view, 36> valued{"--client-addresses",
+            "--sentinel-name",
             "--id",           "--peers",           "--client-port",       "--client-host",
             "--data",         "--tick-ms",         "--snapshot-every",    "--snapshot-every-bytes",
             "--cluster-id",   "--log-level",       "--max-clients",       "--timeout",
@@ -395,6 +426,13 @@ std::variant<server_args, std::string> parse_args(int argc, char** argv) {
             const auto port = parse_number(value, 65535);
             if (!port) return fmt::format("--metrics-port: '{}' is not a port 0..65535", value);
             a.metrics_port = static_cast<std::uint16_t>(*port);
+        } else if (flag == "--sentinel-name") {
+            if (value.empty() || value.size() > 128 ||
+                std::any_of(value.begin(), value.end(), [](char c) { return c < '!' || c > '~'; }))
+                return fmt::format("--sentinel-name: '{}' is not a name (1 to 128 printable "
+                                   "characters, no spaces)",
+                                   value);
+            a.sentinel_name = value;
         } else if (flag == "--metrics-host") {
             a.metrics_host = std::string{value};
         } else if (flag == "--data") {
@@ -673,6 +711,8 @@ public:
           id_{id},
           session_{*this, options(owner, id)},
           last_active_{clock::now()},
+          connected_at_{last_active_},
+          last_read_{last_active_},
           tls_context_{std::move(tls)} {
         if (tls_context_) tls_.emplace(socket_, *tls_context_);
     }
@@ -737,6 +777,42 @@ public:
                      id_, owner_.output_budget().held());
             close_with_error("ERR out of memory serving this connection; closing");
         }
+    }
+
+    /// CLIENT KILL: closed at once; the asking connection itself once its reply is sent.
+    void kill(bool self) {
+        if (!self) return close();
+        close_after_reply_ = true;  // the pump after this command's reply closes it
+    }
+
+    /// A Sentinel event (kv_sentinel.hpp) for a subscribed client.
+    void publish(std::string_view channel, std::string_view message) {
+        if (!open_ || !session_.subscribed()) return;
+        guarded([&] { session_.publish(channel, message); });
+        pump();
+    }
+
+    /// This connection as CLIENT LIST shows it (kv_clients.hpp).
+    zab::kv::client_description describe() {
+        zab::kv::client_description c;
+        session_.describe(c);
+        describe_connection(c);
+        return c;
+    }
+
+    /// The socket's part of CLIENT LIST's fields (resp_session fills the rest).
+    void describe_connection(zab::kv::client_description& c) {
+        c.addr = remote();
+        boost::system::error_code error;
+        const auto local = socket_.local_endpoint(error);
+        if (!error) c.laddr = fmt::format("{}:{}", local.address().to_string(), local.port());
+        c.fd = open_ ? static_cast<std::int64_t>(socket_.native_handle()) : -1;
+        const auto now = clock::now();
+        c.age_s = static_cast<std::uint64_t>(
+            std::chrono::duration_cast<std::chrono::seconds>(now - connected_at_).count());
+        c.idle_s = static_cast<std::uint64_t>(
+            std::chrono::duration_cast<std::chrono::seconds>(now - last_read_).count());
+        c.closing = c.closing || close_after_reply_;
     }
 
     /// Idle: nothing read or written since `since`, and nothing waiting at the cluster.
@@ -848,14 +924,20 @@ public:
             });
     }
 
-    std::string read(const zab::kv::resp::command& args) {
+    std::string read(const zab::kv::resp::command& args, bool resp3) {
         ++owner_.counters().reads;
-        if (zab::kv::detail::upper(args[0]) == "INFO") {
+        const std::string name = zab::kv::detail::upper(args[0]);
+        if (name == "INFO") {
             std::string out;
             const bool digest = args.size() == 2 && zab::kv::detail::upper(args[1]) == "DIGEST";
-            zab::kv::resp::write_bulk_string(out, digest ? owner_.digest() : owner_.info());
+            zab::kv::resp::write_bulk_string(out, digest ? owner_.digest() : owner_.info(args));
             return out;
         }
+        // About the group and this server: kv_sentinel.hpp, kv_requests.hpp, kv_clients.hpp.
+        if (name == "SENTINEL") return zab::kv::sentinel_reply(args, owner_.sentinel_view(), resp3);
+        if (name == "ROLE") return owner_.role();
+        if (name == "CONFIG") return zab::kv::config_reply(args, owner_.config_parameters(), resp3);
+        if (name == "CLIENT") return owner_.client_command(args, id_);
         std::string reply = zab::kv::execute_read(owner_.node().machine(), args,
                                                   max_reply_bytes, wall_clock_ms());
         if (room_for(reply.size())) return reply;
@@ -966,9 +1048,11 @@ private:
         }
         report_output();
         if (!writing_ && session_.has_output()) schedule_write();
-        // Closing (QUIT, protocol error) or the client's EOF: once every reply is out.
-        const bool finished = !writing_ && !session_.has_output() && session_.idle() &&
-                              (session_.closing() || eof_);
+        // Closing (QUIT, protocol error) or the client's EOF: once every reply is out. Killed
+        // by itself (CLIENT KILL ... SKIPME no): once its reply is out, whatever follows.
+        const bool finished = !writing_ && !session_.has_output() &&
+                              ((session_.idle() && (session_.closing() || eof_)) ||
+                               (close_after_reply_ && !write_posted_));
         if (finished) return close();
         const std::size_t input = session_.buffered_input_bytes();
         if (input != input_counted_) {
@@ -999,7 +1083,7 @@ private:
                 if (error != boost::asio::error::eof) return self->close();
                 self->eof_ = true;
             } else {
-                self->last_active_ = clock::now();
+                self->last_active_ = self->last_read_ = clock::now();
                 self->guarded([&] { self->session_.feed(std::string_view{buffer.data(), n}); });
             }
             self->pump();
@@ -1020,7 +1104,7 @@ private:
             } else if (error) {
                 return self->close();
             } else {
-                self->last_active_ = clock::now();
+                self->last_active_ = self->last_read_ = clock::now();
                 self->guarded([&] {
                     self->session_.feed(std::string_view{self->tls_read_buffer_.data(), n});
                 });
@@ -1086,6 +1170,9 @@ private:
     std::size_t written_ = 0;       ///< of write_buffer_
     std::size_t input_counted_ = 0;  ///< this connection's share of the server's input total
     clock::time_point last_active_;
+    clock::time_point connected_at_;  ///< CLIENT LIST's age
+    clock::time_point last_read_;     ///< CLIENT LIST's idle
+    bool close_after_reply_ = false;  ///< CLIENT KILL of itself
     bool open_ = true;
     bool reading_ = false;
     bool writing_ = false;
@@ -1335,63 +1422,363 @@ public:
                            m.digest(), m.last_applied(), m.last_applied().value(), m.size());
     }
 
-    /// INFO: `key:value` lines, as Redis's INFO.
-    std::string info() const {
+    /// Member `id`'s run_id (INFO run_id, SENTINEL's runid; kv_sentinel.hpp).
+    std::string runid_of(peer_id id) const { return zab::kv::sentinel_runid(args_.cluster_id, id); }
+
+    /// The leader clients should write to: established, not this replica removed, and (on a
+    /// follower) still connected to it, so that a killed leader stops being named at once.
+    peer_id master_of(const zab::asio::node_status& s) const {
+        if (!s.established || s.leader == 0 || s.removed) return 0;
+        if (s.leader == args_.id) return s.leader;
+        const auto link = node_.transport().peer_info(s.leader);
+        return link && link->connected ? s.leader : 0;
+    }
+
+    /// The group as Redis Sentinel shows it (kv_sentinel.hpp), from this replica's view.
+    zab::kv::sentinel_view sentinel_view() const {
         const zab::asio::node_status s = node_.status();
-        std::string out = "# Replication\r\n";
+        zab::kv::sentinel_view v;
+        v.name = args_.sentinel_name;
+        v.myid = runid_of(args_.id);
+        v.epoch = s.epoch;
+        v.quorum = s.config.voters().size() / 2 + 1;
+        const peer_id master = master_of(s);
+        for (const auto& m : s.config.members()) {
+            auto address = zab::kv::split_host_port(client_address_of(m.id));
+            if (!address) continue;  // no client address known: clients could not reach it
+            zab::kv::sentinel_node n;
+            n.id = m.id;
+            n.host = std::move(address->first);
+            n.port = address->second;
+            n.runid = runid_of(m.id);
+            const auto link = node_.transport().peer_info(m.id);
+            n.reachable = m.id == args_.id || (link && link->connected);
+            n.observer = zab::kv::role_of(m) != "voter";
+            if (m.id == args_.id) n.offset = s.last_applied.value();
+            for (const auto& f : s.followers)
+                if (f.id == m.id) {
+                    n.offset = f.last_acked.value();
+                    n.reachable = n.reachable && f.serving;
+                }
+            if (m.id == master) {
+                v.master = n;
+            } else {
+                v.replicas.push_back(n);
+            }
+            if (m.id != args_.id) v.sentinels.push_back(std::move(n));
+        }
+        if (v.master == std::nullopt) v.replicas.clear();  // no master: nothing of it to list
+        return v;
+    }
+
+    /// ROLE (kv_sentinel.hpp's role_reply).
+    std::string role() const {
+        const zab::asio::node_status s = node_.status();
+        return zab::kv::role_reply(master_of(s) == args_.id, sentinel_view(),
+                                   s.last_applied.value());
+    }
+
+    /// What CONFIG GET shows: this server's settings under Redis's names, truthfully (what
+    /// kv_server does not have, such as maxmemory, is 0 / none as Redis says "no limit").
+    std::vector<zab::kv::config_parameter> config_parameters() const {
+        const std::string soft = std::to_string(args_.output_soft_limit);
+        const std::string hard = std::to_string(args_.output_hard_limit);
+        const bool durable = !args_.memory;
+        return {
+            {"bind", args_.client_host},
+            {"port", std::to_string(args_.client_tls() ? 0 : args_.client_port)},
+            {"tls-port", std::to_string(args_.client_tls() ? args_.client_port : 0)},
+            {"databases", "1"},
+            {"maxclients", std::to_string(args_.max_clients)},
+            {"timeout", std::to_string(args_.timeout_s)},
+            // The map is bounded by nothing but the machine: no maxmemory, no eviction (a
+            // write past the memory fails the process, as a Redis without maxmemory).
+            {"maxmemory", "0"},
+            {"maxmemory-policy", "noeviction"},
+            {"maxmemory-clients", std::to_string(args_.max_input_bytes)},
+            // Durability: every write is in the replicas' logs, fsynced before it is
+            // acknowledged (--data); no RDB save points; compaction writes snapshots.
+            {"save", ""},
+            {"appendonly", durable ? "yes" : "no"},
+            {"appendfsync", durable ? "always" : "no"},
+            {"dir", durable ? args_.data : std::string{}},
+            {"proto-max-bulk-len", std::to_string(max_bulk_bytes)},
+            {"client-query-buffer-limit", std::to_string(max_command_bytes)},
+            {"client-output-buffer-limit",
+             fmt::format("normal {} {} 0 slave {} {} 0 pubsub {} {} 0", hard, soft, hard, soft, hard,
+                         soft)},
+            {"replica-read-only", "no"},  // a follower forwards writes to the leader
+            {"cluster-enabled", "no"},
+            {"lazyfree-lazy-user-flush", "no"},
+        };
+    }
+
+    /// CLIENT LIST / CLIENT KILL over every connection (kv_clients.hpp); `self` asks.
+    std::string client_command(const zab::kv::resp::command& args, std::uint64_t self) {
+        std::string out;
+        const bool kill = zab::kv::detail::iequals(args[1], "KILL");
+        auto parsed = zab::kv::parse_client_filter(args, kill);
+        if (auto* problem = std::get_if<std::string>(&parsed)) {
+            zab::kv::resp::write_error(out, *problem);
+            return out;
+        }
+        const auto& filter = std::get<zab::kv::client_filter>(parsed);
+        std::vector<std::pair<std::shared_ptr<connection<Node>>, bool>> matched;
+        std::string lines;
+        for (auto& [id, weak] : connections_) {
+            auto c = weak.lock();
+            if (!c) continue;
+            const zab::kv::client_description d = c->describe();
+            if (!zab::kv::client_matches(filter, d, self)) continue;
+            if (kill) {
+                matched.emplace_back(std::move(c), id == self);
+            } else {
+                lines += zab::kv::client_line(d) + "\n";
+            }
+        }
+        if (!kill) {
+            zab::kv::resp::write_bulk_string(out, lines);
+            return out;
+        }
+        for (auto& [c, is_self] : matched) {
+            zab::log(zab::log_level::info, "kv_server {}: client {} killed by CLIENT KILL from client {}",
+                     args_.id, c->describe().id, self);
+            if (is_self) {
+                c->kill(true);
+            } else {
+                // After this command (never from inside the asking connection's call).
+                boost::asio::post(io_, [c] { c->kill(false); });
+            }
+        }
+        if (filter.old_form) {
+            if (matched.empty()) {
+                zab::kv::resp::write_error(out, "ERR No such client");
+            } else {
+                zab::kv::resp::write_simple_string(out, "OK");
+            }
+        } else {
+            zab::kv::resp::write_integer(out, static_cast<std::int64_t>(matched.size()));
+        }
+        return out;
+    }
+
+    /// Sentinel's events for SUBSCRIBE / PSUBSCRIBE clients, as this replica sees its leader
+    /// go and come (the file comment); checked every 10 ms.
+    void announce_master() {
+        const zab::asio::node_status s = node_.status();
+        const peer_id master = master_of(s);
+        const std::string now = master == 0 ? std::string{} : client_address_of(master);
+        const auto host_port = [](const std::string& address) {
+            const auto split = zab::kv::split_host_port(address);
+            return split ? fmt::format("{} {}", split->first, split->second) : std::string{"? 0"};
+        };
+        const std::string& name = args_.sentinel_name;
+        std::vector<std::pair<std::string, std::string>> events;
+        if (now.empty()) {
+            if (!announced_master_.empty() && !master_down_) {
+                const std::string what = "master " + name + " " + host_port(announced_master_);
+                events = {{"+sdown", what}, {"+odown", what + " #quorum 1/1"}};
+                master_down_ = true;
+            }
+        } else if (announced_master_.empty()) {
+            announced_master_ = now;
+        } else if (now != announced_master_) {
+            events = {{"+switch-master",
+                       name + " " + host_port(announced_master_) + " " + host_port(now)}};
+            announced_master_ = now;
+            master_down_ = false;
+        } else if (master_down_) {
+            const std::string what = "master " + name + " " + host_port(now);
+            events = {{"-sdown", what}, {"-odown", what}};
+            master_down_ = false;
+        }
+        if (events.empty()) return;
+        std::vector<std::shared_ptr<connection<Node>>> open;
+        for (auto& [id, weak] : connections_)
+            if (auto c = weak.lock()) open.push_back(std::move(c));
+        for (const auto& [channel, message] : events) {
+            zab::log(zab::log_level::info, "kv_server {}: {} {}", args_.id, channel, message);
+            for (auto& c : open) c->publish(channel, message);
+        }
+    }
+
+    /// INFO [section ...]: `key:value` lines, in Redis's format (the file comment).
+    std::string info(const zab::kv::resp::command& args) const {
+        std::string text = info_text();
+        if (args.size() < 2) return text;
+        std::vector<std::string> wanted;
+        for (std::size_t i = 1; i < args.size(); ++i) {
+            const std::string name = zab::kv::detail::lower(args[i]);
+            if (name == "all" || name == "everything" || name == "default") return text;
+            wanted.push_back(name);
+        }
+        // Keep the sections whose title (lower case, `_` for spaces) is named, or that start
+        // with "zab" when "zab" is.
+        std::string out;
+        bool keep = false;
+        std::size_t at = 0;
+        while (at < text.size()) {
+            std::size_t eol = text.find("\r\n", at);
+            eol = eol == std::string::npos ? text.size() : eol + 2;
+            const std::string_view line{text.data() + at, eol - at};
+            if (line.starts_with("# ")) {
+                std::string title = zab::kv::detail::lower(line.substr(2, line.size() - 4));
+                std::replace(title.begin(), title.end(), ' ', '_');
+                keep = std::find(wanted.begin(), wanted.end(), title) != wanted.end() ||
+                       (title.starts_with("zab_") &&
+                        std::find(wanted.begin(), wanted.end(), "zab") != wanted.end());
+            }
+            if (keep) out += line;
+            at = eol;
+        }
+        return out;
+    }
+
+    /// Every INFO section.
+    std::string info_text() const {
+        const zab::asio::node_status s = node_.status();
+        std::string out = "# Server\r\n";
+        // A value never holds a comma, a colon or a space (Redis's format: clients split on
+        // them): a free text (an error's message, a reason) becomes one word.
+        const auto word = [](std::string_view text) {
+            std::string w;
+            for (const char c : text) {
+                const bool plain = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+                                   (c >= '0' && c <= '9') || c == '.' || c == '-' || c == '_' ||
+                                   c == '/';
+                if (plain) w += c;
+                else if (!w.empty() && w.back() != '_') w += '_';
+            }
+            while (!w.empty() && w.back() == '_') w.pop_back();
+            return w;
+        };
+        // An IPv6 host keeps its colons (as Redis prints it); anything else is one word.
+        const auto host = [&word](std::string_view h) {
+            return h.find(':') != std::string_view::npos ? std::string{h} : word(h);
+        };
+        const auto zxid_text = [](zab::zxid z) { return fmt::format("{}-{}", z.epoch(), z.counter()); };
         auto line = [&out](std::string_view key, const auto& value) {
             out += fmt::format("{}:{}\r\n", key, value);
         };
+        // host and port fields of "host:port" (empty and 0 when unknown).
+        const auto address_lines = [&](std::string_view prefix, std::string_view address) {
+            const auto split = zab::kv::split_host_port(address);
+            line(fmt::format("{}_host", prefix), split ? host(split->first) : std::string{});
+            line(fmt::format("{}_port", prefix), split ? split->second : 0);
+        };
+        line("redis_version", "7.2.0");  // what HELLO answers: the commands clients may use
+        line("redis_mode", "standalone");
+        line("server_name", "kv_server");
+        line("process_id", static_cast<long>(::getpid()));
+        line("run_id", runid_of(args_.id));
+        line("tcp_port", args_.client_port);
+        line("uptime_in_seconds", std::chrono::duration_cast<std::chrono::seconds>(
+                                      std::chrono::steady_clock::now() - started_)
+                                      .count());
+        out += "# Clients\r\n";
+        line("connected_clients", counters_.connected_clients);
+        line("maxclients", args_.max_clients);
+        line("blocked_clients", 0);
+
+        // Redis's replication fields first (clients read role, master_host, master_port,
+        // master_link_status), then zab's.
+        out += "# Replication\r\n";
+        const peer_id master = master_of(s);
+        const bool leading = master == args_.id;
+        line("role", leading ? "master" : "slave");
+        if (leading) {
+            std::size_t index = 0;
+            std::string slaves;
+            for (const auto& f : s.followers) {
+                const auto split = zab::kv::split_host_port(client_address_of(f.id));
+                if (!split) continue;
+                slaves += fmt::format("slave{}:ip={},port={},state={},offset={},lag={}\r\n", index++,
+                                      host(split->first), split->second,
+                                      f.serving ? "online" : "send_bulk", f.last_acked.value(),
+                                      f.lag);
+            }
+            line("connected_slaves", index);
+            out += slaves;
+        } else {
+            address_lines("master", master == 0 ? std::string{} : client_address_of(master));
+            line("master_link_status", master == 0 ? "down" : "up");
+            line("master_sync_in_progress", s.established || master == 0 ? 0 : 1);
+            line("slave_read_only", 0);  // a follower forwards writes to the leader
+            line("connected_slaves", 0);
+        }
+        line("master_repl_offset", s.last_applied.value());
         line("replica_id", args_.id);
-        line("role", zab::kv::detail::lower(fmt::format("{}", s.role)));
+        line("replica_role", zab::kv::detail::lower(fmt::format("{}", s.role)));
         line("established", s.established ? 1 : 0);
         line("epoch", s.epoch);
         line("leader", s.leader);
-        line("leader_address", s.leader == 0 ? std::string{} : address_of(node_.address_of(s.leader)));
-        // Finding the leader: every member's client address (--client-addresses).
-        for (const auto& [id, address] : args_.client_addresses)
-            line(fmt::format("client_address_{}", id), address);
-        line("leader_client_address",
-             s.established && s.leader != 0 ? client_address_of(s.leader) : std::string{});
-        line("last_zxid", s.last_logged);
+        const bool known_leader = s.established && s.leader != 0;
+        address_lines("leader_peer",
+                      s.leader == 0 ? std::string{} : address_of(node_.address_of(s.leader)));
+        // Finding the leader: its client address (--client-addresses; member_<id> below).
+        address_lines("leader_client", known_leader ? client_address_of(s.leader) : std::string{});
+        line("last_zxid", zxid_text(s.last_logged));
         line("last_zxid_raw", s.last_logged.value());
-        line("last_committed", s.last_committed);
-        line("last_applied", s.last_applied);
+        line("last_committed", zxid_text(s.last_committed));
+        line("last_applied", zxid_text(s.last_applied));
         line("last_applied_raw", s.last_applied.value());
         line("storage", args_.memory ? "memory" : "file");
-        line("storage_failure", s.failure ? s.failure.message() : std::string{"none"});
+        line("storage_failure", s.failure ? word(s.failure.message()) : std::string{"none"});
         line("followers", s.followers.size());
         for (const auto& f : s.followers)
             out += fmt::format("follower_{}:serving={},lag={},last_acked={}\r\n", f.id,
-                               f.serving ? 1 : 0, f.lag, f.last_acked);
-        // A different member list or a second process with a member's id (issue 15 defect 9).
+                               f.serving ? 1 : 0, f.lag, zxid_text(f.last_acked));
+        // A different member list or a second process with a member's id (issue 15 defect 9);
+        // the detail is in the log.
         line("member_conflicts", s.conflicts.size());
         for (const auto& c : s.conflicts)
-            out += fmt::format("member_conflict_{}:{},{},times={}: {}\r\n", c.peer,
+            out += fmt::format("member_conflict_{}:reason={},side={},times={}\r\n", c.peer,
                                c.reason == zab::asio::refusal_reason::duplicate_id
                                    ? "duplicate_id"
                                    : "different_membership",
-                               c.refused_us ? "refused_us" : "refused_by_us", c.times, c.detail);
+                               c.refused_us ? "refused_us" : "refused_by_us", c.times);
+
+        // Sentinel (kv_sentinel.hpp): the master name this replica answers for.
+        out += "# Sentinel\r\n";
+        line("sentinel_masters", master == 0 ? 0 : 1);
+        if (master != 0) {
+            const auto v = sentinel_view();
+            const auto split = zab::kv::split_host_port(client_address_of(master));
+            out += fmt::format("master0:name={},status=ok,ip={},port={},slaves={},sentinels={}\r\n",
+                               word(args_.sentinel_name), split ? host(split->first) : "",
+                               split ? split->second : 0, v.replicas.size(), v.sentinels.size() + 1);
+        }
+
         // Membership (docs/protocol.md §9; ZRECONFIG, kv_reconfig.hpp).
         out += "# Cluster\r\n";
         line("config_version", s.config.version());
-        line("config_version_zxid", zab::zxid::from_value(s.config.version()));
-        line("members", zab::kv::describe_members(s.config, [&](peer_id id) {
-                 return address_of(node_.address_of(id));
-             }));
+        line("config_version_zxid", zxid_text(zab::zxid::from_value(s.config.version())));
         line("member_count", s.config.members().size());
         line("voters", s.config.voters().size());
+        for (const auto& m : s.config.members()) {
+            const std::string peer =
+                !m.address.empty() ? m.address : address_of(node_.address_of(m.id));
+            const auto p = zab::kv::split_host_port(peer);
+            const auto c = zab::kv::split_host_port(client_address_of(m.id));
+            out += fmt::format("member_{}:type={},peer_host={},peer_port={},client_host={},"
+                               "client_port={}\r\n",
+                               m.id, zab::kv::role_of(m), p ? host(p->first) : "", p ? p->second : 0,
+                               c ? host(c->first) : "", c ? c->second : 0);
+        }
         line("reconfig_pending", s.reconfig_pending ? 1 : 0);
         line("removed", s.removed ? 1 : 0);
         line("joining", !s.removed && !s.config.contains(args_.id) ? 1 : 0);
         out += "# Keyspace\r\n";
-        line("keys", node_.machine().size());
-        line("clock_ms", node_.machine().now_ms());
+        const auto& machine = node_.machine();
+        if (machine.size() > 0)
+            out += fmt::format("db0:keys={},expires={},avg_ttl=0\r\n", machine.size(),
+                               machine.expiring_size());
+        line("keys", machine.size());
+        line("clock_ms", machine.now_ms());
         line("ticks_proposed", counters_.ticks_proposed);
         out += "# Stats\r\n";
-        line("connected_clients", counters_.connected_clients);
-        line("maxclients", args_.max_clients);
         line("connections_accepted", counters_.connections_accepted);
+        line("total_connections_received", counters_.connections_accepted);
         line("rejected_connections", counters_.rejected_connections);
         line("evicted_clients", counters_.evicted_clients);
         line("timed_out_clients", counters_.timed_out_clients);
@@ -1441,14 +1828,13 @@ public:
             line("syncs_diff", c.syncs_diff);
             line("syncs_trunc", c.syncs_trunc);
             line("syncs_snap", c.syncs_snap);
-            line("health", [&] {
-                const std::string problem = zab::kv::health_problem(peer->status());
-                return problem.empty() ? std::string{"ok"} : problem;
-            }());
+            const std::string problem = zab::kv::health_problem(peer->status());
+            line("health", problem.empty() ? std::string{"ok"} : word(problem));
         }
         // zab's figures, as --metrics-port shows them (README.md, "Metrics").
         zab::kv::info_writer zab_figures{out};
         zab::write_node_metrics(zab_figures, node_, &registry_);
+        zab_figures.finish();
         return out;
     }
 
@@ -1543,6 +1929,7 @@ private:
         expiry_timer_.expires_after(std::chrono::milliseconds{10});
         expiry_timer_.async_wait([this](boost::system::error_code e) {
             if (e || stopping_) return;
+            announce_master();
             // A key's expiry, or a TAGGED client's session's (kv_options::session_expiry_ms).
             auto due = node_.machine().next_expiry();
             if (const auto session = node_.machine().next_session_expiry())
@@ -1646,6 +2033,10 @@ private:
     bool out_of_descriptors_ = false;
     std::shared_ptr<const zab::kv::user_table> users_;
     std::shared_ptr<boost::asio::ssl::context> client_tls_;  ///< null: plaintext clients
+    std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
+    // announce_master: the leader's client address last announced, and whether it was lost.
+    std::string announced_master_;
+    bool master_down_ = false;
 };
 
 zab::asio::node_options node_options_for(const server_args& args) {

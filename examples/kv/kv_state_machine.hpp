@@ -165,6 +165,8 @@ public:
         return store().read_call(args, reader_now_ms, max_reply_bytes);
     }
     std::size_t size() const noexcept { return store().size(); }
+    /// Number of keys with an expiry.
+    std::size_t expiring_size() const noexcept { return store().expiring_size(); }
     const kv_map& contents() const noexcept { return store().contents(); }
     /// The map's replicated state (its last_applied is the map's: a retry never reaches it).
     const kv_state& state() const noexcept { return store().state(); }

@@ -247,6 +247,8 @@ public:
     }
     /// Number of keys.
     std::size_t size() const noexcept { return state_.data.size(); }
+    /// Number of keys with an expiry (INFO's db0 expires=).
+    std::size_t expiring_size() const noexcept { return expiry_.size(); }
     /// Every key and value, in key order.
     const kv_map& contents() const noexcept { return state_.data; }
 

@@ -60,6 +60,8 @@
 //     void sync(std::uint64_t ticket);                                  // then sync_done
 //     void transfer(std::uint64_t ticket, std::uint64_t target);        // then sync_done
 //     std::string read(const resp::command& args);   // the reply of GET/MGET/EXISTS/INFO now
+//                                                     // (or read(args, resp3): HELLO 3 was
+//                                                     // in force, for replies with maps)
 //     std::uint64_t now_ms();                         // the wall clock, stamped into writes
 //                                                     // (their relative expiries' base)
 //     std::uint64_t version_of(std::string_view key); // WATCH: kv_state_machine::version_of
@@ -93,6 +95,7 @@
 
 #include "kv_auth.hpp"
 #include "kv_calls.hpp"
+#include "kv_clients.hpp"
 #include "kv_command.hpp"
 #include "kv_requests.hpp"
 #include "resp_parser.hpp"
@@ -232,6 +235,48 @@ public:
     const std::string& user() const noexcept { return user_; }
     /// AUTH / HELLO AUTH attempts refused on this connection.
     std::uint64_t auth_failures() const noexcept { return auth_failures_; }
+    /// Subscribed to a channel or a pattern (SUBSCRIBE / PSUBSCRIBE).
+    bool subscribed() const noexcept { return !channels_.empty() || !patterns_.empty(); }
+
+    /// What the session keeps of CLIENT LIST's fields (kv_clients.hpp); the server adds the
+    /// socket's (addr, laddr, fd, age, idle).
+    void describe(client_description& c) const {
+        c.id = options_.client_id;
+        c.name = name_;
+        c.pubsub = subscribed();
+        c.multi = multi_open_;
+        c.closing = closing_;
+        c.subscriptions = channels_.size();
+        c.pattern_subscriptions = patterns_.size();
+        c.multi_commands = multi_open_ ? static_cast<std::int64_t>(multi_calls_.size()) : -1;
+        c.query_buffer = buffered_input_bytes();
+        c.output_bytes = unsent_bytes();
+        c.last_command = last_command_;
+        c.user = user_;
+        c.resp = proto_;
+        c.lib_name = lib_name_;
+        c.lib_ver = lib_ver_;
+    }
+
+    /// A message published on `channel` (kv_server: the Sentinel events, kv_sentinel.hpp):
+    /// sent to this client if it subscribed to the channel or to a pattern matching it, as
+    /// Redis sends them (`message channel text`, `pmessage pattern channel text`), after the
+    /// replies queued before it.
+    void publish(std::string_view channel, std::string_view message) {
+        if (closing_) return;
+        const auto deliver = [&](std::string reply) {
+            slot s;
+            s.done = true;
+            s.reply = std::move(reply);
+            push_slot(std::move(s));
+        };
+        if (channels_.contains(std::string{channel}))
+            deliver(pubsub_reply({"message", channel, message}));
+        for (const auto& pattern : patterns_)
+            if (glob_match(pattern, channel))
+                deliver(pubsub_reply({"pmessage", pattern, channel, message}));
+        progress();
+    }
 
 private:
     enum class kind : std::uint8_t { immediate, write, read, sync, close, local };
@@ -306,6 +351,10 @@ private:
     /// One command from the parser: the connection's own commands here, the rest classified.
     void take(resp::command args) {
         const std::string name = detail::upper(args[0]);
+        last_command_ = detail::lower(name);
+        if (args.size() > 1 && (name == "CLIENT" || name == "CONFIG" || name == "SENTINEL" ||
+                                name == "COMMAND"))
+            last_command_ += "|" + detail::lower(args[1].substr(0, 32));
         if (name == "QUIT") return push(request::quit{});
         if (name == "RESET") return reset();
         if (!authenticated_ && name != "AUTH" && name != "HELLO")
@@ -328,6 +377,20 @@ private:
                                      "SELECT 0 first"));
         }
         if (multi_open_) return queue(std::move(args), name);
+        if (name == "SUBSCRIBE" || name == "PSUBSCRIBE" || name == "UNSUBSCRIBE" ||
+            name == "PUNSUBSCRIBE")
+            return push(subscription(args, name));
+        if (subscribed() && proto_ == 2) {
+            // Redis's subscribed mode (RESP2): only these commands, and PING's other reply.
+            if (name == "PING") {
+                request::immediate r;
+                r.reply = pubsub_reply({"pong", args.size() > 1 ? std::string_view{args[1]} : ""});
+                return push(std::move(r));
+            }
+            return push(error_of("ERR Can't execute '" + detail::lower(name).substr(0, 64) +
+                                 "': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / "
+                                 "RESET are allowed in this context"));
+        }
         if (name == "AUTH") return push(auth(args));
         if (name == "SELECT" && args.size() == 2) {
             // Another database does not exist: refused, and so is every data command after
@@ -355,6 +418,9 @@ private:
             s.args = std::move(args);
             return push_slot(std::move(s));
         }
+        if (name == "CLIENT" && args.size() >= 2 &&
+            (detail::iequals(args[1], "LIST") || detail::iequals(args[1], "KILL")))
+            return push(request::read{std::move(args), false});  // every connection: the server
         if (name == "CLIENT") return push(client(args));
         if (name == "HELLO") return push(hello(args));
         push(classify(args, options_.max_txn_bytes, backend_.now_ms()));
@@ -425,6 +491,8 @@ private:
         redirect_ = false;
         proto_ = 2;
         selected_.clear();
+        channels_.clear();
+        patterns_.clear();
         log_out();
         slot s;
         s.what = kind::local;
@@ -472,7 +540,8 @@ private:
         return ok ? simple_of("OK") : error_of(text::wrongpass);
     }
 
-    /// CLIENT ID | SETNAME n | GETNAME | SETINFO LIB-NAME|LIB-VER v | INFO | REDIRECT ON|OFF.
+    /// CLIENT ID | SETNAME n | GETNAME | SETINFO LIB-NAME|LIB-VER v | INFO | REDIRECT ON|OFF
+    /// (LIST and KILL are the server's: they see every connection).
     request::immediate client(const resp::command& args) {
         if (args.size() < 2) return detail::wrong_arity(args[0]);
         const std::string sub = detail::upper(args[1]);
@@ -496,13 +565,19 @@ private:
             const std::string attribute = detail::upper(args[2]);
             if (attribute != "LIB-NAME" && attribute != "LIB-VER")
                 return error_of("ERR Unrecognized option '" + args[2].substr(0, 128) + "'");
+            for (const char c : args[3])
+                if (c < '!' || c > '~')
+                    return error_of("ERR " + detail::lower(attribute) +
+                                    " cannot contain spaces, newlines or special characters.");
+            (attribute == "LIB-NAME" ? lib_name_ : lib_ver_) = args[3].substr(0, 128);
             return simple_of("OK");
         } else if (sub == "INFO" && args.size() == 2) {
-            resp::write_bulk_string(r.reply, "id=" + std::to_string(options_.client_id) +
-                                                 " name=" + name_ + " db=0 multi=" +
-                                                 (multi_open_ ? "1" : "-1") +
-                                                 " redirect=" + (redirect_ ? "on" : "off") +
-                                                 " user=" + user_ + "\n");
+            // Redis's line (kv_clients.hpp); the socket's fields from the Backend if it has them.
+            client_description c;
+            describe(c);
+            if constexpr (requires(Backend& b) { b.describe_connection(c); })
+                backend_.describe_connection(c);
+            resp::write_bulk_string(r.reply, client_line(c) + "\n");
         } else if (sub == "REDIRECT" && args.size() == 3) {
             const std::string on = detail::upper(args[2]);
             if (on != "ON" && on != "OFF") return error_of("ERR CLIENT REDIRECT takes ON or OFF");
@@ -511,6 +586,56 @@ private:
         } else {
             return error_of("ERR unknown subcommand or wrong number of arguments for 'CLIENT " +
                             args[1].substr(0, 128) + "'");
+        }
+        return r;
+    }
+
+    /// A pub/sub reply or message: an array of bulk strings (RESP3: a push), the last
+    /// element of a subscription's confirmation the count, an integer.
+    std::string pubsub_reply(std::initializer_list<std::string_view> parts,
+                             std::optional<std::size_t> count = std::nullopt) const {
+        std::string out = proto_ == 3 ? ">" + std::to_string(parts.size() + (count ? 1 : 0)) + "\r\n"
+                                      : std::string{};
+        if (proto_ != 3) resp::write_array_header(out, parts.size() + (count ? 1 : 0));
+        for (const auto part : parts) resp::write_bulk_string(out, part);
+        if (count) resp::write_integer(out, static_cast<std::int64_t>(*count));
+        return out;
+    }
+
+    /// SUBSCRIBE / PSUBSCRIBE / UNSUBSCRIBE / PUNSUBSCRIBE: one confirmation per channel or
+    /// pattern, each with the connection's subscription count after it (Redis's replies).
+    request::immediate subscription(const resp::command& args, const std::string& name) {
+        const bool pattern = name.front() == 'P';
+        const bool add = name.find("UNSUBSCRIBE") == std::string::npos;
+        if (add && args.size() < 2) return detail::wrong_arity(args[0]);
+        auto& set = pattern ? patterns_ : channels_;
+        const std::string kind = detail::lower(name);
+        request::immediate r;
+        const auto total = [&] { return channels_.size() + patterns_.size(); };
+        if (!add && args.size() == 1) {  // all of them
+            if (set.empty()) {  // Redis: one confirmation naming nothing (a null)
+                if (proto_ == 3) r.reply += ">3\r\n"; else resp::write_array_header(r.reply, 3);
+                resp::write_bulk_string(r.reply, kind);
+                resp::write_null_bulk(r.reply);
+                resp::write_integer(r.reply, static_cast<std::int64_t>(total()));
+            }
+            const std::vector<std::string> all(set.begin(), set.end());
+            for (const auto& each : all) {
+                set.erase(each);
+                r.reply += pubsub_reply({kind, each}, total());
+            }
+            return r;
+        }
+        for (std::size_t i = 1; i < args.size(); ++i) {
+            if (add) {
+                if (set.size() >= max_subscriptions)
+                    return error_of("ERR too many subscriptions on this connection (at most " +
+                                    std::to_string(max_subscriptions) + ")");
+                set.insert(args[i].substr(0, 1024));
+            } else {
+                set.erase(args[i]);
+            }
+            r.reply += pubsub_reply({kind, args[i].substr(0, 1024)}, total());
         }
         return r;
     }
@@ -730,7 +855,13 @@ private:
                     // Every earlier command completed and was flushed: read-your-writes.
                     // Not while the client leaves its replies unread: each could be large.
                     s.started = true;
-                    s.reply = backend_.read(s.args);
+                    // In the protocol in force when it was read (a map in RESP3, for the
+                    // replies that have one), if the Backend builds both.
+                    if constexpr (requires(Backend& b) { b.read(s.args, true); }) {
+                        s.reply = backend_.read(s.args, s.resp3);
+                    } else {
+                        s.reply = backend_.read(s.args);
+                    }
                     s.args = {};
                     hold(s, s.reply.size());
                     s.done = true;
@@ -796,6 +927,11 @@ private:
     user_rights rights_ = user_rights::admin;
     std::uint64_t auth_failures_ = 0;
     std::string selected_;              ///< a refused SELECT's database; empty: database 0
+    /// SUBSCRIBE's channels and PSUBSCRIBE's patterns (each at most 1 KiB).
+    std::set<std::string> channels_, patterns_;
+    static constexpr std::size_t max_subscriptions = 1024;
+    std::string last_command_;          ///< CLIENT LIST's cmd=
+    std::string lib_name_, lib_ver_;    ///< CLIENT SETINFO
     bool closing_ = false;
     bool in_progress_ = false;
 };

@@ -140,7 +140,7 @@ leader_of() {
     local id leader="" role
     for id in "$@"; do
         [[ "$(info_field "$id" established)" == 1 ]] || return 0
-        role=$(info_field "$id" role)
+        role=$(info_field "$id" replica_role)
         if [[ "$role" == leading ]]; then
             [[ -z "$leader" ]] || return 0
             leader="$id"
@@ -221,7 +221,7 @@ no_leader_for() {
     while ((SECONDS < deadline)); do
         for id in "$@"; do
             if [[ "$(info_field "$id" established)" == 1 ]]; then
-                fail "replica $id is established ($(info_field "$id" role), leader" \
+                fail "replica $id is established ($(info_field "$id" replica_role), leader" \
                      "$(info_field "$id" leader)): a leader was elected"
             fi
         done
@@ -299,4 +299,27 @@ logged_within() {  # logged_within ID SECONDS TEXT: as logged, waiting up to SEC
         ((SECONDS < deadline)) || fail "replica $1 did not log '$3' within $2 s"
         sleep 0.2
     done
+}
+
+# npm_clients CACHE_DIR: node-redis (npm `redis`) and ioredis installed with npm into
+# CACHE_DIR once (a re-run reuses them; the tests that use them hold one lock, so never two
+# at once); exits 77 (skipped) when npm cannot install them (no registry access).
+npm_clients() {
+    local cache="$1" staging stamp
+    # The versions the issue was reported with (ioredis: its current major).
+    local packages=(redis@6.3.1 ioredis@6.0.0)
+    stamp="$cache/installed-${packages[*]// /_}"
+    [[ -e "$stamp" ]] && return 0
+    staging="$(mktemp -d "${TMPDIR:-/tmp}/zab-kv-npm.XXXXXX")"
+    if ! timeout 120 npm install --prefix "$staging" --no-audit --no-fund --no-save \
+        "${packages[@]}" >"$staging/npm.log" 2>&1; then
+        echo "skipped: npm could not install ${packages[*]} (no registry access?):"
+        tail -n 5 "$staging/npm.log"
+        rm -rf "$staging"
+        exit 77
+    fi
+    rm -rf "$cache"
+    mkdir -p "$(dirname "$cache")"
+    mv "$staging" "$cache"
+    touch "$stamp"
 }

@@ -5,17 +5,21 @@
 #
 # For each kind of damage — a flipped byte in the payload of the middle record of a segment
 # (500 records were written after it, each naming a synced offset past it: not a torn
-# tail), and a flipped byte in that segment's header (records after it name synced offsets
-# past 0) — on fresh directories:
+# tail), a flipped byte in that segment's header (records after it name synced offsets
+# past 0), and the newest segment truncated to half its records (what a file system or disk
+# that loses a synced tail leaves: the records that would prove the cut data synced are
+# gone, and only the synced watermark, DATA/synced, says the log reached further; issue 34,
+# defect 10) — on fresh directories:
 #   1. 1,000 writes, one after another, through the leader; the acknowledged ones (+OK)
 #      are kept. After the first 500 every replica is stopped and its directory copied (the
 #      backup), then restarted. All three reach the same digest.
 #   2. Every replica is killed (SIGKILL: a crash; every acknowledged write had been fsynced
-#      by a quorum, and here by all three, before its +OK), then one byte is flipped on two of
-#      the three: the leader and a follower for the record kind, both followers for the
-#      header kind.
+#      by a quorum, and here by all three, before its +OK), then one byte is flipped (or the
+#      segment truncated) on two of the three: the leader and a follower for the record and
+#      truncated kinds, both followers for the header kind.
 #   3. All three restarted with --on-corruption refuse (the default): the damaged ones exit 1
-#      naming the segment file and the offset (the damaged record's, or 0 for the header);
+#      naming the segment file and the offset (the damaged record's, or 0 for the header;
+#      for the truncation the length the watermark vouched for and the file's length);
 #      the intact one is never established and logs why (the stalled-election warning:
 #      nobody else heard from).
 #   4. The damaged ones restarted with --on-corruption resync: they move their files to
@@ -33,7 +37,7 @@
 # digest, every acknowledged write.
 #
 # Registered with ctest (label kv-cluster). Exit 0: passed; 1: failed; 77: skipped (no
-# redis-cli). About 30 s.
+# redis-cli). About 45 s.
 set -euo pipefail
 
 server="${1:?usage: corruption_test.sh PATH/TO/kv_server}"
@@ -68,15 +72,23 @@ segment_of() {  # segment_of DIR: the newest log segment of DIR, in $segment
     segment=${found[-1]}
 }
 
+# content_end FILE: where a segment's content ends, to a multiple of 16 bytes: the log
+# reserves room after its records (zeros, the file's length synced ahead of them).
+content_end() {
+    od -Ad -tu1 -w16 "$1" |
+        awk '$1 != "*" { for (i = 2; i <= NF; i++) if ($i != 0) end = $1 + 16 } END { print end + 0 }'
+}
+
 # middle_record FILE: the middle record of a segment: $record_offset, $record_length, and
 # $records_after (how many follow it).
 middle_record() {
     local -a b offsets=() lengths=()
-    mapfile -t b < <(od -An -v -tu1 -w1 "$1")
+    mapfile -t b < <(head -c "$(content_end "$1")" "$1" | od -An -v -tu1 -w1)
     local offset=$segment_header_bytes length
     if ((b[4] == 1 && b[5] == 0 && b[6] == 0 && b[7] == 0)); then record_header_bytes=16; fi
     while ((offset + record_header_bytes <= ${#b[@]})); do
         length=$((b[offset + 4] | b[offset + 5] << 8 | b[offset + 6] << 16 | b[offset + 7] << 24))
+        ((length == 0 && b[offset] == 0 && b[offset + 1] == 0)) && break  # reserved zeros
         offsets+=("$offset") lengths+=("$length")
         offset=$((offset + record_header_bytes + length))
     done
@@ -94,18 +106,56 @@ flip_byte() {  # flip_byte FILE OFFSET: inverts every bit of the byte at OFFSET
         dd of="$1" bs=1 seek="$2" conv=notrunc status=none
 }
 
-# damage ID KIND: flips one byte of replica ID's segment; what its refusal must say goes to
-# refusal[ID].
-declare -A refusal=()
+# --- the synced watermark (format.hpp): DATA/synced, two 48-byte slots at 0 and 512 -------
+# (u32 magic, u32 version, u64 sequence, u64 generation, u64 segment, u64 offset, u32
+# window, u32 CRC32C; little-endian). The slot with the higher sequence is current.
+u64_at() {  # u64_at FILE OFFSET: the little-endian u64 at OFFSET of FILE
+    local -a b
+    mapfile -t b < <(od -An -v -tu1 -w1 -j "$2" -N 8 "$1")
+    echo $((b[0] | b[1] << 8 | b[2] << 16 | b[3] << 24 | b[4] << 32 | b[5] << 40 |
+        b[6] << 48 | b[7] << 56))
+}
+# watermark DIR: the current slot of DIR/synced: $mark_generation, $mark_segment, $mark_offset.
+watermark() {
+    local file="$1/synced" slot=0
+    [[ -f "$file" ]] || fail "$file is missing"
+    (($(u64_at "$file" 520) > $(u64_at "$file" 8))) && slot=512
+    mark_generation=$(u64_at "$file" $((slot + 16)))
+    mark_segment=$(u64_at "$file" $((slot + 24)))
+    mark_offset=$(u64_at "$file" $((slot + 32)))
+}
+
+# damage ID KIND: flips one byte of replica ID's segment (or truncates it); what its
+# refusal must say goes to refusal[ID], and the words that say it is not a torn tail to
+# not_torn[ID].
+declare -A refusal=() not_torn=()
 damage() {
     segment_of "$work/replica-$1"
+    not_torn[$1]="not a torn tail: corruption"
     if [[ "$2" == record ]]; then
         middle_record "$segment"
         flip_byte "$segment" $((record_offset + record_header_bytes + record_length / 2))
         refusal[$1]="$segment: offset $record_offset: record checksum mismatch"
-    else
+    elif [[ "$2" == header ]]; then
         flip_byte "$segment" 32  # the base zxid's low byte: the header's CRC no longer matches
         refusal[$1]="$segment: offset 0: segment header: header checksum mismatch"
+    else
+        # Half of the records go: cut at half of where the content ends (the reserved
+        # zeros after it go too), well inside the length the watermark vouches for.
+        local size half
+        size=$(stat -c %s "$segment")
+        half=$(($(content_end "$segment") / 2))
+        watermark "$work/replica-$1"
+        expect "[$2] replica $1's watermark names the newest segment" \
+            "$(basename "$segment")" "$(printf 'log.%016x' "$mark_segment")"
+        expect "[$2] replica $1's watermark vouches for the file's length" "$size" "$mark_offset"
+        ((half > segment_header_bytes)) || fail "[$2] $segment holds no records"
+        truncate -s "$half" "$segment"
+        refusal[$1]="$work/replica-$1/synced says segment $(basename "$segment") of generation"
+        refusal[$1]+=" $(printf '%016x' "$mark_generation") had been synced at a length of"
+        refusal[$1]+=" $mark_offset bytes, but the file is $half bytes long"
+        not_torn[$1]="a synced tail was lost (the file system or the disk lost synced data;"
+        not_torn[$1]+=" records in it may have been acknowledged), not a torn write"
     fi
     cp "$segment" "$work/damaged-segment-$1"
 }
@@ -146,15 +196,17 @@ write_and_kill() {  # write_and_kill KIND [nobackup]
     expect "[$1] writes acknowledged" "$writes" "$(wc -l <"$work/$1.acked")"
     digests_equal_within 1 2 3
     for id in 1 2 3; do stop "$id"; done
-    say "[$1] $writes writes acknowledged${2:+ (no backup)}${2:-" ($half before the backup)"}," \
+    local backup=" ($half before the backup)"
+    [[ "${2:-}" != nobackup ]] || backup=" (no backup)"
+    say "[$1] $writes writes acknowledged$backup," \
         "last leader $leader, digest $(sed -n 's/^digest://p' <<<"$digest"); all killed"
 }
 
-majority_damaged() {  # majority_damaged KIND (record | header)
+majority_damaged() {  # majority_damaged KIND (record | header | truncated)
     local kind=$1 id d records_after=
     write_and_kill "$kind"
     local -a damaged
-    if [[ "$kind" == record ]]; then
+    if [[ "$kind" != header ]]; then
         damaged=("$leader" $((leader % 3 + 1)))
     else
         damaged=($((leader % 3 + 1)) $(((leader + 1) % 3 + 1)))
@@ -174,7 +226,7 @@ majority_damaged() {  # majority_damaged KIND (record | header)
         exited_within "$d" 1
         expect "[$kind] exit status of damaged replica $d" 1 "$exit_status"
         logged "$d" "kv_server: cannot open the data directory $work/replica-$d: ${refusal[$d]}"
-        logged "$d" "not a torn tail: corruption"
+        logged "$d" "${not_torn[$d]}"
     done
     # The stalled-election warning comes at initLimit (2 s), 4 s, 8 s ... after the start.
     logged_within "$intact" 8 "voting for a candidate: $intact; voting for nobody (not synced since their data was wiped or found damaged): none; not heard from: ${damaged[0]}, ${damaged[1]}"
@@ -237,6 +289,7 @@ majority_damaged() {  # majority_damaged KIND (record | header)
 say "3 replicas in $work (client ports ${client_port[*]})"
 majority_damaged record
 majority_damaged header
+majority_damaged truncated
 
 # 6. One of three damaged: it resyncs from the leader while the other two run.
 write_and_kill single nobackup

@@ -312,7 +312,7 @@ std::uint32_t find_leader(cluster& c) {
     for (auto& r : c.replicas()) {
         if (r.pid < 0 || r.paused) continue;
         auto i = info(r.client_port);
-        if (i["role"] == "leading" && i["established"] == "1") return r.id;
+        if (i["replica_role"] == "leading" && i["established"] == "1") return r.id;
     }
     return 0;
 }

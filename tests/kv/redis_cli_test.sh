@@ -59,7 +59,7 @@ expect "SET via follower" OK "$(cli "${followers[0]}" SET greeting hello-zab)"
 expect "GET after ZSYNC" $'OK\nhello-zab' "$(printf 'ZSYNC\nGET greeting\n' | cli "${followers[1]}")"
 
 leaders=0
-for id in 1 2 3; do [[ "$(info_field "$id" role)" == leading ]] && leaders=$((leaders + 1)); done
+for id in 1 2 3; do [[ "$(info_field "$id" replica_role)" == leading ]] && leaders=$((leaders + 1)); done
 expect "replicas reporting role:leading" 1 "$leaders"
 expect "INFO leader field on a follower" "$leader" "$(info_field "${followers[0]}" leader)"
 
@@ -68,6 +68,35 @@ expect "unknown command" "ERR unknown command 'FOO', with args beginning with: '
     "$(cli 1 FOO a b)"
 expect "wrong arity" "ERR wrong number of arguments for 'get' command" "$(cli 1 GET)"
 expect "wrong arity (set)" "ERR wrong number of arguments for 'set' command" "$(cli 1 SET k)"
+
+say "CONFIG GET (the settings, glob patterns), CLIENT LIST / KILL in Redis's formats (issue 33)"
+expect "CONFIG GET maxclients" $'maxclients\n10000' "$(cli 1 CONFIG GET maxclients)"
+expect "CONFIG GET appendonly (file log)" $'appendonly\nyes' "$(cli 1 CONFIG GET appendonly)"
+expect "CONFIG GET save, databases" $'databases\n1\nsave' "$(cli 1 CONFIG GET save databases)"
+expect "CONFIG GET timeout" $'timeout\n0' "$(cli 1 CONFIG GET timeout)"
+expect "CONFIG GET maxmemory*" $'maxmemory\n0\nmaxmemory-policy\nnoeviction\nmaxmemory-clients\n536870912' \
+    "$(cli 1 CONFIG GET 'MAXMEMORY*')"
+expect "CONFIG GET of nothing" "" "$(cli 1 CONFIG GET nosuchsetting)"
+exec 7<>"/dev/tcp/127.0.0.1/${client_port[1]}"
+printf 'CLIENT SETNAME victim\r\n' >&7
+read -r -t 5 reply <&7 || fail "CLIENT SETNAME: no reply"
+expect "CLIENT SETNAME" $'+OK\r' "$reply"
+line=$(cli 1 CLIENT LIST | grep ' name=victim ') || fail "CLIENT LIST does not show the named client"
+[[ "$line" =~ ^id=([0-9]+)\ addr=127\.0\.0\.1:([0-9]+)\ laddr=127\.0\.0\.1:${client_port[1]}\ fd=[0-9]+\ name=victim\ age=[0-9]+\ idle=[0-9]+\ flags=N\ db=0\ .*\ cmd=client\|setname\ user=default\  ]] ||
+    fail "CLIENT LIST line not in Redis's format: $line"
+victim_id=${BASH_REMATCH[1]}
+expect "CLIENT KILL ID" 1 "$(cli 1 CLIENT KILL ID "$victim_id")"
+read -r -t 5 reply <&7 && fail "the killed client still reads: $reply"
+exec 7<&-
+exec 7<>"/dev/tcp/127.0.0.1/${client_port[1]}"
+printf 'CLIENT SETNAME victim2\r\n' >&7
+read -r -t 5 reply <&7 || fail "CLIENT SETNAME: no reply"
+addr=$(cli 1 CLIENT LIST | grep ' name=victim2 ' | sed 's/.* addr=\([^ ]*\) .*/\1/')
+expect "CLIENT KILL addr:port (the old form)" OK "$(cli 1 CLIENT KILL "$addr")"
+read -r -t 5 reply <&7 && fail "the killed client still reads: $reply"
+exec 7<&-
+expect "CLIENT KILL of no client" "ERR No such client" "$(cli 1 CLIENT KILL 127.0.0.1:1)"
+expect "CLIENT KILL skips the asking client" 0 "$(cli 1 CLIENT KILL USER default TYPE normal)"
 
 say "a 10 MB value round-trips; 20 MB gets the too-large error"
 head -c 10000000 /dev/urandom >"$work/big"
@@ -182,7 +211,7 @@ rm -rf "$work/replica-$wiped"
 start "$wiped" --join --log-level info
 caught_up_within "$wiped" during-pause written "wiped replica $wiped"
 deadline=$((SECONDS + 30))
-until [[ "$(info_field "$wiped" role)" == following ]]; do
+until [[ "$(info_field "$wiped" replica_role)" == following ]]; do
     ((SECONDS < deadline)) || fail "synced replica $wiped did not rejoin as a follower within 30 s"
     sleep 0.3
 done

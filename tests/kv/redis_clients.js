@@ -156,8 +156,9 @@ async function withIoredis() {
     log('ioredis: finding the leader (INFO, CLIENT REDIRECT)');
     for (const each of all) {
         const fields = await info(each);
-        assert.equal(fields.leader_client_address, `127.0.0.1:${port(leader)}`);
-        for (const id of [1, 2, 3]) assert.equal(fields[`client_address_${id}`], `127.0.0.1:${port(id)}`);
+        assert.equal(`${fields.leader_client_host}:${fields.leader_client_port}`, `127.0.0.1:${port(leader)}`);
+        for (const id of [1, 2, 3])
+            assert.match(fields[`member_${id}`], new RegExp(`,client_host=127\\.0\\.0\\.1,client_port=${port(id)}$`));
     }
     const redirected = ioredis(follower);
     await redirected.call('CLIENT', 'REDIRECT', 'ON');
@@ -213,7 +214,7 @@ async function leaderKill() {
             await each.call('ZSYNC');
             return (await info(each, 'DIGEST')).digest;
         }));
-        removed = fields.some((f) => f.role === 'leading' && Number(f.ticks_proposed) >= 1) &&
+        removed = fields.some((f) => f.replica_role === 'leading' && Number(f.ticks_proposed) >= 1) &&
                   digests[0] === digests[1];
         if (!removed) await sleep(50);
     }

@@ -24,26 +24,9 @@ for tool in node npm redis-cli; do
 done
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 
-# The versions the issue was reported with (ioredis: its current major).
-packages=(redis@6.3.1 ioredis@6.0.0)
-stamp="$cache/installed-${packages[*]// /_}"
-if [[ ! -e "$stamp" ]]; then
-    staging="$(mktemp -d "${TMPDIR:-/tmp}/zab-kv-npm.XXXXXX")"
-    if ! timeout 120 npm install --prefix "$staging" --no-audit --no-fund --no-save \
-        "${packages[@]}" >"$staging/npm.log" 2>&1; then
-        echo "skipped: npm could not install ${packages[*]} (no registry access?):"
-        tail -n 5 "$staging/npm.log"
-        rm -rf "$staging"
-        exit 77
-    fi
-    rm -rf "$cache"
-    mkdir -p "$(dirname "$cache")"
-    mv "$staging" "$cache"
-    touch "$stamp"
-fi
-
 # shellcheck source=tests/kv/cluster_lib.sh
 source "$here/cluster_lib.sh"
+npm_clients "$cache"
 addresses="1=127.0.0.1:${client_port[1]},2=127.0.0.1:${client_port[2]},3=127.0.0.1:${client_port[3]}"
 say "starting 3 replicas in $work (client ports ${client_port[*]})"
 for id in 1 2 3; do start "$id" --client-addresses "$addresses"; done

@@ -12,7 +12,10 @@
 #include <string>
 #include <vector>
 
+#include "kv/kv_clients.hpp"
+#include "kv/kv_metrics.hpp"
 #include "kv/kv_requests.hpp"
+#include "kv/kv_sentinel.hpp"
 #include "kv/output_budget.hpp"
 #include "kv/resp_session.hpp"
 #include "kv/write_pool.hpp"
@@ -270,7 +273,8 @@ TEST_CASE("kv_requests: Redis-style errors for unknown commands and arities") {
     CHECK(reply({"cas", "k", "v"}) == "-ERR wrong number of arguments for 'cas' command\r\n");
     CHECK(reply({"PING", "hi"}) == "$2\r\nhi\r\n");
     CHECK(reply({"COMMAND", "DOCS"}) == "*0\r\n");
-    CHECK(reply({"CONFIG", "GET", "appendonly"}) == "*2\r\n$10\r\nappendonly\r\n$2\r\nno\r\n");
+    // Answered by the server, which knows its settings (config_reply).
+    CHECK(std::holds_alternative<zab::kv::request::read>(zab::kv::classify({"CONFIG", "GET", "x"}, 1 << 20)));
     CHECK(reply({"TAGGED", "1", "x", "SET", "k", "v"}).starts_with("-ERR TAGGED client id"));
     CHECK(reply({"TAGGED", "1", "2", "GET", "k"}).starts_with("-ERR TAGGED takes"));
     CHECK(reply({"TAGGED", "1", "2", "MULTI"}).starts_with("-ERR TAGGED takes a write"));
@@ -888,7 +892,7 @@ TEST_CASE("resp_session: with requirepass, -NOAUTH for everything but AUTH/HELLO
     session.write_done(backend.proposed[0], "+OK\r\n");
     const std::string ok = session.take_output();
     CHECK(ok.starts_with("+OK\r\n+OK\r\n$"));
-    CHECK(ok.find(" user=default\n") != std::string::npos);
+    CHECK(ok.find(" user=default ") != std::string::npos);
     // No admin user: the default user may run the admin commands.
     session.feed(request_bytes({"ZTRANSFER", "2"}));
     CHECK(backend.transfers == std::vector<std::uint64_t>{2});
@@ -970,4 +974,261 @@ TEST_CASE("resp_session: an admin user without requirepass: everyone is the defa
           "default user. Are you sure your configuration is correct?\r\n+OK\r\n"
           "-NOPERM User default has no permissions to run the 'ztransfer' command\r\n+OK\r\n");
     CHECK(backend.transfers == std::vector<std::uint64_t>{2});
+}
+
+// --- issue 33: INFO's format, Sentinel, CONFIG GET, CLIENT LIST / KILL, pub/sub -------------
+
+namespace {
+
+/// The RESP bulk strings of a flat array reply, in order (nested arrays flattened).
+std::vector<std::string> bulks(std::string_view reply) {
+    std::vector<std::string> out;
+    std::size_t at = 0;
+    while (at < reply.size()) {
+        const std::size_t eol = reply.find("\r\n", at);
+        if (eol == std::string_view::npos) break;
+        if (reply[at] == '$' && reply.substr(at, eol - at) != "$-1") {
+            const std::size_t n = std::stoul(std::string{reply.substr(at + 1, eol - at - 1)});
+            out.emplace_back(reply.substr(eol + 2, n));
+            at = eol + 2 + n + 2;
+        } else {
+            at = eol + 2;
+        }
+    }
+    return out;
+}
+
+/// The value after field `name` in a flat field/value list, or "" if absent.
+std::string value_of(const std::vector<std::string>& fields, std::string_view name) {
+    for (std::size_t i = 0; i + 1 < fields.size(); i += 2)
+        if (fields[i] == name) return fields[i + 1];
+    return {};
+}
+
+zab::kv::sentinel_view three_replicas() {
+    zab::kv::sentinel_view v;
+    v.name = "zab";
+    v.myid = zab::kv::sentinel_runid(7, 1);
+    v.epoch = 3;
+    v.quorum = 2;
+    v.master = zab::kv::sentinel_node{2, "127.0.0.1", 6382, zab::kv::sentinel_runid(7, 2)};
+    v.replicas = {{1, "127.0.0.1", 6381, zab::kv::sentinel_runid(7, 1), true, false, 9},
+                  {3, "127.0.0.1", 6383, zab::kv::sentinel_runid(7, 3), false, true, 0}};
+    v.sentinels = {*v.master, v.replicas[1]};
+    return v;
+}
+
+}  // namespace
+
+TEST_CASE("kv_sentinel: Sentinel's reply shapes for the leader, its replicas and sentinels") {
+    const auto v = three_replicas();
+    using zab::kv::sentinel_reply;
+    CHECK(sentinel_reply({"SENTINEL", "get-master-addr-by-name", "zab"}, v) ==
+          "*2\r\n$9\r\n127.0.0.1\r\n$4\r\n6382\r\n");
+    CHECK(zab::kv::sentinel_runid(7, 2) == "2ab00000" "0000000000000007" "0000000000000002");
+    CHECK(zab::kv::sentinel_runid(7, 2).size() == 40);
+    CHECK(zab::kv::sentinel_runid(7, 2) != zab::kv::sentinel_runid(7, 3));
+
+    const std::string masters = sentinel_reply({"SENTINEL", "MASTERS"}, v);
+    CHECK(masters.starts_with("*1\r\n*40\r\n"));
+    const auto m = bulks(masters);
+    CHECK(value_of(m, "name") == "zab");
+    CHECK(value_of(m, "ip") == "127.0.0.1");
+    CHECK(value_of(m, "port") == "6382");
+    CHECK(value_of(m, "flags") == "master");
+    CHECK(value_of(m, "runid") == zab::kv::sentinel_runid(7, 2));
+    CHECK(value_of(m, "num-slaves") == "1");  // the reachable one
+    CHECK(value_of(m, "num-other-sentinels") == "2");
+    CHECK(value_of(m, "quorum") == "2");
+    CHECK(value_of(m, "config-epoch") == "3");
+    CHECK(bulks(sentinel_reply({"SENTINEL", "master", "zab"}, v)) == m);
+
+    const std::string replicas = sentinel_reply({"SENTINEL", "replicas", "zab"}, v);
+    CHECK(replicas.starts_with("*2\r\n*42\r\n"));
+    CHECK(sentinel_reply({"SENTINEL", "SLAVES", "zab"}, v) == replicas);
+    const auto r = bulks(replicas);
+    CHECK(r[1] == "127.0.0.1:6381");  // name: ip:port, as Sentinel names a replica
+    CHECK(value_of(r, "flags") == "slave");
+    CHECK(value_of(r, "master-host") == "127.0.0.1");
+    CHECK(value_of(r, "master-port") == "6382");
+    CHECK(value_of(r, "slave-repl-offset") == "9");
+    // The second replica: unreachable (flagged as the clients skip it) and an observer.
+    const std::vector<std::string> second(r.begin() + 42, r.end());
+    CHECK(value_of(second, "flags") == "slave,s_down,disconnected");
+    CHECK(value_of(second, "master-link-status") == "err");
+    CHECK(value_of(second, "slave-priority") == "0");
+
+    const auto s = bulks(sentinel_reply({"SENTINEL", "sentinels", "zab"}, v));
+    CHECK(s.size() == 2 * 28);
+    CHECK(value_of(s, "flags") == "sentinel");
+    CHECK(value_of(s, "port") == "6382");
+    CHECK(sentinel_reply({"SENTINEL", "MYID"}, v) == "$40\r\n" + v.myid + "\r\n");
+    CHECK(sentinel_reply({"SENTINEL", "CKQUORUM", "zab"}, v).starts_with("+OK 2 usable Sentinels"));
+
+    // Another name, or no leader established: what Sentinel answers for a name it does not
+    // monitor.
+    auto electing = v;
+    electing.master.reset();
+    for (const auto& view : {electing, v}) {
+        const std::string name = view.master ? "other" : "zab";
+        CHECK(sentinel_reply({"SENTINEL", "GET-MASTER-ADDR-BY-NAME", name}, view) == "*-1\r\n");
+        CHECK(sentinel_reply({"SENTINEL", "MASTER", name}, view) ==
+              "-ERR No such master with that name\r\n");
+        CHECK(sentinel_reply({"SENTINEL", "REPLICAS", name}, view) ==
+              "-ERR No such master with that name\r\n");
+        CHECK(sentinel_reply({"SENTINEL", "SENTINELS", name}, view) ==
+              "-ERR No such master with that name\r\n");
+    }
+    CHECK(sentinel_reply({"SENTINEL", "MASTERS"}, electing) == "*0\r\n");
+    // RESP3 (HELLO 3, node-redis's default): each instance a map, as Sentinel answers it.
+    CHECK(sentinel_reply({"SENTINEL", "MASTER", "zab"}, v, true).starts_with("%20\r\n$4\r\nname\r\n"));
+    CHECK(sentinel_reply({"SENTINEL", "REPLICAS", "zab"}, v, true).starts_with("*2\r\n%21\r\n"));
+    CHECK(bulks(sentinel_reply({"SENTINEL", "MASTER", "zab"}, v, true)) == m);
+    CHECK(sentinel_reply({"SENTINEL", "FAILOVER", "zab"}, v).starts_with("-ERR unknown subcommand"));
+    CHECK(sentinel_reply({"SENTINEL"}, v).starts_with("-ERR wrong number of arguments"));
+
+    // ROLE: master with its reachable replicas; a follower names its leader.
+    CHECK(zab::kv::role_reply(true, v, 12) ==
+          "*3\r\n$6\r\nmaster\r\n:12\r\n*1\r\n*3\r\n$9\r\n127.0.0.1\r\n$4\r\n6381\r\n$1\r\n9\r\n");
+    CHECK(zab::kv::role_reply(false, v, 12) ==
+          "*5\r\n$5\r\nslave\r\n$9\r\n127.0.0.1\r\n:6382\r\n$9\r\nconnected\r\n:12\r\n");
+    CHECK(zab::kv::role_reply(false, electing, 12) ==
+          "*5\r\n$5\r\nslave\r\n$1\r\n?\r\n:0\r\n$7\r\nconnect\r\n:12\r\n");
+    CHECK(zab::kv::split_host_port("[::1]:6381") == std::pair<std::string, std::uint16_t>{"::1", 6381});
+    CHECK_FALSE(zab::kv::split_host_port("nohost"));
+    CHECK_FALSE(zab::kv::split_host_port("h:99999"));
+}
+
+TEST_CASE("kv_requests: CONFIG GET matches Redis's glob patterns, case-insensitive, each once") {
+    const std::vector<zab::kv::config_parameter> table{
+        {"maxmemory", "0"}, {"maxclients", "10000"}, {"save", ""}, {"appendonly", "yes"}};
+    using zab::kv::config_reply;
+    CHECK(config_reply({"CONFIG", "GET", "appendonly"}, table) ==
+          "*2\r\n$10\r\nappendonly\r\n$3\r\nyes\r\n");
+    CHECK(bulks(config_reply({"config", "get", "MAX*"}, table)) ==
+          std::vector<std::string>{"maxmemory", "0", "maxclients", "10000"});
+    CHECK(bulks(config_reply({"CONFIG", "GET", "save", "*"}, table)).size() == 8);  // each once
+    CHECK(bulks(config_reply({"CONFIG", "GET", "max?lients", "s[a-b]ve"}, table)) ==
+          std::vector<std::string>{"maxclients", "10000", "save", ""});
+    CHECK(config_reply({"CONFIG", "GET", "nope"}, table) == "*0\r\n");
+    CHECK(config_reply({"CONFIG", "GET", "save"}, table, true) == "%1\r\n$4\r\nsave\r\n$0\r\n\r\n");
+    CHECK(config_reply({"CONFIG", "GET"}, table) ==
+          "-ERR wrong number of arguments for 'config|get' command\r\n");
+    CHECK(config_reply({"CONFIG", "SET", "maxmemory", "1"}, table).starts_with("-ERR CONFIG SET is not supported"));
+    CHECK(config_reply({"CONFIG", "RESETSTAT"}, table) == "+OK\r\n");
+}
+
+TEST_CASE("kv_clients: CLIENT LIST's line and CLIENT KILL's filters, as Redis has them") {
+    zab::kv::client_description c;
+    c.id = 7;
+    c.addr = "127.0.0.1:5000";
+    c.laddr = "127.0.0.1:6381";
+    c.fd = 9;
+    c.name = "app";
+    c.age_s = 3;
+    c.idle_s = 1;
+    c.last_command = "client|list";
+    c.lib_name = "redis-py";
+    CHECK(zab::kv::client_line(c) ==
+          "id=7 addr=127.0.0.1:5000 laddr=127.0.0.1:6381 fd=9 name=app age=3 idle=1 flags=N "
+          "db=0 sub=0 psub=0 ssub=0 multi=-1 qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 "
+          "rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd=client|list user=default redir=-1 "
+          "resp=2 lib-name=redis-py lib-ver=");
+    using zab::kv::client_filter;
+    using zab::kv::parse_client_filter;
+    const auto filter = [](zab::kv::resp::command args, bool kill) {
+        auto parsed = parse_client_filter(args, kill);
+        REQUIRE(std::holds_alternative<client_filter>(parsed));
+        return std::get<client_filter>(parsed);
+    };
+    const auto old = filter({"CLIENT", "KILL", "127.0.0.1:5000"}, true);
+    CHECK(old.old_form);
+    CHECK(zab::kv::client_matches(old, c, 7));  // the old form kills the asking one too
+    CHECK_FALSE(zab::kv::client_matches(filter({"CLIENT", "KILL", "127.0.0.1:5001"}, true), c, 1));
+    CHECK(zab::kv::client_matches(filter({"CLIENT", "KILL", "ID", "7"}, true), c, 1));
+    CHECK_FALSE(zab::kv::client_matches(filter({"CLIENT", "KILL", "ID", "7"}, true), c, 7));  // SKIPME
+    CHECK(zab::kv::client_matches(filter({"CLIENT", "KILL", "ID", "7", "SKIPME", "no"}, true), c, 7));
+    CHECK(zab::kv::client_matches(
+        filter({"CLIENT", "KILL", "ADDR", "127.0.0.1:5000", "LADDR", "127.0.0.1:6381"}, true), c, 1));
+    CHECK_FALSE(zab::kv::client_matches(filter({"CLIENT", "KILL", "USER", "admin"}, true), c, 1));
+    CHECK_FALSE(zab::kv::client_matches(filter({"CLIENT", "KILL", "MAXAGE", "10"}, true), c, 1));
+    CHECK(zab::kv::client_matches(filter({"CLIENT", "KILL", "TYPE", "normal"}, true), c, 1));
+    CHECK(zab::kv::client_matches(filter({"CLIENT", "LIST"}, false), c, 7));  // LIST shows itself
+    CHECK(zab::kv::client_matches(filter({"CLIENT", "LIST", "ID", "3", "7"}, false), c, 7));
+    CHECK_FALSE(zab::kv::client_matches(filter({"CLIENT", "LIST", "TYPE", "pubsub"}, false), c, 7));
+    const auto refused = [](zab::kv::resp::command args, bool kill) {
+        auto parsed = parse_client_filter(args, kill);
+        REQUIRE(std::holds_alternative<std::string>(parsed));
+        return std::get<std::string>(parsed);
+    };
+    CHECK(refused({"CLIENT", "KILL", "ID", "0"}, true) == "ERR client-id should be greater than 0");
+    CHECK(refused({"CLIENT", "KILL", "SKIPME", "maybe"}, true) == "ERR syntax error");
+    CHECK(refused({"CLIENT", "KILL", "ID", "7", "SKIPME"}, true) == "ERR syntax error");
+    CHECK(refused({"CLIENT", "LIST", "TYPE", "x"}, false) == "ERR Unknown client type 'x'");
+    CHECK(refused({"CLIENT", "KILL"}, true).starts_with("ERR wrong number of arguments"));
+}
+
+TEST_CASE("kv_metrics: zab's figures as INFO lines in Redis's format") {
+    std::string out;
+    zab::kv::info_writer w{out};
+    w.section("Zab counters");
+    w.family("zab_commits_total", "counter", "");
+    w.sample("zab_commits_total", "", 5);
+    w.family("zab_syncs_total", "counter", "");
+    w.sample("zab_syncs_total", "kind=\"diff\"", 1);
+    w.sample("zab_syncs_total", "kind=\"snap\"", 2);
+    w.family("zab_learner_lag", "gauge", "");
+    w.sample("zab_learner_lag", "learner=\"2\"", 0);
+    w.section("Zab state");
+    w.sample("zab_leader", "", 3);
+    w.family("zab_role", "gauge", "");
+    w.sample("zab_role", "role=\"lead ing\"", 1);
+    w.finish();
+    CHECK(out == "# Zab counters\r\nzab_commits_total:5\r\nzab_syncs_total:diff=1,snap=2\r\n"
+                 "zab_learner_lag:learner_2=0\r\n# Zab state\r\nzab_leader:3\r\n"
+                 "zab_role:lead_ing=1\r\n");
+}
+
+TEST_CASE("resp_session: SUBSCRIBE and PSUBSCRIBE, Redis's subscribed mode, published events") {
+    fake_backend backend;
+    resp_session<fake_backend> session{backend};
+    session.feed(request_bytes({"PSUBSCRIBE", "*switch-master", "[-+]sdown"}) +
+                 request_bytes({"GET", "k"}) + request_bytes({"PING"}));
+    CHECK(session.subscribed());
+    CHECK(session.take_output() ==
+          "*3\r\n$10\r\npsubscribe\r\n$14\r\n*switch-master\r\n:1\r\n"
+          "*3\r\n$10\r\npsubscribe\r\n$9\r\n[-+]sdown\r\n:2\r\n"
+          "-ERR Can't execute 'get': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / "
+          "RESET are allowed in this context\r\n"
+          "*2\r\n$4\r\npong\r\n$0\r\n\r\n");
+    CHECK(backend.reads.empty());
+    session.publish("+switch-master", "zab 127.0.0.1 1 127.0.0.1 2");
+    CHECK(session.take_output() ==
+          "*4\r\n$8\r\npmessage\r\n$14\r\n*switch-master\r\n$14\r\n+switch-master\r\n"
+          "$27\r\nzab 127.0.0.1 1 127.0.0.1 2\r\n");
+    session.publish("+odown", "x");  // no subscription matches
+    CHECK_FALSE(session.has_output());
+    session.feed(request_bytes({"SUBSCRIBE", "news"}));
+    session.publish("news", "hi");
+    CHECK(session.take_output() == "*3\r\n$9\r\nsubscribe\r\n$4\r\nnews\r\n:3\r\n"
+                                   "*3\r\n$7\r\nmessage\r\n$4\r\nnews\r\n$2\r\nhi\r\n");
+    zab::kv::client_description d;
+    session.describe(d);
+    CHECK(zab::kv::client_line(d).find(" flags=P db=0 sub=1 psub=2 ") != std::string::npos);
+    session.feed(request_bytes({"PUNSUBSCRIBE"}) + request_bytes({"UNSUBSCRIBE"}) +
+                 request_bytes({"UNSUBSCRIBE"}));
+    CHECK(session.take_output() ==
+          "*3\r\n$12\r\npunsubscribe\r\n$14\r\n*switch-master\r\n:2\r\n"
+          "*3\r\n$12\r\npunsubscribe\r\n$9\r\n[-+]sdown\r\n:1\r\n"
+          "*3\r\n$11\r\nunsubscribe\r\n$4\r\nnews\r\n:0\r\n"
+          "*3\r\n$11\r\nunsubscribe\r\n$-1\r\n:0\r\n");
+    CHECK_FALSE(session.subscribed());
+    // Out of subscribed mode: commands run again; CLIENT SETINFO shows in CLIENT INFO.
+    session.feed(request_bytes({"CLIENT", "SETINFO", "LIB-NAME", "redis-py"}) +
+                 request_bytes({"CLIENT", "SETINFO", "LIB-VER", "bad value"}) +
+                 request_bytes({"CLIENT", "INFO"}));
+    const std::string info = session.take_output();
+    CHECK(info.starts_with("+OK\r\n-ERR lib-ver cannot contain spaces"));
+    CHECK(info.find(" lib-name=redis-py lib-ver=\n") != std::string::npos);
+    CHECK(info.find(" cmd=client|info ") != std::string::npos);
 }

@@ -43,4 +43,19 @@ protocol_seed_result run_recorded(std::uint64_t seed, protocol_totals& totals, b
                                                                                 trace, variant);
 }
 
+/// `entry(static_cast<M*>(nullptr))` for each combination of the optional concepts, M the
+/// concept_machine with exactly those (plain first, then one, two and all three concepts).
+template <typename Entry>
+std::vector<machine_runner> for_each_concept_combination(Entry entry) {
+    using testing::concept_machine;
+    return {entry(static_cast<concept_machine<false, false, false>*>(nullptr)),
+            entry(static_cast<concept_machine<true, false, false>*>(nullptr)),
+            entry(static_cast<concept_machine<false, true, false>*>(nullptr)),
+            entry(static_cast<concept_machine<false, false, true>*>(nullptr)),
+            entry(static_cast<concept_machine<true, true, false>*>(nullptr)),
+            entry(static_cast<concept_machine<true, false, true>*>(nullptr)),
+            entry(static_cast<concept_machine<false, true, true>*>(nullptr)),
+            entry(static_cast<concept_machine<true, true, true>*>(nullptr))};
+}
+
 }  // namespace zab::test

@@ -80,7 +80,7 @@ struct protocol_totals {
     testing::sim_time worst_recovery = 0, bound = 0;
     /// The combination sweep (sweep_variant::combination): seeds in which each combination
     /// of features met (see `coverage_names`), and the write storms that made learners lag.
-    std::array<std::uint64_t, 9> coverage{};
+    std::array<std::uint64_t, 10> coverage{};
     std::uint64_t write_storms = 0, storm_writes = 0;
 
     std::uint64_t newleader_crash_total() const {
@@ -91,7 +91,7 @@ struct protocol_totals {
 };
 
 /// What the combination sweep counts: seeds in which, at least once, ...
-inline constexpr std::array<const char*, 9> coverage_names{
+inline constexpr std::array<const char*, 10> coverage_names{
     "compacted during a sync stream",      // a leader compacted while a learner streamed
     "sync stream read from the log",       // history older than the committed window
     "SNAP after a reconfiguration",        // a SNAP once a reconfiguration committed
@@ -101,6 +101,7 @@ inline constexpr std::array<const char*, 9> coverage_names{
     "batch during a sync",                 // a PROPOSALS batch while a learner synced
     "disk stall fenced",                   // disk-stall fencing acted (§6.5)
     "storm: learner lagged past the window",  // a write storm left a learner > 500 behind
+    "kill, restart, then power loss",      // killed with un-synced data, restarted, power cut
 };
 
 /// How a seed departs from the plain sweep (the negative tests' knobs).
@@ -151,6 +152,10 @@ struct sweep_variant {
     /// then brought back while writes go on — so that syncs stream from the log while the
     /// log compacts. Counts `coverage_names` per seed. Drawn from a stream of its own.
     bool combination = false;
+    /// Kill, then power loss (kill_faults, sweep_faults.hpp) among the faults: a replica
+    /// killed with its page cache kept, restarted, and later its power cut. Drawn from a
+    /// stream of its own. Off by default, like leadership_transfers.
+    bool kills = false;
     /// How the sweep's transaction texts become transactions for the machine under test
     /// (the kv example's commands, say); null: the text itself.
     std::string (*encode_txn)(std::string_view text) = nullptr;
@@ -256,6 +261,8 @@ protocol_seed_result run_protocol_seed(std::uint64_t seed, protocol_totals& t, b
         o.peer.max_clock_drift_ppm = clock_faults::drift_bound_ppm;
     }
     clock_faults clocks{o.peer.read_lease_ticks};
+    prng kill_draw{seed ^ 0x4b1e7d0c93a5f268ull};
+    kill_faults kills{kill_draw};
     if (variant.combination && variant.snapshot_chunk_bytes == 0) {
         o.peer.snapshot_chunk_bytes = static_cast<std::uint32_t>(combination_draw.between(64, 512));
         o.peer.snapshot_chunks_in_flight = static_cast<std::uint32_t>(1 + seed % 3);
@@ -626,6 +633,11 @@ protocol_seed_result run_protocol_seed(std::uint64_t seed, protocol_totals& t, b
             if (lease_draw.chance(0.02)) clocks.inject(sim, lease_draw, t.faults);
         }
         if (draw.chance(0.08)) faults.inject(sim, draw, t.faults);
+        if (variant.kills) {
+            const std::uint64_t power_losses = t.faults.kill_power_losses_unsynced;
+            kills.step(sim, kill_draw, t.faults);
+            if (t.faults.kill_power_losses_unsynced > power_losses) covered[9] = true;
+        }
         count_crashes_in_reconfig(crashes_before);
         if (variant.extended_faults && draw.chance(0.05)) faults.inject_extended(sim, draw, t.faults);
         if (draw.chance(0.015)) {

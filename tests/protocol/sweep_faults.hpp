@@ -10,7 +10,8 @@
 // fails transiently (retried by the log layer: late), fails terminally (the replica enters
 // its failed state, and a restart brings it back once the disk is healed), or is slow. With
 // lease reads on (docs/protocol.md §7.1), `clock_faults`: replicas' clocks run at different
-// rates, change rate, and jump ahead, within the drift bound the lease assumes.
+// rates, change rate, and jump ahead, within the drift bound the lease assumes. With
+// `kill_faults`: kill -9 of a replica (page cache kept), its restart, then a power loss.
 #pragma once
 
 #include <array>
@@ -21,6 +22,7 @@
 #include "zab/core/types.hpp"
 #include "zab/testing/random.hpp"
 #include "zab/testing/sim_log.hpp"
+#include "zab/testing/simulator.hpp"
 
 namespace zab::test {
 
@@ -34,6 +36,11 @@ struct fault_counts {
                   storage_hangs = 0, failed_restarts = 0;
     // clock_faults
     std::uint64_t clock_rates = 0, clock_jumps = 0;
+    // kill_faults: kills (of which with un-synced data on the disk), the restarts after
+    // them, and the power losses that followed a restart (timed, or at the NEWLEADER ACK;
+    // of which after a kill with un-synced data)
+    std::uint64_t kills = 0, kills_unsynced = 0, kill_restarts = 0, kill_power_losses = 0,
+                  kill_power_losses_unsynced = 0;
 };
 
 /// A hung disk's extra latency (sweep_faults: inject_storage), in virtual microseconds.
@@ -237,6 +244,87 @@ private:
     std::uint64_t w_link_delay_ = 0, w_stall_ = 0, w_frame_break_ = 0, w_frame_delay_ = 0,
                   w_storage_ = 0;
     std::vector<peer_id> paused_;
+};
+
+/// Kill, then power loss (issue 34, defect 3's class): a replica is killed (kill -9: the
+/// process and its state gone, the page cache kept, simulator::kill), restarted — at once or
+/// a little later — and, some time after that restart, loses power. Its recovery vouched for
+/// what it found (its vote, ACKEPOCH, a NEWLEADER ACK after a DIFF with nothing new: §10.11),
+/// some of it perhaps only in the page cache: the power loss takes whatever that recovery
+/// did not make durable. Half the power losses are timed (0–400 ms after the restart), half
+/// armed at the replica's next NEWLEADER ACK counted by a leader (crash_point
+/// newleader_ack_counted): the moment a promise from the recovered state counts. One replica
+/// at a time; a seed draws its own rate (a third of the seeds none). Draws from a stream of
+/// its own, so a seed's other faults stay as they were.
+class kill_faults {
+public:
+    explicit kill_faults(testing::prng& draw)
+        : rate_{draw.below(3) == 0 ? 0.0 : 0.004 * static_cast<double>(draw.between(1, 5))} {}
+
+    /// One step of the schedule, called once per step of the fault phase.
+    template <typename Simulator>
+    void step(Simulator& sim, testing::prng& draw, fault_counts& counts) {
+        if (victim_ != 0) return follow_up(sim, draw, counts);
+        if (rate_ == 0.0 || !draw.chance(rate_)) return;
+        const auto id = static_cast<peer_id>(1 + draw.below(sim.nodes().size()));
+        if (!sim.peer_of(id)) return;
+        unsynced_ = sim.kill(id) > 0;
+        if (unsynced_) ++counts.kills_unsynced;
+        ++counts.kills;
+        victim_ = id;
+        restarted_ = false;
+        arm_ = 0;
+        restart_at_ = sim.now() + (draw.chance(0.5) ? 0 : draw.between(1'000, 200'000));
+        follow_up(sim, draw, counts);
+    }
+
+private:
+    template <typename Simulator>
+    void follow_up(Simulator& sim, testing::prng& draw, fault_counts& counts) {
+        if (!restarted_) {
+            // Restarted here, or already by the fault mix's restarts.
+            if (!sim.peer_of(victim_)) {
+                if (sim.now() < restart_at_) return;
+                sim.restart(victim_);
+                ++counts.restarts;
+            }
+            ++counts.kill_restarts;
+            restarted_ = true;
+            if (draw.chance(0.5)) {
+                arm_ = sim.crash_at(victim_, testing::crash_point::newleader_ack_counted);
+            } else {
+                power_at_ = sim.now() + (draw.chance(0.5) ? draw.between(0, 20'000)
+                                                          : draw.between(20'000, 400'000));
+            }
+            return;
+        }
+        if (arm_ != 0) {
+            // Armed: done once it fired, or once the replica went down another way (the arm
+            // then stays until it fires or the fault phase ends).
+            if (sim.crash_reached(arm_)) count_power_loss(counts);
+            if (sim.crash_reached(arm_) || !sim.peer_of(victim_)) victim_ = 0;
+            return;
+        }
+        if (sim.now() < power_at_) return;
+        if (sim.peer_of(victim_)) {
+            sim.crash(victim_);
+            ++counts.crashes;
+            count_power_loss(counts);
+        }
+        victim_ = 0;
+    }
+
+    void count_power_loss(fault_counts& counts) const {
+        ++counts.kill_power_losses;
+        if (unsynced_) ++counts.kill_power_losses_unsynced;
+    }
+
+    double rate_;
+    peer_id victim_ = 0;
+    bool restarted_ = false;
+    bool unsynced_ = false;  ///< the victim's disk held un-synced data when it was killed
+    std::uint64_t arm_ = 0;
+    testing::sim_time restart_at_ = 0, power_at_ = 0;
 };
 
 /// Clock faults for lease reads (§7.1), within the drift bound `drift_bound_ppm` that the

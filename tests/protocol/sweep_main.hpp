@@ -15,8 +15,8 @@
 namespace zab::test {
 
 /// `[--seeds N] [--first S] [--trace] [--verbose] [--snapshot-every N] [--snapshot-chunk N]
-/// [--classic-faults] [--no-transfers] [--no-reconfig] [--lease-reads] [--batches]
-/// [--combination] [--machine NAME]`
+/// [--classic-faults] [--no-transfers] [--no-reconfig] [--no-kills] [--lease-reads]
+/// [--batches] [--combination] [--machine NAME]`
 struct sweep_args {
     std::uint64_t seeds = 0;
     std::uint64_t first = 1;
@@ -35,6 +35,9 @@ struct sweep_args {
     /// No reconfigurations among the faults and no joiners (the sweep as it was before them:
     /// a seed found then replays as it failed); the protocol sweep only.
     bool no_reconfig = false;
+    /// No kill-then-power-loss among the faults (kill_faults: the sweep as it was before
+    /// them, so a seed found then replays as it failed); the protocol sweep only.
+    bool no_kills = false;
     /// Lease reads (docs/protocol.md §7.1) on every peer, lease syncs among the client
     /// requests, and clocks that run at different rates and jump, within the drift bound;
     /// the protocol sweep only.
@@ -67,6 +70,7 @@ inline std::optional<sweep_args> parse_sweep_args(int argc, char** argv,
         else if (arg == "--classic-faults") a.classic_faults = true;
         else if (arg == "--no-transfers") a.no_transfers = true;
         else if (arg == "--no-reconfig") a.no_reconfig = true;
+        else if (arg == "--no-kills") a.no_kills = true;
         else if (arg == "--lease-reads") a.lease_reads = true;
         else if (arg == "--batches") a.batches = true;
         else if (arg == "--combination") a.combination = true;
@@ -79,7 +83,7 @@ inline std::optional<sweep_args> parse_sweep_args(int argc, char** argv,
             fmt::print(stderr,
                        "usage: {} [--seeds N] [--first S] [--trace] [--verbose] "
                        "[--snapshot-every N] [--snapshot-chunk N] [--classic-faults] [--no-transfers] "
-                       "[--no-reconfig] [--lease-reads] [--batches] [--combination] "
+                       "[--no-reconfig] [--no-kills] [--lease-reads] [--batches] [--combination] "
                        "[--machine NAME]\n",
                        argv[0]);
             return std::nullopt;
@@ -119,7 +123,7 @@ std::uint64_t run_sweep(const sweep_args& a, const char* program, Totals& totals
         combined.add(r.hash);
         if (!r.ok) {
             ++totals.failures;
-            fmt::print(stderr, "replay: {} --first {} --seeds 1 --trace{}{}{}{}{}{}{}{}{}\n", program, seed,
+            fmt::print(stderr, "replay: {} --first {} --seeds 1 --trace{}{}{}{}{}{}{}{}{}{}\n", program, seed,
                        a.snapshot_every == 0
                            ? std::string{}
                            : fmt::format(" --snapshot-every {}", a.snapshot_every),
@@ -128,7 +132,7 @@ std::uint64_t run_sweep(const sweep_args& a, const char* program, Totals& totals
                            : fmt::format(" --snapshot-chunk {}", a.snapshot_chunk),
                        a.classic_faults ? " --classic-faults" : "",
                        a.no_transfers ? " --no-transfers" : "",
-                       a.no_reconfig ? " --no-reconfig" : "",
+                       a.no_reconfig ? " --no-reconfig" : "", a.no_kills ? " --no-kills" : "",
                        a.lease_reads ? " --lease-reads" : "", a.batches ? " --batches" : "",
                        a.combination ? " --combination" : "",
                        a.machine == "recording" ? std::string{}

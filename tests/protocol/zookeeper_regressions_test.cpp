@@ -18,14 +18,24 @@
 //  - ZOOKEEPER-4685: a follower ACKed proposals it had just logged before the ACK of
 //    NEWLEADER. The leader expects that ACK first (§5.2 step 8) and dropped the follower: a
 //    correct follower's ACKs discarded, and its sync started over.
+//
+// And ZOOKEEPER-261 (a wiped replica votes for nobody until synced), with its cousin on
+// zab::file_log: a lost synced tail (issue 34, defect 10) refused or resynced, never cut.
 #include <algorithm>
+#include <array>
+#include <initializer_list>
 #include <map>
 #include <string>
+#include <utility>
 #include <variant>
+#include <vector>
 
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
 
+#include "zab/testing/client_checker.hpp"
 #include "zab/testing/peer_internals.hpp"
+#include "zab/testing/sim_file_log.hpp"
 #include "zab/testing/simulator.hpp"
 
 using namespace zab;
@@ -446,4 +456,218 @@ TEST_CASE("ZOOKEEPER-261: a wiped replica does not vote until synced", "[zookeep
         if (r.stale_led && !r.x_survived) ++lost;
     }
     CHECK(lost > 0);
+}
+
+// --- A lost synced tail (issue 34, defect 10) --------------------------------------------
+//
+// ZOOKEEPER-261's class on a disk that lost synced data rather than a wiped one: the newest
+// segment of zab::file_log (sim_file_log) truncated to half its length on 2 of 3 replicas,
+// after every write was acknowledged. The synced watermark says the log reached further, so
+// recovery refuses the directory (errc::corrupt) instead of cutting the tail as torn: with
+// corruption_policy::refuse the damaged replicas do not start; with resync they come up
+// empty as non-voters. Either way no leader is elected from the damaged histories, and
+// after the documented recovery (each damaged directory restored from its backup, started
+// one at a time behind the intact replica) every acknowledged write is on every replica.
+// Without the watermark check the two damaged replicas open with the tail cut, elect a
+// leader between them, and the acknowledged writes past the cut are lost on all three.
+
+namespace {
+
+using file_sim = simulator<recording_state_machine, default_policies, sim_file_log>;
+
+/// Acknowledged client writes: their texts by zxid, fed from the completion observer.
+struct acked_writes {
+    client_checker clients;
+    std::map<request_id, std::pair<peer_id, std::string>> pending;
+    std::map<zxid, std::string> acked;
+
+    explicit acked_writes(file_sim& sim) {
+        sim.set_completion_observer([this, &sim](peer_id at, const client_completion& c) {
+            const auto& n = sim.at(at);
+            clients.completed(at, n.incarnation, c, n.machine->applied(), n.machine->last_applied());
+            const auto it = pending.find(c.id);
+            if (it == pending.end() || it->second.first != at) return;
+            if (c.outcome) acked.emplace(c.outcome.value(), it->second.second);
+            pending.erase(it);
+        });
+    }
+
+    /// `count` writes through replica `at`, ten at a time, each group acknowledged before
+    /// the next is submitted.
+    void write(file_sim& sim, peer_id at, const std::string& prefix, int count) {
+        for (int i = 0; i < count; i += 10) {
+            for (int j = i; j < i + 10 && j < count; ++j) {
+                std::string txn = fmt::format("{}{}", prefix, j);
+                const auto id = sim.submit(at, as_bytes(txn));
+                REQUIRE(id.has_value());
+                clients.submitted(at, sim.at(at).incarnation, *id, client_op::write, txn);
+                pending.emplace(*id, std::pair{at, std::move(txn)});
+            }
+            REQUIRE(sim.run_until([&] { return pending.empty(); }, sim.now() + 5'000'000));
+        }
+    }
+
+    /// How many acknowledged writes replica `id` has not applied (with their bytes).
+    std::size_t missing_on(file_sim& sim, peer_id id) const {
+        const auto& applied = sim.at(id).machine->applied();
+        std::size_t missing = 0;
+        for (const auto& [z, txn] : acked)
+            missing += std::none_of(applied.begin(), applied.end(), [&](const auto& a) {
+                return a.id == z && as_string_view(a.txn.view()) == txn;
+            });
+        return missing;
+    }
+};
+
+bool all_established(file_sim& sim, std::initializer_list<peer_id> ids) {
+    for (peer_id id : ids)
+        if (!sim.peer_of(id) || !sim.peer_of(id)->established()) return false;
+    return true;
+}
+
+peer_id leader_of(file_sim& sim) {
+    for (const auto& n : sim.nodes())
+        if (n.peer && n.peer->established() && n.peer->state() == peer_state::leading) return n.id;
+    return 0;
+}
+
+/// Cuts replica `id`'s newest segment to half its length, in its durable image too.
+void lose_synced_tail(file_sim& sim, peer_id id) {
+    auto& disk = sim.at(id).log->disk();
+    std::vector<std::string> names;
+    REQUIRE(disk.list_directory("/zab", names) == 0);
+    std::string newest;
+    for (const auto& name : names)
+        if (name.starts_with("log.") && name > newest) newest = name;
+    REQUIRE_FALSE(newest.empty());
+    const auto bytes = disk.contents("/zab/" + newest);
+    REQUIRE(bytes.has_value());
+    REQUIRE(disk.lose_synced_tail("/zab/" + newest, bytes->size() / 2));
+}
+
+}  // namespace
+
+TEST_CASE("a lost synced tail on 2 of 3 replicas: refused or resynced, never a leader from the "
+          "damaged histories; after the restore every acknowledged write is everywhere",
+          "[zookeeper][lost_synced_tail]") {
+    set_log_level(log_level::off);
+    for (std::uint64_t seed = 1; seed <= 3; ++seed) {
+        INFO("seed " << seed);
+        cluster_options o;
+        o.seed = seed;
+        o.voters = 3;
+        file_sim sim{o};
+        acked_writes writes{sim};
+        sim.start();
+        REQUIRE(sim.run_until([&] { return all_established(sim, {1, 2, 3}); }, 10'000'000));
+        peer_id leader = leader_of(sim);
+        writes.write(sim, leader, "a", 100);
+        // The backups an operator keeps (what each disk holds durably now).
+        std::map<peer_id, durable_image_fs::image> backups;
+        for (peer_id id : {1, 2, 3}) backups.emplace(id, sim.at(id).log->backup());
+        writes.write(sim, leader, "b", 100);
+        REQUIRE(writes.acked.size() == 200);
+        leader = leader_of(sim);
+        const std::array<peer_id, 2> damaged{leader, static_cast<peer_id>(leader % 3 + 1)};
+        const peer_id intact = 6 - damaged[0] - damaged[1];
+        for (peer_id id : {1, 2, 3}) sim.crash(id);
+        for (peer_id d : damaged) lose_synced_tail(sim, d);
+
+        // corruption_policy::refuse: the damaged directories do not open, saying why.
+        for (peer_id d : damaged) {
+            const std::string why = sim.at(d).log->crash_and_recover();
+            REQUIRE_THAT(why, Catch::Contains("a synced tail was lost") &&
+                                  Catch::Contains("/zab/synced says segment"));
+            REQUIRE_FALSE(sim.at(d).log->is_open());
+        }
+        sim.restart(intact);
+        CHECK_FALSE(sim.run_until([&] { return leader_of(sim) != 0; }, sim.now() + 20'000'000));
+
+        // corruption_policy::resync: empty, non-voters until a leader syncs them; still no
+        // leader (one voter is not a quorum of three).
+        zab::options non_voter = o.peer;
+        non_voter.non_voter_until_synced = true;
+        for (peer_id d : damaged) {
+            sim.at(d).log->set_corruption_policy(corruption_policy::resync);
+            REQUIRE(sim.at(d).log->crash_and_recover().empty());
+            REQUIRE(sim.at(d).log->log().resynced_after_corruption());
+            REQUIRE(sim.at(d).log->records().empty());
+            sim.restart(d, non_voter);
+        }
+        CHECK_FALSE(sim.run_until([&] { return leader_of(sim) != 0; }, sim.now() + 20'000'000));
+        CHECK(sim.at(intact).log->durable_records().size() >= writes.acked.size());
+
+        // The recovery: each damaged directory restored from its backup (100 writes behind),
+        // started one at a time behind the intact replica.
+        for (peer_id id : {1, 2, 3}) sim.crash(id);
+        for (peer_id d : damaged) {
+            sim.at(d).log->set_corruption_policy(corruption_policy::refuse);
+            REQUIRE(sim.at(d).log->restore(backups.at(d)).empty());
+        }
+        sim.restart(intact);
+        sim.restart(damaged[0], o.peer);
+        REQUIRE(sim.run_until([&] { return all_established(sim, {intact, damaged[0]}); },
+                              sim.now() + 30'000'000));
+        CHECK(leader_of(sim) == intact);
+        sim.restart(damaged[1], o.peer);
+        REQUIRE(sim.run_until([&] { return all_established(sim, {1, 2, 3}); },
+                              sim.now() + 30'000'000));
+        const zxid last = writes.acked.rbegin()->first;
+        REQUIRE(sim.run_until(
+            [&] {
+                for (peer_id id : {1, 2, 3})
+                    if (sim.peer_of(id)->last_applied() < last) return false;
+                return true;
+            },
+            sim.now() + 30'000'000));
+        for (peer_id id : {1, 2, 3}) {
+            INFO("replica " << id);
+            CHECK(writes.missing_on(sim, id) == 0);
+        }
+        // And the group takes writes again.
+        writes.write(sim, leader_of(sim), "c", 10);
+        for (const auto& n : sim.nodes()) sim.stop_clients(n.id);
+        std::vector<std::vector<recording_state_machine::applied_txn>> sequences;
+        for (const auto& n : sim.nodes()) sequences.push_back(n.machine->applied());
+        writes.clients.finish(sequences);
+        CHECK(writes.clients.failures().empty());
+    }
+}
+
+TEST_CASE("a lost synced tail on 1 of 3 replicas: it resyncs as a non-voter while the other two "
+          "serve, and ends with every acknowledged write",
+          "[zookeeper][lost_synced_tail]") {
+    set_log_level(log_level::off);
+    for (std::uint64_t seed = 1; seed <= 3; ++seed) {
+        INFO("seed " << seed);
+        cluster_options o;
+        o.seed = seed;
+        o.voters = 3;
+        file_sim sim{o};
+        acked_writes writes{sim};
+        sim.start();
+        REQUIRE(sim.run_until([&] { return all_established(sim, {1, 2, 3}); }, 10'000'000));
+        const peer_id leader = leader_of(sim);
+        writes.write(sim, leader, "a", 150);
+        const peer_id follower = static_cast<peer_id>(leader % 3 + 1);
+        sim.crash(follower);
+        lose_synced_tail(sim, follower);
+        sim.at(follower).log->set_corruption_policy(corruption_policy::resync);
+        REQUIRE(sim.at(follower).log->crash_and_recover().empty());
+        REQUIRE(sim.at(follower).log->log().resynced_after_corruption());
+        zab::options non_voter = o.peer;
+        non_voter.non_voter_until_synced = true;
+        sim.restart(follower, non_voter);
+        writes.write(sim, leader, "b", 50);  // served meanwhile by the other two
+        const zxid last = writes.acked.rbegin()->first;
+        REQUIRE(sim.run_until(
+            [&] {
+                return all_established(sim, {1, 2, 3}) &&
+                       sim.peer_of(follower)->last_applied() >= last &&
+                       !zab::testing::internals(*sim.peer_of(follower)).voting_suspended;
+            },
+            sim.now() + 30'000'000));
+        CHECK(writes.missing_on(sim, follower) == 0);
+        CHECK(sim.peer_of(follower)->durable_epochs().current > 0);
+    }
 }

@@ -907,3 +907,41 @@ TEMPLATE_TEST_CASE("storage faults: the operation observer sees every operation 
            events[4].previous == epochs{}));
     CHECK((events[5].at == phase::completed && events[5].previous == epochs{}));
 }
+
+// --- kill -9: the page cache survives, and the open makes it durable (issue 34, defect 3) --
+
+TEMPLATE_TEST_CASE("kill: synced records stay, un-synced ones survive as a prefix that the "
+                   "recovery makes durable, and nothing pending completes",
+                   "[sim][sim_log][kill]", sim_log, sim_file_log) {
+    std::size_t kept_some = 0, lost_some = 0;
+    for (std::uint64_t seed = 1; seed <= 40; ++seed) {
+        CAPTURE(seed);
+        any_disk<TestType> d{seed, fixed_latency()};
+        d.log.write_epochs(1, epochs{1, 1});
+        d.log.append(2, records(1, 1, 5));
+        d.log.make_durable(2);
+        d.run();
+        REQUIRE(d.log.durable_last_zxid() == zxid{1, 5});
+        // Written, a sync issued, the process killed before it completes.
+        d.log.append(3, records(1, 6, 12));
+        d.log.make_durable(3);
+        d.seen.clear();
+        d.log.kill();
+        d.run();
+        CHECK(d.seen.empty());  // completions of the dead process never arrive
+        const zxid last = d.log.last_zxid();
+        REQUIRE(last >= zxid{1, 5});
+        REQUIRE(last <= zxid{1, 12});
+        // What the recovery vouches for is durable: a power loss now keeps all of it.
+        CHECK(d.log.durable_last_zxid() == last);
+        CHECK(d.log.durable_epochs() == epochs{1, 1});
+        d.log.crash();
+        CHECK(d.log.last_zxid() == last);
+        if (last > zxid{1, 5}) ++kept_some;
+        if (last < zxid{1, 12}) ++lost_some;
+    }
+    // sim_file_log: a job killed before its first write leaves nothing; after its writes,
+    // everything (the job writes them in one step here). sim_log: any prefix.
+    CHECK(kept_some > 0);
+    CHECK(lost_some > 0);
+}

@@ -22,15 +22,23 @@ namespace {
 constexpr std::size_t header_size = zab::storage_format::segment_header_size;
 constexpr std::size_t record_size = zab::storage_format::record_header_size + payload_size;
 
-/// Writes records 1..n of epoch 1 in one flush, then `tail` more in a second flush.
+/// Writes records 1..n of epoch 1 in one flush, then `tail` more in a second flush; the
+/// last flush's watermark update is then undone, as by a crash right before it, so that
+/// damage in its last write step reads as a torn tail (saved_watermark).
 void write_log(const file_log_options& options, std::uint32_t n, std::uint32_t tail = 0) {
-    file_log log = open_new(options);
-    log.append(1, records(1, 1, n));
-    flush_ok(log);
-    if (tail > 0) {
-        log.append(2, records(1, n + 1, n + tail));
+    std::vector<std::byte> before_last;
+    {
+        file_log log = open_new(options);
+        if (tail == 0) before_last = saved_watermark(options.directory);
+        log.append(1, records(1, 1, n));
         flush_ok(log);
+        if (tail > 0) {
+            before_last = saved_watermark(options.directory);
+            log.append(2, records(1, n + 1, n + tail));
+            flush_ok(log);
+        }
     }
+    restore_watermark(options.directory, before_last);
 }
 
 std::string last_segment(const std::string& directory) {
@@ -51,7 +59,10 @@ TEST_CASE("file_log torn tail: cut at every byte of the last batch, recovery kee
     const std::string name = segment_files(pristine).back();
     const std::size_t batch_start = header_size + 14 * record_size;
     const std::size_t end = header_size + 17 * record_size;
-    REQUIRE(std::filesystem::file_size(pristine + "/" + name) == end);
+    // The last batch's job extended the file: room reserved ahead of the records.
+    REQUIRE(std::filesystem::file_size(pristine + "/" + name) ==
+            small_options(pristine).segment_bytes);
+    REQUIRE(zero_from(pristine + "/" + name, end));
 
     for (std::size_t cut = batch_start; cut < end; ++cut) {
         INFO("cut at " << cut);
@@ -96,7 +107,10 @@ TEST_CASE("file_log torn tail: garbage after the last record is cut") {
         REQUIRE(log.last_zxid() == zxid{1, 30});
         require_records(read_all(log), ids(1, 1, 30));
     }
-    REQUIRE(std::filesystem::file_size(segment) == clean_size);
+    // Cut by zeroing what was damaged: the file keeps its length (the watermark vouches for
+    // at most the length before the garbage), the records theirs.
+    REQUIRE(std::filesystem::file_size(segment) == clean_size + garbage.size());
+    REQUIRE(zero_from(segment, clean_size));
 }
 
 TEST_CASE("file_log torn header: a last segment whose header never made it is removed") {
@@ -190,7 +204,8 @@ TEST_CASE("file_log recovery is idempotent") {
     const auto options = small_options(dir.data());
     write_log(options, 40, 3);
     const std::string segment = last_segment(dir.data());
-    std::filesystem::resize_file(segment, std::filesystem::file_size(segment) - 30);
+    // Segment 2 holds records 27..43; cut into the last one (its last step was not synced).
+    std::filesystem::resize_file(segment, header_size + 17 * record_size - 30);
     append_to_file(segment, std::vector<std::byte>(50, std::byte{0x33}));
     write_file(dir.data() + "/epochs.tmp", std::vector<std::byte>(7, std::byte{1}));
 
@@ -465,21 +480,31 @@ constexpr std::uint32_t flushed_records = 60;
 constexpr std::uint32_t last_step_first = 58;
 
 void write_in_steps(const file_log_options& options) {
-    file_log log = open_new(options);
-    for (std::uint32_t first = 1; first <= flushed_records; first += 3) {
-        log.append(first, records(1, first, first + 2));
-        log.make_durable(first);
-        flush_ok(log);
+    std::vector<std::byte> before_last;
+    {
+        file_log log = open_new(options);
+        for (std::uint32_t first = 1; first <= flushed_records; first += 3) {
+            before_last = saved_watermark(options.directory);
+            log.append(first, records(1, first, first + 2));
+            log.make_durable(first);
+            flush_ok(log);
+        }
     }
+    restore_watermark(options.directory, before_last);  // as write_log does
 }
 
 /// Where each record of a segment file starts, walking the lengths (the file is intact).
 std::vector<std::size_t> record_starts(const std::vector<std::byte>& file) {
     std::vector<std::size_t> out;
-    for (std::size_t at = header_size; at < file.size();
+    for (std::size_t at = header_size;
+         at + zab::storage_format::record_header_size <= file.size() &&
+         !std::all_of(file.begin() + static_cast<std::ptrdiff_t>(at),
+                      file.begin() +
+                          static_cast<std::ptrdiff_t>(at + zab::storage_format::record_header_size),
+                      [](std::byte b) { return b == std::byte{0}; });
          at += zab::storage_format::record_header_size +
                zab::storage_format::get_u32(&file[at + 4]))
-        out.push_back(at);
+        out.push_back(at);  // up to the zeros of the room reserved after the records
     return out;
 }
 
@@ -556,20 +581,26 @@ TEST_CASE("file_log a damaged header of the newest segment is corruption once a 
             flip_byte(newest, at);
             const auto failure = open_must_fail(options);
             REQUIRE(failure.error == errc::corrupt);
+            // Either proof: a record naming a synced offset past 0, or the room reserved after
+            // the first step (a file longer than one window).
             REQUIRE_THAT(failure.why, Catch::Contains("log.0000000000000003: offset 0") &&
                                           Catch::Contains("segment header") &&
-                                          Catch::Contains("had been synced"));
+                                          (Catch::Contains("had been synced") ||
+                                           Catch::Contains("more than the first write step")));
             flip_byte(newest, at);
         }
     }
     SECTION("one write step in the segment: a torn header, the segment goes") {
+        std::vector<std::byte> before_last;
         {
             file_log log = open_new(options);
             log.append(1, records(1, 1, 52));  // segments 1 and 2, full
             flush_ok(log);
+            before_last = saved_watermark(options.directory);
             log.append(2, records(1, 53, 55));  // segment 3: one step, header included
             flush_ok(log);
         }
+        restore_watermark(options.directory, before_last);
         const auto pristine = read_file(newest);
         for (std::size_t at = 0; at < header_size; ++at) {
             INFO("byte " << at);
@@ -598,6 +629,154 @@ TEST_CASE("file_log only the newest segment file may be torn: a torn header afte
     REQUIRE(failure.error == errc::corrupt);
     REQUIRE_THAT(failure.why, Catch::Contains("log.0000000000000002") &&
                                   Catch::Contains("only the newest segment"));
+}
+
+TEST_CASE("file_log a synced tail lost is told from a torn tail: the newest segment cut to "
+          "half after its flush completed is refused, or resynced, never cut (issue 34, "
+          "defect 10)") {
+    temporary_directory dir;
+    auto options = small_options(dir.data());
+    {
+        file_log log = open_new(options);
+        log.append(1, records(1, 1, 40));  // segment 2 holds records 27..40, reported durable
+        log.make_durable(1);
+        REQUIRE(flush_ok(log).log_durable == 1);
+    }
+    const std::string segment = last_segment(dir.data());
+    const auto length = std::filesystem::file_size(segment);
+    SECTION("cut to half: refused, the directory left as it was") {
+        std::filesystem::resize_file(segment, length / 2);
+        const auto before = directory_state(dir.data());
+        const auto failure = open_must_fail(options);
+        REQUIRE(failure.error == errc::corrupt);
+        REQUIRE_THAT(failure.why, Catch::Contains("log.0000000000000002") &&
+                                      Catch::Contains("synced tail was lost") &&
+                                      Catch::Contains(fmt::format("a length of {} bytes", length)));
+        REQUIRE(directory_state(dir.data()) == before);
+    }
+    SECTION("after a later flush extended the file: cut to half of its length, refused") {
+        {
+            file_log log = open_log(options);
+            log.append(2, records(1, 41, 43));
+            flush_ok(log);
+        }
+        const auto extended = std::filesystem::file_size(segment);
+        REQUIRE(extended == options.segment_bytes);  // room reserved after the records
+        std::filesystem::resize_file(segment, extended / 2);
+        const auto failure = open_must_fail(options);
+        REQUIRE(failure.error == errc::corrupt);
+        REQUIRE_THAT(failure.why, Catch::Contains("synced tail was lost") &&
+                                      Catch::Contains(fmt::format("a length of {} bytes",
+                                                                  extended)));
+    }
+    SECTION("the watermark costs an fdatasync per segment created or extended, not per flush") {
+        file_log log = open_log(options);
+        const auto before = log.stats();
+        for (std::uint32_t i = 41; i <= 140; ++i) {
+            log.append(i, records(1, i, i));
+            flush_ok(log);
+        }
+        const auto after = log.stats();
+        const auto flushes = after.flushes - before.flushes;
+        const auto marks = after.watermark_syncs - before.watermark_syncs;
+        const auto grown = (after.files_created - before.files_created) +
+                           (after.extensions - before.extensions);
+        INFO(flushes << " flushes, " << marks << " watermark syncs, " << grown
+                     << " segments created or extended");
+        REQUIRE(flushes == 100);
+        REQUIRE(grown > 0);
+        REQUIRE(marks == grown);
+        REQUIRE(marks * 4 < flushes);
+    }
+    SECTION("cut by one record, at a record boundary (no damaged byte to see)") {
+        std::filesystem::resize_file(segment, length - record_size);
+        REQUIRE(open_must_fail(options).error == errc::corrupt);
+    }
+    SECTION("the newest segment gone") {
+        std::filesystem::remove(segment);
+        const auto failure = open_must_fail(options);
+        REQUIRE_THAT(failure.why, Catch::Contains("the file is missing"));
+    }
+    SECTION("with corruption_policy::resync: moved aside, and the replica must resync as a "
+            "non-voter") {
+        std::filesystem::resize_file(segment, length / 2);
+        options.on_corruption = zab::corruption_policy::resync;
+        std::string why;
+        auto opened = file_log::open(options, &why);
+        REQUIRE(opened.has_value());
+        REQUIRE(opened.value().resynced_after_corruption());
+        REQUIRE(opened.value().last_zxid() == zxid{});
+        REQUIRE_THAT(why, Catch::Contains("synced tail was lost") && Catch::Contains("damaged-1"));
+    }
+    SECTION("a directory of an earlier release (no synced file) opens as before, trusting "
+            "what it finds, and gets a watermark; from then on a lost tail is refused") {
+        const std::string synced = dir.data() + "/synced";
+        std::filesystem::remove(synced);
+        // Without a watermark a short log is judged as before the watermark existed: the cut
+        // is a torn tail (nothing on the disk says it was synced).
+        std::filesystem::resize_file(segment, length - record_size / 2);
+        {
+            file_log log = open_log(options);
+            REQUIRE(log.last_zxid() == zxid{1, 39});
+        }
+        REQUIRE(std::filesystem::file_size(synced) == zab::storage_format::synced_file_size);
+        std::string problem;
+        const auto mark = zab::storage_format::decode_synced(read_file(synced), problem);
+        REQUIRE(mark.has_value());
+        REQUIRE(mark.value().segment == 2);
+        // The torn record was zeroed, not cut: the file keeps its length, and the watermark
+        // vouches for that length.
+        REQUIRE(std::filesystem::file_size(segment) == length - record_size / 2);
+        REQUIRE(mark.value().offset == length - record_size / 2);
+        // The watermark written at that open now guards what it found.
+        std::filesystem::resize_file(segment, (length - record_size) / 2);
+        const auto failure = open_must_fail(options);
+        REQUIRE(failure.error == errc::corrupt);
+        REQUIRE_THAT(failure.why, Catch::Contains("synced tail was lost"));
+    }
+    SECTION("an untouched log opens, and so does one whose last flush never updated the "
+            "watermark (a torn tail)") {
+        { REQUIRE(open_log(options).last_zxid() == zxid{1, 40}); }
+        std::vector<std::byte> before_last = saved_watermark(dir.data());
+        {
+            file_log log = open_log(options);
+            log.append(2, records(1, 41, 43));
+            flush_ok(log);
+        }
+        restore_watermark(dir.data(), before_last);
+        // The job of 41..43 extended the file and raised the watermark; with the raise lost,
+        // neither the extension nor the last records need have landed.
+        std::filesystem::resize_file(segment, header_size + 17 * record_size - 100);
+        REQUIRE(open_log(options).last_zxid() == zxid{1, 41});
+    }
+}
+
+TEST_CASE("file_log a torn header is judged by the window it was written with, not today's "
+          "(issue 34, defect 7: group_commit_window_bytes lowered between runs)") {
+    temporary_directory dir;
+    auto options = small_options(dir.data());
+    options.segment_bytes = 4096;
+    options.group_commit_window_bytes = 2048;
+    const std::string newest = dir.data() + "/log.0000000000000002";
+    std::vector<std::byte> before_last;
+    {
+        file_log log = open_new(options);
+        log.append(1, records(1, 1, 53));  // segment 1, full
+        flush_ok(log);
+        before_last = saved_watermark(dir.data());
+        log.append(2, records(1, 54, 73));  // segment 2: one step of 1584 bytes
+        flush_ok(log);
+    }
+    REQUIRE(std::filesystem::file_size(newest) == header_size + 20 * record_size);
+    // The power failed in segment 2's first step: its header torn, the watermark not updated.
+    restore_watermark(dir.data(), before_last);
+    flip_byte(newest, 10);
+    options.group_commit_window_bytes = 1024;  // lowered: the torn step is larger than this
+    {
+        file_log log = open_log(options);
+        REQUIRE(log.last_zxid() == zxid{1, 53});
+    }
+    REQUIRE_FALSE(std::filesystem::exists(newest));
 }
 
 TEST_CASE("file_log corruption_policy::resync: the damaged files are moved aside, the log "

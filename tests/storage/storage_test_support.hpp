@@ -201,6 +201,15 @@ inline void append_to_file(const std::string& path, const std::vector<std::byte>
     write_file(path, all);
 }
 
+/// Whether every byte of `path` from `offset` on is zero (room a file_log reserved ahead of
+/// its records, or a torn tail it zeroed).
+inline bool zero_from(const std::string& path, std::size_t offset) {
+    const auto bytes = read_file(path);
+    return offset <= bytes.size() &&
+           std::all_of(bytes.begin() + static_cast<std::ptrdiff_t>(offset), bytes.end(),
+                       [](std::byte b) { return b == std::byte{0}; });
+}
+
 inline void flip_byte(const std::string& path, std::size_t offset) {
     auto bytes = read_file(path);
     REQUIRE(offset < bytes.size());
@@ -211,6 +220,19 @@ inline void flip_byte(const std::string& path, std::size_t offset) {
 inline void copy_directory(const std::string& from, const std::string& to) {
     fs::remove_all(to);
     fs::copy(from, to, fs::copy_options::recursive);
+}
+
+/// The synced watermark file of `directory` (zab/storage/format.hpp) as it is now. Put back
+/// with `restore_watermark` after a flush, it is what a crash leaves when it comes after the
+/// flush's data but before its watermark update: the state in which damage in that flush's
+/// last write step is a torn tail (with the update landed, the same damage is a lost
+/// synced tail, issue 34 defect 10).
+inline std::vector<std::byte> saved_watermark(const std::string& directory) {
+    return read_file(directory + "/synced");
+}
+
+inline void restore_watermark(const std::string& directory, const std::vector<std::byte>& saved) {
+    write_file(directory + "/synced", saved);
 }
 
 /// Names and sizes of every file: the whole visible state of a directory.

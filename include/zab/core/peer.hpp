@@ -103,6 +103,10 @@ public:
         }
         // A snapshot in the log is committed state: a state machine behind it starts from it.
         std::optional<configuration> snapshot_config;
+        // Where the core's applied state starts: the machine's own `last_applied()`, or the
+        // snapshot's zxid when the machine holds exactly that snapshot's state under its own
+        // label (only zab's transactions, which it does not see, lie between: reconfig.hpp).
+        zxid applied = state_machine.last_applied();
         if (auto snapshot = log.snapshot()) {
             auto unwrapped = unwrap_snapshot(snapshot->state.view());
             if (!unwrapped) {
@@ -120,9 +124,12 @@ public:
                          self, snapshot->last_included);
                 return make_error_code(errc::corrupt);
             }
+            applied = state_machine.last_applied();
+            if (applied == machine_at && applied < snapshot->last_included)
+                applied = snapshot->last_included;
         }
         std::unique_ptr<peer> created{
-            new peer{self, std::move(config), opts, transport, log, state_machine}};
+            new peer{self, std::move(config), opts, transport, log, state_machine, applied}};
         if (auto recovered = created->recover_membership(std::move(snapshot_config)); !recovered)
             return recovered.error();
         return created;
@@ -756,22 +763,8 @@ private:
         StateMachine& machine;
     };
 
-    /// Where the core's applied state starts: the machine's own `last_applied()`, or the log
-    /// snapshot's zxid when the machine holds exactly that snapshot's state under its own
-    /// label (only zab's transactions, which it does not see, lie between: reconfig.hpp).
-    static zxid applied_position(const Log& log, const StateMachine& state_machine) {
-        const zxid own = state_machine.last_applied();
-        const auto snapshot = log.snapshot();
-        if (!snapshot || own >= snapshot->last_included) return own;
-        auto unwrapped = unwrap_snapshot(snapshot->state.view());
-        if (unwrapped && unwrapped.value().machine_label &&
-            own == *unwrapped.value().machine_label)
-            return snapshot->last_included;
-        return own;
-    }
-
     peer(peer_id self, configuration config, options opts, Transport& transport, Log& log,
-         StateMachine& state_machine)
+         StateMachine& state_machine, zxid applied)
         : ctx_{self, std::move(config), opts},
           transport_{transport},
           storage_{log},
@@ -786,7 +779,7 @@ private:
         // the log holds exactly its durable records.
         ctx_.durable_epochs = ctx_.written_epochs = log.stored_epochs();
         ctx_.last_logged = ctx_.last_zxid_visible = log.last_zxid();
-        ctx_.last_applied = applied_position(log, state_machine);
+        ctx_.last_applied = applied;
         ctx_.last_committed = ctx_.last_applied;
         // §7.1: a replica that ever accepted an epoch may have promised a leader its support
         // just before it stopped, and nothing durable says when: it keeps a whole promise

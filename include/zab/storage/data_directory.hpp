@@ -101,11 +101,12 @@ struct directory_contents {
     std::vector<std::string> temporaries;   ///< `<zab file name>.tmp`
     bool has_identity = false;
     bool has_epochs = false;
+    bool has_synced = false;
 };
 
 inline bool is_zab_file_name(std::string_view name) {
     using namespace storage_format;
-    return name == epochs_file_name || name == identity_file_name ||
+    return name == epochs_file_name || name == identity_file_name || name == synced_file_name ||
            parse_numbered_name(name, segment_prefix) ||
            parse_numbered_name(name, snapshot_prefix);
 }
@@ -119,6 +120,8 @@ inline directory_contents classify(const std::vector<std::string>& names) {
             contents.has_identity = true;
         } else if (n == epochs_file_name) {
             contents.has_epochs = true;
+        } else if (n == synced_file_name) {
+            contents.has_synced = true;
         } else if (auto segment = parse_numbered_name(n, segment_prefix)) {
             contents.segments.push_back(*segment);
         } else if (auto snapshot = parse_numbered_name(n, snapshot_prefix)) {
@@ -189,6 +192,22 @@ inline result<epochs> read_epochs(const directory_handle& dir, std::string& why)
         return make_error_code(errc::corrupt);
     }
     return value;
+}
+
+/// The synced watermark (format.hpp); `corrupt` when neither slot is valid.
+inline result<storage_format::synced_mark> read_synced(const directory_handle& dir,
+                                                       std::string& why) {
+    const std::string name{storage_format::synced_file_name};
+    auto bytes = read_small_file(dir, name, 4096, why);
+    if (!bytes) return bytes.error();
+    std::string problem;
+    auto mark = storage_format::decode_synced(bytes.value(), problem);
+    if (!mark) {
+        why = fmt::format("{}/{}: {}", dir.path, name, problem);
+        return mark.error() == errc::unsupported_version ? mark.error()
+                                                         : make_error_code(errc::corrupt);
+    }
+    return mark;
 }
 
 /// A snapshot file as read: the snapshot, and the log generation that follows it.

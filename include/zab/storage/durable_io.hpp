@@ -9,6 +9,7 @@
 // pages, and a second fsync would "succeed" on data that is gone).
 #pragma once
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <span>
@@ -31,9 +32,11 @@ struct file_log_stats {
     std::uint64_t records_written = 0;   ///< log records handed to pwrite
     std::uint64_t bytes_written = 0;     ///< bytes written, every file
     std::uint64_t data_syncs = 0;        ///< fdatasync calls on segment files
+    std::uint64_t watermark_syncs = 0;   ///< fdatasync calls on the synced watermark file
     std::uint64_t file_syncs = 0;        ///< fsync calls on snapshot, epoch and identity files
     std::uint64_t directory_syncs = 0;   ///< fsync calls on the data directory
-    std::uint64_t truncations = 0;       ///< ftruncate calls (TRUNC, torn-tail repair)
+    std::uint64_t truncations = 0;       ///< ftruncate calls that cut a segment (TRUNC)
+    std::uint64_t extensions = 0;        ///< ftruncate calls that reserve room in a segment
     std::uint64_t files_created = 0;     ///< segment files, and temporaries of atomic writes
     std::uint64_t files_removed = 0;
     std::uint64_t snapshots_written = 0;
@@ -44,9 +47,11 @@ struct file_log_stats {
         records_written += o.records_written;
         bytes_written += o.bytes_written;
         data_syncs += o.data_syncs;
+        watermark_syncs += o.watermark_syncs;
         file_syncs += o.file_syncs;
         directory_syncs += o.directory_syncs;
         truncations += o.truncations;
+        extensions += o.extensions;
         files_created += o.files_created;
         files_removed += o.files_removed;
         snapshots_written += o.snapshots_written;
@@ -98,6 +103,16 @@ public:
         return true;
     }
 
+    /// fdatasync of the synced watermark file (counted apart from the segments').
+    bool sync_watermark(int fd, std::string_view name) {
+        if (!ok()) return false;
+        if (const int error =
+                attempt([&] { return fs_->sync_data(fd, sync_site::synced_watermark); }))
+            return failed(error, "fdatasync of", name);
+        ++counters_.watermark_syncs;
+        return true;
+    }
+
     bool sync_file(int fd, std::string_view name, sync_site site) {
         if (!ok()) return false;
         if (const int error = attempt([&] { return fs_->sync_file(fd, site); }))
@@ -114,11 +129,25 @@ public:
         return true;
     }
 
+    /// Cuts `fd` to `size` bytes (a TRUNC).
     bool truncate(int fd, std::uint64_t size, std::string_view name) {
-        if (!ok()) return false;
-        if (const int error = attempt([&] { return fs_->truncate_file(fd, size); }))
-            return failed(error, fmt::format("ftruncate to {} bytes of", size), name);
-        ++counters_.truncations;
+        return resize(fd, size, name, "ftruncate to", counters_.truncations);
+    }
+
+    /// Extends `fd` to `size` bytes of (sparse) zeros: room reserved ahead of the records.
+    bool extend(int fd, std::uint64_t size, std::string_view name) {
+        return resize(fd, size, name, "ftruncate (extending) to", counters_.extensions);
+    }
+
+    /// Overwrites [from, to) of `fd` with zeros (a torn tail's damaged bytes), keeping the
+    /// file's length.
+    bool zero_range(int fd, std::uint64_t from, std::uint64_t to, std::string_view name) {
+        constexpr std::uint64_t block = std::uint64_t{64} << 10;
+        const std::vector<std::byte> zeros(static_cast<std::size_t>(std::min(block, to - from)));
+        for (std::uint64_t at = from; at < to; at += block) {
+            const std::size_t length = static_cast<std::size_t>(std::min(block, to - at));
+            if (!write(fd, byte_view{zeros.data(), length}, at, name)) return false;
+        }
         return true;
     }
 
@@ -175,6 +204,15 @@ public:
     std::string path_of(std::string_view name) const { return fmt::format("{}/{}", path_, name); }
 
 private:
+    bool resize(int fd, std::uint64_t size, std::string_view name, std::string_view what,
+                std::uint64_t& counter) {
+        if (!ok()) return false;
+        if (const int error = attempt([&] { return fs_->truncate_file(fd, size); }))
+            return failed(error, fmt::format("{} {} bytes of", what, size), name);
+        ++counter;
+        return true;
+    }
+
     /// Runs `call` (which returns 0 or an errno), unless a failure was injected.
     template <typename Call>
     int attempt(Call call) {

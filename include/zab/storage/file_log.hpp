@@ -291,18 +291,43 @@ public:
         job.truncation_ = std::exchange(pending_truncation_, std::nullopt);
         ZAB_ASSERT(!job.install_ || !job.truncation_,
                    "an install leaves nothing on disk of its generation to truncate");
+        // Lowered to the cut, and to no more than earlier jobs wrote of that segment (the cut
+        // may keep bytes this job has yet to write): the length the file has once it is cut.
+        if (job.truncation_)
+            job.lowered_ = next_mark(
+                generation_, job.truncation_->file->number,
+                std::min(job.truncation_->size, segment_of(job.truncation_->file->number).handed));
         std::size_t records = 0;
-        for (const detail::pending_write& write : pending_writes_) {
+        // What the watermark is raised to once the job's writes are synced: the length of a
+        // segment file the job creates or extends (the last one), so that a file found shorter
+        // than it has lost synced bytes.
+        std::optional<std::pair<std::uint64_t, std::uint64_t>> raise;
+        for (detail::pending_write& write : pending_writes_) {
             segment_state& segment = segment_of(write.file->number);
             segment.handed = write.offset + write.bytes.size();
             segment.synced_floor.reset();  // this job syncs the segment before its second step
             records += write.records;
+            if (write.create) {
+                // Not extended in the job that creates it: a torn header is told from
+                // corruption by the file being no longer than its first step (segment_scan.hpp).
+                segment.reserved = segment.handed;
+                raise = {write.file->number, segment.reserved};
+            } else if (segment.handed > segment.reserved) {
+                segment.reserved = write.extend_to = reserve_to(segment.handed);
+                raise = {write.file->number, segment.reserved};
+            }
         }
         ZAB_ASSERT(records == unwritten_.size(), "every unwritten record is in a pending write");
         job.writes_ = std::exchange(pending_writes_, {});
         in_flight_records_ = records;
         job.epochs_ = std::exchange(pending_epochs_, std::nullopt);
         job.sync_op_ = std::exchange(requested_sync_, std::nullopt);
+        job.watermark_ = watermark_;
+        if (raise) {
+            job.raised_ = next_mark(generation_, raise->first, raise->second);
+        } else if (job.install_) {
+            job.raised_ = next_mark(generation_, 0, 0);  // a snapshot alone
+        }
         if (!job.empty() && injected_failure_ != 0)
             job.io_.inject_failure(std::exchange(injected_failure_, 0));
         return job;
@@ -452,7 +477,22 @@ private:
         /// Recovered, and not synced by a flush since: only the bytes before this offset are
         /// known durable (the first step a flush writes to it syncs the rest with it).
         std::optional<std::uint64_t> synced_floor;
+        /// The file's length as the last job left it (synced with its writes): the log
+        /// reserves room ahead of the records in steps (`reserve_to`), and the watermark vouches
+        /// for this length, which only a truncation of the log's own lowers.
+        std::uint64_t reserved = 0;
     };
+
+    /// Room reserved ahead of the records, in steps of 4 MiB (or of the segment size when it
+    /// is smaller): a segment file grows in few length changes, each one a watermark update
+    /// (one more fdatasync per step, not per flush), and its sparse zeros cost no disk space.
+    static constexpr std::uint64_t reserve_step_bytes = std::uint64_t{4} << 20;
+    std::uint64_t reserve_to(std::uint64_t end) const noexcept {
+        const std::uint64_t step = std::min(reserve_step_bytes, options_.segment_bytes);
+        const std::uint64_t rounded = (end + step - 1) / step * step;
+        return rounded <= options_.segment_bytes ? rounded
+                                                 : std::max(end, options_.segment_bytes);
+    }
 
     /// Largest single pread of `read`, unless one record is larger.
     static constexpr std::uint64_t read_run_bytes = std::uint64_t{8} << 20;
@@ -469,12 +509,18 @@ private:
         std::vector<std::string> torn_segments;  ///< the newest segment, if its header was torn
         std::vector<std::string> unfinished;     ///< segments of an install that never landed
         std::optional<detail::pending_truncation> torn_tail;  ///< cut the newest segment here
+        std::uint64_t torn_tail_end = 0;  ///< the torn tail's damage ends here (zeros follow)
         std::vector<std::uint64_t> covered;  ///< segments wholly at or below a checkpoint
     };
 
     result<void> recover_segments(const detail::directory_contents& contents,
-                                  std::uint64_t generation, recovery_repairs& repairs,
-                                  std::string& why);
+                                  std::uint64_t generation,
+                                  const std::optional<storage_format::synced_mark>& mark,
+                                  recovery_repairs& repairs, std::string& why);
+    result<void> check_synced_tail(const std::optional<storage_format::synced_mark>& mark,
+                                   const recovery_repairs& repairs, std::string& why) const;
+    void open_watermark(const std::optional<storage_format::synced_mark>& found,
+                        detail::durable_io& repairs);
     result<void> check_epochs(std::string& why) const;
 
     // --- in-memory bookkeeping -----------------------------------------------------------
@@ -540,6 +586,18 @@ private:
         return static_cast<std::size_t>(at - index_.begin()) < index_.size() - unwritten_.size();
     }
 
+    /// The next synced mark (format.hpp), or nothing when it names the same place as the
+    /// last one.
+    std::optional<storage_format::synced_mark> next_mark(std::uint64_t generation,
+                                                         std::uint64_t segment,
+                                                         std::uint64_t offset) {
+        storage_format::synced_mark mark{mark_.sequence + 1, generation, segment, offset,
+                                         options_.group_commit_window_bytes};
+        if (mark.same_place(mark_)) return std::nullopt;
+        mark_ = mark;
+        return mark;
+    }
+
     /// Drops segments `numbers` (unlinked by a checkpoint's job, or found covered by the
     /// checkpoint at open) and their records, which all lie at or below the snapshot.
     void forget_segments(const std::vector<std::uint64_t>& numbers) {
@@ -582,7 +640,7 @@ private:
         const auto bytes = encode(header);
         pending_writes_.push_back(
             {file, true, 0, {bytes.begin(), bytes.end()}, {segment_header_size}, 0, {0}});
-        segments_.push_back({file, last_zxid(), segment_header_size, 0, true, std::nullopt});
+        segments_.push_back({file, last_zxid(), segment_header_size, 0, true, std::nullopt, 0});
     }
 
     void append_one(const log_record& record) {
@@ -650,6 +708,8 @@ private:
                         (keep_number == pending_truncation_->file->number &&
                          keep_size < pending_truncation_->size)))
             pending_truncation_ = detail::pending_truncation{keep.file, keep_size};
+        if (pending_truncation_ && pending_truncation_->file == keep.file)
+            keep.reserved = std::min(keep.reserved, pending_truncation_->size);
     }
 
     /// Reads index entries [first, last) (one segment, contiguous) from disk into `out`.
@@ -706,6 +766,8 @@ private:
     file_log_options options_;
     std::shared_ptr<detail::directory_handle> directory_;
     storage_format::identity owner_;
+    std::shared_ptr<detail::watermark_file> watermark_;  ///< the synced file, open
+    storage_format::synced_mark mark_;  ///< the last mark handed to a job (or written at open)
     bool fresh_ = false;
     bool resynced_ = false;
     mutable std::string read_failure_;
@@ -907,9 +969,18 @@ inline result<file_log> file_log::recover(const file_log_options& options, std::
         recovered.snapshot_ = std::move(snapshot).value().snapshot;
         recovered.next_segment_number_ = contents.snapshots.back() + 1;
     }
+    // How far the log had been synced (absent in a directory of an earlier release).
+    std::optional<synced_mark> mark;
+    if (contents.has_synced && !recovered.fresh_) {  // a fresh directory's is a leftover
+        auto read = detail::read_synced(*directory.value(), why);
+        if (!read) return read.error();
+        mark = read.value();
+    }
     recovery_repairs found;
-    if (auto scanned = recovered.recover_segments(contents, generation, found, why); !scanned)
+    if (auto scanned = recovered.recover_segments(contents, generation, mark, found, why);
+        !scanned)
         return scanned.error();
+    if (auto kept = recovered.check_synced_tail(mark, found, why); !kept) return kept.error();
 
     if (!recovered.fresh_) {
         if (!contents.has_epochs) {
@@ -947,8 +1018,12 @@ inline result<file_log> file_log::recover(const file_log_options& options, std::
     for (std::uint64_t number : found.covered)  // a checkpoint's unlinks a crash cut short
         removed = repairs.remove(segment_file_name(number)) || removed;
     recovered.forget_segments(found.covered);
-    if (found.torn_tail && repairs.truncate(found.torn_tail->file->fd.get(), found.torn_tail->size,
-                                            found.torn_tail->file->name))
+    // A torn tail is cut by zeroing its damaged bytes, not by shortening the file: the file
+    // keeps the length the watermark vouches for, so a crash after the cut cannot make it
+    // look like a lost synced tail at the next open.
+    if (found.torn_tail &&
+        repairs.zero_range(found.torn_tail->file->fd.get(), found.torn_tail->size,
+                           found.torn_tail_end, found.torn_tail->file->name))
         repairs.sync_data(found.torn_tail->file->fd.get(), found.torn_tail->file->name,
                           sync_site::torn_tail_data);
     for (const std::string& name : contents.temporaries) removed = repairs.remove(name) || removed;
@@ -957,6 +1032,19 @@ inline result<file_log> file_log::recover(const file_log_options& options, std::
     for (std::size_t i = 0; i + options.snapshots_kept < contents.snapshots.size(); ++i)
         removed = repairs.remove(snapshot_file_name(contents.snapshots[i])) || removed;
     if (removed) repairs.sync_directory(sync_site::recovery_removal_directory);
+    // What recovery found is what this replica now vouches for (its vote, ACKEPOCH, a
+    // NEWLEADER ACK after a DIFF with nothing new to sync: docs/protocol.md §10.11). After a
+    // kill -9 it may be only in the page cache — records written but not yet fdatasynced, an
+    // epoch or snapshot file renamed but not yet directory-synced — so make it durable now:
+    // the newest segment (only it can hold unsynced bytes: a later one is created only once
+    // it is synced whole) and the directory; then the watermark says so (issue 34, defect 3).
+    if (!recovered.segments_.empty() && !found.torn_tail) {
+        const segment_state& newest = recovered.segments_.back();
+        repairs.sync_data(newest.file->fd.get(), newest.file->name, sync_site::torn_tail_data);
+    }
+    repairs.sync_directory(sync_site::recovery_directory);
+    for (segment_state& segment : recovered.segments_) segment.synced_floor.reset();
+    recovered.open_watermark(mark, repairs);
     // A resync that began (a `damaged-<n>/` is here) and that no leader has completed yet
     // (nothing logged, currentEpoch 0) — also after a crash at its very end.
     recovered.resynced_ =
@@ -977,9 +1065,10 @@ inline result<file_log> file_log::recover(const file_log_options& options, std::
 /// Sorts the segments after the snapshot by the generation their header names, scans the
 /// current generation's in order, checks that each starts where the previous one (or the
 /// snapshot) ended, notes a torn tail to cut, and builds the index.
-inline result<void> file_log::recover_segments(const detail::directory_contents& contents,
-                                               std::uint64_t generation,
-                                               recovery_repairs& repairs, std::string& why) {
+inline result<void> file_log::recover_segments(
+    const detail::directory_contents& contents, std::uint64_t generation,
+    const std::optional<storage_format::synced_mark>& mark, recovery_repairs& repairs,
+    std::string& why) {
     using namespace storage_format;
     const auto failure = [](std::error_code error) {
         return error.category() == std::system_category() ? make_error_code(errc::storage_failed)
@@ -996,6 +1085,13 @@ inline result<void> file_log::recover_segments(const detail::directory_contents&
     // Pass 1: headers. A newer generation than the snapshot's is an install whose snapshot
     // never landed (§11.5): its segments were written first and are dropped whole.
     std::vector<std::pair<std::shared_ptr<detail::segment_file>, detail::segment_head>> live;
+    // A torn header belongs to a segment's first write step, at most the window of the
+    // process that wrote it: the one the watermark records (every process writes it at open,
+    // before it creates a segment), not today's option, which may have been lowered since
+    // (issue 34, defect 7). Without a watermark (an earlier release's directory): the largest
+    // window of the configured one and every readable header before it.
+    std::uint32_t torn_window =
+        mark ? mark->window_bytes : options_.group_commit_window_bytes;
     for (std::size_t i = 0; i < candidates.size(); ++i) {
         auto file = std::make_shared<detail::segment_file>();
         file->number = candidates[i];
@@ -1011,9 +1107,11 @@ inline result<void> file_log::recover_segments(const detail::directory_contents&
         file->fd = detail::unique_fd{*directory_->fs, descriptor};
         const detail::segment_expectation expect{owner_.cluster_id, owner_.replica_id,
                                                  candidates[i], i + 1 == candidates.size(),
-                                                 options_.group_commit_window_bytes};
+                                                 torn_window};
         auto head = detail::read_segment_head(*directory_->fs, file->fd.get(), path, expect, why);
         if (!head) return failure(head.error());
+        if (!mark && !head.value().torn)
+            torn_window = std::max(torn_window, head.value().header.window_bytes);
         if (head.value().torn) {
             repairs.torn_segments.push_back(file->name);
         } else if (head.value().header.generation > generation) {
@@ -1065,10 +1163,11 @@ inline result<void> file_log::recover_segments(const detail::directory_contents&
             detail::scan_records(*directory_->fs, file->fd.get(), path, head, newest, why);
         if (!scanned) return failure(scanned.error());
         const detail::segment_scan& scan = scanned.value();
-        if (scan.valid_end < head.file_size) {
+        if (scan.damage_end > scan.valid_end) {
             log(log_level::warn, "file_log: cutting the torn tail of {} at offset {} ({} bytes: {})",
-                path, scan.valid_end, head.file_size - scan.valid_end, scan.tail_damage);
+                path, scan.valid_end, scan.damage_end - scan.valid_end, scan.tail_damage);
             repairs.torn_tail = detail::pending_truncation{file, scan.valid_end};
+            repairs.torn_tail_end = scan.damage_end;
         }
         for (const detail::scanned_record& r : scan.records)
             index_.push_back({r.id, file->number, r.offset, r.length});
@@ -1079,13 +1178,13 @@ inline result<void> file_log::recover_segments(const detail::directory_contents&
         // disk: records appended to the newest segment before a flush has synced it name
         // only the offset its last record found names (or the cut a torn tail got, synced).
         std::optional<std::uint64_t> synced_floor;
-        if (newest && scan.valid_end == head.file_size) {
+        if (newest && scan.damage_end == scan.valid_end) {
             synced_floor = 0;
             for (const detail::scanned_record& r : scan.records)
                 synced_floor = std::max(*synced_floor, r.synced);
         }
         segments_.push_back({std::move(file), head.header.base, scan.valid_end, scan.valid_end,
-                             same_format, synced_floor});
+                             same_format, synced_floor, head.file_size});
     }
     if (checkpoint && !segments_.empty()) {
         // The log must reach the checkpoint: its zxid is a record (written durably before the
@@ -1100,6 +1199,89 @@ inline result<void> file_log::recover_segments(const detail::directory_contents&
         // Every covered segment was dropped above: repairs.covered lists them.
     }
     return success();
+}
+
+/// Defect 10 of issue 34: a segment file shorter than the synced watermark says has lost a
+/// tail that had been synced — its length was synced before any record past the previous
+/// length was written, so records in the lost part may have been reported durable and
+/// acknowledged — which no torn write explains (a torn write leaves the length, and damages
+/// only what a flush had not synced yet). `errc::corrupt`, so that the
+/// corruption policy applies: refuse, or resync from the leader as a non-voter (a replica
+/// must not vote with a history shorter than what it vouched for, docs/protocol.md §10.11).
+inline result<void> file_log::check_synced_tail(
+    const std::optional<storage_format::synced_mark>& mark, const recovery_repairs& repairs,
+    std::string& why) const {
+    using namespace storage_format;
+    if (!mark || mark->generation < generation_) return success();  // an install replaced it
+    const std::string named =
+        fmt::format("{}/{} says segment {} of generation {:016x} had been synced at a length "
+                    "of {} bytes",
+                    options_.directory, synced_file_name, segment_file_name(mark->segment),
+                    mark->generation, mark->offset);
+    const auto lost = [&](std::string found) {
+        why = fmt::format("{}, but {}: a synced tail was lost (the file system or the disk "
+                          "lost synced data; records in it may have been acknowledged), not "
+                          "a torn write",
+                          named, found);
+        return make_error_code(errc::corrupt);
+    };
+    if (mark->generation > generation_)
+        return lost(fmt::format("the snapshot in effect starts generation {:016x}: the "
+                                "snapshot file of the newer one is missing",
+                                generation_));
+    if (mark->segment == 0) return success();
+    if (!segments_.empty() && mark->segment < segments_.front().file->number)
+        return success();  // a checkpoint covered it
+    for (const segment_state& segment : segments_) {
+        if (segment.file->number != mark->segment) continue;
+        if (segment.reserved >= mark->offset) return success();
+        return lost(fmt::format("the file is {} bytes long (its valid records end at offset "
+                                "{}{})",
+                                segment.reserved, segment.size,
+                                repairs.torn_tail ? ", what follows is damaged" : ""));
+    }
+    const bool torn = std::find(repairs.torn_segments.begin(), repairs.torn_segments.end(),
+                                segment_file_name(mark->segment)) != repairs.torn_segments.end();
+    return lost(torn ? std::string{"its header is damaged"} : std::string{"the file is missing"});
+}
+
+/// Opens the synced file for the flush jobs' updates, creating it (atomically) when the
+/// directory has none, and writes the mark of what recovery found and synced, unless the
+/// file already says so.
+inline void file_log::open_watermark(const std::optional<storage_format::synced_mark>& found,
+                                     detail::durable_io& repairs) {
+    using namespace storage_format;
+    if (!repairs.ok()) return;
+    const segment_state* newest = segments_.empty() ? nullptr : &segments_.back();
+    mark_ = synced_mark{found ? found->sequence + 1 : 1, generation_,
+                        newest ? newest->file->number : 0, newest ? newest->reserved : 0,
+                        options_.group_commit_window_bytes};
+    const std::string name{synced_file_name};
+    if (!found) {
+        std::vector<std::byte> bytes(synced_file_size);
+        const auto slot = encode(mark_);
+        std::copy(slot.begin(), slot.end(),
+                  bytes.begin() + static_cast<std::ptrdiff_t>(synced_slot_offset(mark_.sequence)));
+        const std::array<byte_view, 1> parts{byte_view{bytes}};
+        if (!repairs.write_file_atomically(name, parts, sync_site::synced_watermark_file,
+                                           sync_site::synced_watermark_directory))
+            return;
+    }
+    int descriptor = -1;
+    if (const int error = directory_->fs->open_file(directory_->fd.get(), name,
+                                                     open_mode::read_write, descriptor);
+        error != 0) {
+        repairs.fail(fmt::format("cannot open {}: {}", repairs.path_of(name),
+                                 detail::errno_text(error)));
+        return;
+    }
+    watermark_ = std::make_shared<detail::watermark_file>();
+    watermark_->fd = detail::unique_fd{*directory_->fs, descriptor};
+    if (found && found->same_place(mark_)) {
+        mark_.sequence = found->sequence;
+        return;
+    }
+    if (found) detail::write_mark(repairs, *watermark_, mark_);
 }
 
 /// The start-up checks of docs/protocol.md §2 (and §11.2).

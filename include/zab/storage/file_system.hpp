@@ -41,8 +41,9 @@ enum class sync_site : std::uint8_t {
     initial_epoch_directory,       ///< fsync of the directory after renaming it into place
     identity_file,                 ///< fsync of identity.tmp (initialization)
     identity_directory,            ///< fsync of the directory after renaming it into place
-    torn_tail_data,                ///< recovery: fdatasync of the newest segment (after
-                                   ///< cutting a torn tail, or of what it found whole)
+    torn_tail_data,                ///< recovery: fdatasync of the newest segment, always
+                                   ///< (after cutting a torn tail, or of what it found
+                                   ///< whole: a killed process's page cache)
     recovery_removal_directory,    ///< recovery: fsync of the directory after its unlinks
     truncation_removal_directory,  ///< TRUNC: fsync of the directory after each unlink
     truncation_data,               ///< TRUNC: fdatasync after the ftruncate
@@ -53,11 +54,17 @@ enum class sync_site : std::uint8_t {
     snapshot_retire_directory,     ///< fsync of the directory after unlinking what it replaced
     epoch_file,                    ///< fsync of epochs.tmp (write_epochs)
     epoch_rename_directory,        ///< fsync of the directory after renaming it into place
+    recovery_directory,            ///< recovery: fsync of the directory, always: the entries
+                                   ///< a killed process left unsynced (renamed epoch and
+                                   ///< snapshot files, a new segment) are vouched for
+    synced_watermark,              ///< fdatasync of the synced file after each update
+    synced_watermark_file,         ///< fsync of synced.tmp (its first write, at open)
+    synced_watermark_directory,    ///< fsync of the directory after renaming it into place
 };
 
 /// One past the last `sync_site`, for loops over every site.
 inline constexpr std::size_t sync_site_count =
-    static_cast<std::size_t>(sync_site::epoch_rename_directory) + 1;
+    static_cast<std::size_t>(sync_site::synced_watermark_directory) + 1;
 
 inline constexpr std::string_view sync_site_name(sync_site site) noexcept {
     switch (site) {
@@ -77,6 +84,10 @@ inline constexpr std::string_view sync_site_name(sync_site site) noexcept {
         case sync_site::snapshot_retire_directory: return "snapshot_retire_directory";
         case sync_site::epoch_file: return "epoch_file";
         case sync_site::epoch_rename_directory: return "epoch_rename_directory";
+        case sync_site::recovery_directory: return "recovery_directory";
+        case sync_site::synced_watermark: return "synced_watermark";
+        case sync_site::synced_watermark_file: return "synced_watermark_file";
+        case sync_site::synced_watermark_directory: return "synced_watermark_directory";
     }
     return "unknown";
 }

@@ -18,7 +18,13 @@
 //      generation): the new generation's segments as in 2, then the snapshot file (temp +
 //      fsync + rename + directory fsync) — the instant the install happens — then the old
 //      generation's segments and surplus snapshots are unlinked (§11.5);
-//   4. the epoch file, atomically (temp + fsync + rename + directory fsync, §2, §11.2).
+//   4. the synced watermark (format.hpp), once what it names is synced: raised to the
+//      length of a segment file the job created or extended (room reserved ahead of the
+//      records, a few MiB at a time: most jobs leave it alone), or to a new generation once
+//      its snapshot landed; and lowered, before 1 cuts anything, to the length the cut file
+//      will have, so that it never vouches for a length a truncation removed (issue 34,
+//      defect 10);
+//   5. the epoch file, atomically (temp + fsync + rename + directory fsync, §2, §11.2).
 //
 // A checkpoint (compaction of the log's own records) is not in a flush job: it is a
 // `checkpoint_job` of its own (`file_log::begin_checkpoint`), which the driver runs beside the
@@ -83,6 +89,9 @@ struct pending_write {
     /// fdatasyncs one step at a time. Each record names the start of its step as its
     /// segment's synced offset (format.hpp), so the job must sync at every one of them.
     std::vector<std::size_t> step_starts{0};
+    /// 0, or the length to extend the file to before writing: room reserved ahead of the
+    /// records, made durable by the first step's fdatasync (file_log.hpp, `reserve_to`).
+    std::uint64_t extend_to = 0;
 };
 
 /// Cut `file` to `size` bytes and remove every segment numbered above it.
@@ -90,6 +99,21 @@ struct pending_truncation {
     std::shared_ptr<segment_file> file;
     std::uint64_t size = 0;
 };
+
+/// The synced watermark file (format.hpp), open for in-place updates; shared by the log and
+/// its flush jobs (one job at a time writes it).
+struct watermark_file {
+    unique_fd fd;
+};
+
+/// Writes `mark` into its slot of the synced file and fdatasyncs it.
+inline bool write_mark(durable_io& io, const watermark_file& file,
+                       const storage_format::synced_mark& mark) {
+    const auto bytes = storage_format::encode(mark);
+    return io.write(file.fd.get(), bytes, storage_format::synced_slot_offset(mark.sequence),
+                    storage_format::synced_file_name) &&
+           io.sync_watermark(file.fd.get(), storage_format::synced_file_name);
+}
 
 /// Write snapshot file `generation`, then retire what it replaces: the log generations
 /// before it (an install), or the segments `retired` (a checkpoint, which continues
@@ -176,6 +200,7 @@ public:
             if (truncation_) truncate();
             for (detail::pending_write& write : writes_) append(write);
             if (install_) install_snapshot();
+            if (raised_ && io_.ok()) detail::write_mark(io_, *watermark_, *raised_);
             if (epochs_) write_epochs();
         } catch (const std::exception& e) {
             io_.fail(fmt::format("flush of {} failed: {}", io_.directory(), e.what()));
@@ -208,6 +233,7 @@ private:
         using namespace storage_format;
         const detail::pending_truncation& cut = *truncation_;
         ZAB_ASSERT(cut.file->fd, "truncation of a segment no job created");
+        if (lowered_ && !detail::write_mark(io_, *watermark_, *lowered_)) return;
         std::vector<std::string> names;
         if (!io_.list(names)) return;
         std::vector<std::uint64_t> segments = detail::classify(names).segments;
@@ -230,6 +256,8 @@ private:
                 return;
         }
         ZAB_ASSERT(file.fd, "append to a segment no job created");
+        if (write.extend_to != 0 && !io_.extend(file.fd.get(), write.extend_to, file.name))
+            return;
         // The steps the log cut (at most one window each, on record boundaries): each one
         // written, then synced, before the next — its records say so (format.hpp).
         for (std::size_t k = 0; k < write.step_starts.size(); ++k) {
@@ -261,6 +289,9 @@ private:
     std::vector<detail::pending_write> writes_;
     std::optional<std::pair<storage_op, epochs>> epochs_;
     std::optional<storage_op> sync_op_;
+    std::shared_ptr<const detail::watermark_file> watermark_;
+    std::optional<storage_format::synced_mark> lowered_;  ///< before the truncation
+    std::optional<storage_format::synced_mark> raised_;   ///< after the appends / install
 };
 
 /// A checkpoint's disk work (see the file comment): the snapshot file of a compaction, then

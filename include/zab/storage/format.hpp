@@ -3,6 +3,8 @@
 // A data directory holds:
 //   identity              who owns the directory: cluster id, replica id, "initialized" flag
 //   epochs                acceptedEpoch and currentEpoch (docs/protocol.md §2), one small file
+//   synced                the synced watermark: how far the log is known durable (issue 34;
+//                         absent in a directory of an earlier release, written at open)
 //   log.<16 hex digits>   log segments, numbered in creation order, never reused
 //   snapshot.<16 hex>     snapshots, numbered like segments. An installed snapshot (a SNAP
 //                         sync) starts a log generation, its number: segments with a smaller
@@ -83,6 +85,7 @@ inline constexpr std::uint32_t segment_magic = 0x4745535Au;
 inline constexpr std::uint32_t snapshot_magic = 0x504E535Au;
 inline constexpr std::uint32_t epochs_magic = 0x4F50455Au;
 inline constexpr std::uint32_t identity_magic = 0x4E44495Au;
+inline constexpr std::uint32_t synced_magic = 0x4E59535Au;  // "ZSYN"
 
 inline constexpr std::size_t segment_header_size = 64;
 inline constexpr std::size_t record_header_size = 20;
@@ -96,6 +99,7 @@ inline constexpr std::uint32_t record_bytes_limit = 256u << 20;
 
 inline constexpr std::string_view epochs_file_name = "epochs";
 inline constexpr std::string_view identity_file_name = "identity";
+inline constexpr std::string_view synced_file_name = "synced";
 inline constexpr std::string_view segment_prefix = "log.";
 inline constexpr std::string_view snapshot_prefix = "snapshot.";
 inline constexpr std::string_view temporary_suffix = ".tmp";
@@ -405,6 +409,87 @@ inline result<identity> decode_identity(byte_view in, std::string& problem) {
         return make_error_code(errc::malformed);
     }
     return identity{get_u64(&in[8]), get_u64(&in[16])};
+}
+
+// --- Synced watermark file (two slots of 48 bytes, at offsets 0 and 512; 1024 bytes) -------
+//   0 u32 magic   4 u32 version   8 u64 sequence (the slot with the higher one is current)
+//  16 u64 generation   24 u64 segment number (0: no segment yet)   32 u64 offset: segment
+//         `segment` of `generation` had been fdatasynced at this length — the log reserves
+//         room ahead of its records (sparse zeros) and raises the length before it writes
+//         past it, so every record that may have been reported durable, and acknowledged,
+//         lies within a length the watermark vouched for
+//  40 u32 group_commit_window_bytes of the process that wrote it   44 u32 CRC32C of [0, 44)
+// Written (after the length it names is synced) by a flush that creates a segment or extends
+// one (every few MiB of records, not every flush: file_log.hpp `reserve_to`), lowered before
+// a truncation cuts the file below it, and at every open. An update overwrites the older
+// slot in place and fdatasyncs: a torn update leaves the other slot, which named no more
+// than a length already synced (the slots are in separate sectors). Recovery compares it
+// with what it finds: a segment file shorter than it has lost a synced tail, which a torn
+// write cannot explain (a torn write does not shorten the file; file_log.hpp).
+
+inline constexpr std::size_t synced_slot_size = 48;
+inline constexpr std::size_t synced_slot_stride = 512;
+inline constexpr std::size_t synced_file_size = 2 * synced_slot_stride;
+
+struct synced_mark {
+    std::uint64_t sequence = 0;
+    std::uint64_t generation = 0;
+    std::uint64_t segment = 0;
+    std::uint64_t offset = 0;
+    std::uint32_t window_bytes = 0;
+
+    /// The same position (the sequence aside).
+    bool same_place(const synced_mark& o) const noexcept {
+        return generation == o.generation && segment == o.segment && offset == o.offset &&
+               window_bytes == o.window_bytes;
+    }
+};
+
+/// The slot (48 bytes) holding `m`; it goes at `synced_slot_offset(m.sequence)`.
+inline std::array<std::byte, synced_slot_size> encode(const synced_mark& m) noexcept {
+    std::array<std::byte, synced_slot_size> out{};
+    put_u32(&out[0], synced_magic);
+    put_u32(&out[4], format_version);
+    put_u64(&out[8], m.sequence);
+    put_u64(&out[16], m.generation);
+    put_u64(&out[24], m.segment);
+    put_u64(&out[32], m.offset);
+    put_u32(&out[40], m.window_bytes);
+    put_u32(&out[44], crc32c(byte_view{out.data(), 44}));
+    return out;
+}
+
+inline constexpr std::uint64_t synced_slot_offset(std::uint64_t sequence) noexcept {
+    return (sequence % 2) * synced_slot_stride;
+}
+
+/// The current mark of a whole synced file: the valid slot with the higher sequence.
+/// `unsupported_version` for a valid slot of another version; `bad_checksum` when neither
+/// slot is valid; `malformed` for a file of the wrong size.
+inline result<synced_mark> decode_synced(byte_view in, std::string& problem) {
+    if (in.size() != synced_file_size) {
+        problem = fmt::format("file is {} bytes, expected {}", in.size(), synced_file_size);
+        return make_error_code(errc::malformed);
+    }
+    std::optional<synced_mark> best;
+    for (std::size_t slot = 0; slot < 2; ++slot) {
+        const byte_view s = in.subspan(slot * synced_slot_stride, synced_slot_size);
+        if (get_u32(&s[0]) != synced_magic || crc32c(s.first(44)) != get_u32(&s[44])) continue;
+        if (get_u32(&s[4]) != format_version) {
+            problem = fmt::format("slot {}: format version {} (this build reads {})", slot,
+                                  get_u32(&s[4]), format_version);
+            return make_error_code(errc::unsupported_version);
+        }
+        const synced_mark m{get_u64(&s[8]), get_u64(&s[16]), get_u64(&s[24]), get_u64(&s[32]),
+                            get_u32(&s[40])};
+        if (synced_slot_offset(m.sequence) != slot * synced_slot_stride) continue;
+        if (!best || m.sequence > best->sequence) best = m;
+    }
+    if (!best) {
+        problem = "neither slot is valid (bad magic or checksum)";
+        return make_error_code(errc::bad_checksum);
+    }
+    return *best;
 }
 
 }  // namespace zab::storage_format

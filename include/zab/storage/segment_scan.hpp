@@ -16,6 +16,11 @@
 //     than one window, and when no valid record in it names a synced offset past 0;
 //   - records out of order, another replica's segment, a segment missing in the middle
 //     (file_log.hpp checks the bases) are corruption.
+// A segment's file is longer than its records once the log has reserved room ahead of them
+// (file_log.hpp extends it, in steps, so that a file shorter than the synced watermark says
+// proves a lost tail): bytes that are all zero from the records' end to the end of the file
+// are that reserved room, not damage, in any segment (a torn write that never reached the
+// disk leaves the same zeros, and no record in them was valid).
 // Corruption is reported (`errc::corrupt`, with the file and the offset), never dropped
 // silently. Damage that no later record proves synced cannot be told from a torn tail: it
 // is confined to the newest segment's last write step (one flush, at most a window).
@@ -102,8 +107,12 @@ struct segment_scan {
     std::vector<scanned_record> records;
     /// End of the last valid record (or of the header): the file keeps these bytes.
     std::uint64_t valid_end = 0;
-    /// What was wrong at `valid_end` when the file is longer (a torn tail); empty otherwise.
+    /// What was wrong at `valid_end` when bytes that are not all zero follow it (a torn
+    /// tail); empty otherwise.
     std::string tail_damage;
+    /// End of the last byte that is not zero (at least `valid_end`): a torn tail's damage
+    /// lies in [valid_end, damage_end); zeros after it are reserved room.
+    std::uint64_t damage_end = 0;
 };
 
 /// What recovery expects of a segment's header.
@@ -181,16 +190,15 @@ inline result<verdict> judge_record(block_reader& reader, std::uint64_t offset,
     return verdict::valid;
 }
 
-/// The first whole, checksum-valid record in [from, file end) that names a synced offset
-/// past `damaged_at`: the proof that the byte there had been synced before that record was
-/// written. Walks from record to record where it finds them, byte by byte elsewhere.
-inline result<std::optional<scanned_record>> find_synced_past(block_reader& reader,
-                                                              std::uint64_t from,
-                                                              std::uint64_t damaged_at,
-                                                              std::uint64_t file_size,
-                                                              std::uint32_t max_record_bytes) {
+/// The first whole, checksum-valid record starting in [from, starts_before) that names a
+/// synced offset past `damaged_at`: the proof that the byte there had been synced before that
+/// record was written. Walks from record to record where it finds them, byte by byte
+/// elsewhere.
+inline result<std::optional<scanned_record>> find_synced_past(
+    block_reader& reader, std::uint64_t from, std::uint64_t damaged_at,
+    std::uint64_t starts_before, std::uint64_t file_size, std::uint32_t max_record_bytes) {
     std::string ignored;
-    for (std::uint64_t at = from; at < file_size;) {
+    for (std::uint64_t at = from; at < starts_before;) {
         scanned_record record;
         std::uint32_t distance = 0;
         auto whole =
@@ -212,10 +220,11 @@ inline result<std::optional<scanned_record>> find_synced_past(block_reader& read
 /// `why` naming the file, the offset and the proof.
 inline result<void> refuse_if_synced_past(block_reader& reader, const std::string& path,
                                           std::uint64_t from, std::uint64_t damaged_at,
-                                          std::uint64_t file_size,
+                                          std::uint64_t starts_before, std::uint64_t file_size,
                                           std::uint32_t max_record_bytes,
                                           const std::string& problem, std::string& why) {
-    auto synced = find_synced_past(reader, from, damaged_at, file_size, max_record_bytes);
+    auto synced =
+        find_synced_past(reader, from, damaged_at, starts_before, file_size, max_record_bytes);
     if (!synced) {
         why = fmt::format("{}: read failed: {}", path, synced.error().message());
         return synced.error();
@@ -281,7 +290,8 @@ inline result<segment_head> read_segment_head(file_system& fs, int fd, const std
         // offset past 0, that step — the header with it — had been synced.
         block_reader reader{fs, fd, head.file_size};
         if (auto torn = scan_detail::refuse_if_synced_past(
-                reader, path, segment_header_size, 0, head.file_size, record_bytes_limit,
+                reader, path, segment_header_size, 0, head.file_size, head.file_size,
+                record_bytes_limit,
                 "segment header: " + problem, why);
             !torn)
             return torn.error();
@@ -310,6 +320,27 @@ inline result<segment_head> read_segment_head(file_system& fs, int fd, const std
         return make_error_code(errc::corrupt);
     }
     return head;
+}
+
+/// The end of the last byte in [from, file_size) that is not zero, or `from` when they are
+/// all zero (reads backwards from the end in blocks).
+inline result<std::uint64_t> end_of_content(file_system& fs, int fd, std::uint64_t from,
+                                            std::uint64_t file_size) {
+    constexpr std::uint64_t block = std::uint64_t{64} << 10;
+    std::vector<std::byte> buffer(static_cast<std::size_t>(block));
+    std::uint64_t end = file_size;
+    while (end > from) {
+        const std::uint64_t start = end - std::min(block, end - from);
+        const std::size_t length = static_cast<std::size_t>(end - start);
+        std::size_t got = 0;
+        if (const int error = fs.read_at(fd, {buffer.data(), length}, start, got); error != 0)
+            return std::error_code{error, std::system_category()};
+        if (got < length) return std::error_code{EIO, std::system_category()};
+        for (std::size_t i = length; i > 0; --i)
+            if (buffer[i - 1] != std::byte{0}) return start + i;
+        end = start;
+    }
+    return from;
 }
 
 /// Reads every record of a segment whose header passed, and classifies what follows the
@@ -342,8 +373,16 @@ inline result<segment_scan> scan_records(file_system& fs, int fd, const std::str
         previous = record.id;
         offset = record.end();
     }
-    scan.valid_end = offset;
+    scan.valid_end = scan.damage_end = offset;
     if (offset == head.file_size) return scan;
+    auto content = end_of_content(fs, fd, offset, head.file_size);
+    if (!content) {
+        why = fmt::format("{}: read after offset {} failed: {}", path, offset,
+                          content.error().message());
+        return content.error();
+    }
+    if (content.value() == offset) return scan;  // reserved room
+    scan.damage_end = content.value();
 
     // Damage at `offset`: a torn tail only in the newest segment, and only if no valid
     // record after it names a synced offset past it (see the file comment).
@@ -353,8 +392,11 @@ inline result<segment_scan> scan_records(file_system& fs, int fd, const std::str
                           path, offset, problem);
         return make_error_code(errc::corrupt);
     }
+    // A record proving the damage synced starts before the zeros (its header is not zero);
+    // it may end in them, so it is read within the whole file.
     if (auto torn = scan_detail::refuse_if_synced_past(reader, path, offset + 1, offset,
-                                                       head.file_size, h.max_record_bytes,
+                                                       scan.damage_end, head.file_size,
+                                                       h.max_record_bytes,
                                                        problem, why);
         !torn)
         return torn.error();

@@ -9,6 +9,10 @@
 // directory never makes a file's bytes durable: the weakest reading of POSIX, the one that
 // loses most.
 //
+// `kill()` is kill -9 of the process: every descriptor and lock is gone, but the page cache
+// survives — the next open reads what was written, synced or not, and a power loss after it
+// still loses what nobody synced (issue 34, defect 3: "kill, then power loss").
+//
 // `power_loss()` restarts from the durable image: every descriptor is gone, and what was not
 // synced is lost. `power_loss(random)` is the crash of include/zab/testing/sim_log.hpp and of
 // FoundationDB's AsyncFileNonDurable (docs/design.md rule 11) for real files: every 4 KiB page
@@ -19,6 +23,10 @@
 // zeros, a shrunk one gets its old tail back). Every directory operation since the
 // directory's last fsync is independently kept or dropped, in order: POSIX orders none of
 // them, so a later unlink may land while an earlier rename does not.
+//
+// `lose_synced_tail(path, size)` is a disk that lost synced data (the file shorter in the
+// durable image too); `durable_copy()` and `restore(image)` are an operator's backup of the
+// directory and its restoration.
 //
 // Fault injection: `skip_syncs(site)` makes the syncs of one `zab::sync_site` succeed
 // without moving the durable image — as if someone had deleted that fsync from file_log —
@@ -62,6 +70,7 @@ struct power_loss_weights {
 struct durable_image_stats {
     std::uint64_t operations = 0;  ///< calls that change the disk (the unit of `fail_after`)
     std::uint64_t power_losses = 0;
+    std::uint64_t kills = 0;
     std::array<std::uint64_t, sync_site_count> syncs{};          ///< per site, skipped included
     std::array<std::uint64_t, sync_site_count> syncs_skipped{};  ///< per site
 };
@@ -92,6 +101,17 @@ public:
 
     /// Whether the power has failed (`fail_after` ran out) and `power_loss` is due.
     bool powered_off() const noexcept { return powered_off_; }
+
+    /// kill -9 of the process that used this file system: its descriptors and locks are
+    /// gone, the page cache (every write, every directory change) stays, un-synced. A
+    /// `fail_after` that ran out is cleared (the process died where its calls failed).
+    void kill() {
+        descriptors_.clear();
+        locks_.clear();
+        powered_off_ = false;
+        countdown_.reset();
+        ++stats_.kills;
+    }
 
     /// Power loss: the durable image is all that is left. Every descriptor and lock is gone;
     /// files no durable entry reaches are freed.
@@ -140,6 +160,69 @@ public:
                 at = it->second;
             }
         }
+    }
+
+    /// A disk or file system that lost synced data: file `path` now ends at `size`, in the
+    /// page cache and in the durable image alike (a shorter file only; false if there is no
+    /// such file). What a lost synced tail leaves (issue 34, defect 10).
+    bool lose_synced_tail(const std::string& path, std::uint64_t size) {
+        const auto id = resolve(path);
+        if (!id || nodes_.at(*id).is_directory) return false;
+        node& n = nodes_.at(*id);
+        if (size > n.bytes.size() || size > n.durable_bytes.size()) return false;
+        n.bytes.resize(static_cast<std::size_t>(size));
+        n.durable_bytes.resize(static_cast<std::size_t>(size));
+        return true;
+    }
+
+    /// What a power loss now would leave for certain (every file's durable bytes under the
+    /// durable entries): a backup, for `restore`.
+    class image {
+        friend class durable_image_fs;
+        std::vector<std::pair<std::uint64_t, std::vector<std::byte>>> bytes_;
+        std::vector<std::pair<std::uint64_t, std::map<std::string, std::uint64_t>>> entries_;
+        std::uint64_t next_node_ = 0;
+    };
+    image durable_copy() const {
+        image out;
+        for (const auto& [id, n] : nodes_) {
+            if (n.is_directory) out.entries_.emplace_back(id, n.durable_entries);
+            else out.bytes_.emplace_back(id, n.durable_bytes);
+        }
+        out.next_node_ = next_node_;
+        return out;
+    }
+    /// The disk replaced by `backup` (an operator restoring a backup of the data directory
+    /// with the process stopped): every descriptor and lock is gone, all of it is durable.
+    void restore(const image& backup) {
+        nodes_.clear();
+        for (const auto& [id, entries] : backup.entries_) {
+            node& n = nodes_[id];
+            n.is_directory = true;
+            n.entries = n.durable_entries = entries;
+        }
+        for (const auto& [id, bytes] : backup.bytes_) {
+            node& n = nodes_[id];
+            n.bytes = n.durable_bytes = bytes;
+        }
+        next_node_ = backup.next_node_;
+        descriptors_.clear();
+        locks_.clear();
+        powered_off_ = false;
+        countdown_.reset();
+    }
+
+    /// How many bytes of files differ between the page cache and the durable image (a size
+    /// change counts the bytes it adds or removes): what a power loss now could take.
+    std::uint64_t unsynced_bytes() const {
+        std::uint64_t total = 0;
+        for (const auto& [id, n] : nodes_) {
+            if (n.is_directory) continue;
+            const std::size_t common = std::min(n.bytes.size(), n.durable_bytes.size());
+            for (std::size_t i = 0; i < common; ++i) total += n.bytes[i] != n.durable_bytes[i];
+            total += std::max(n.bytes.size(), n.durable_bytes.size()) - common;
+        }
+        return total;
     }
 
     /// The current bytes of file `path` (what a read sees), if it exists.

@@ -108,6 +108,13 @@ private:
         return out;
     }
 
+    /// The record `z` in `records` (in zxid order: binary search), or null.
+    static const log_record* find_record(const std::vector<log_record>& records, zxid z) {
+        const auto it = std::lower_bound(records.begin(), records.end(), z,
+                                         [](const log_record& r, zxid id) { return r.id < id; });
+        return it != records.end() && it->id == z ? &*it : nullptr;
+    }
+
     static zxid snapshot_base(const std::optional<log_snapshot>& s) {
         return s ? s->last_included : zxid{};
     }
@@ -267,11 +274,8 @@ private:
         for (const auto& n : sim_.nodes()) {
             if (!quorums.is_voter(n.id)) continue;
             const auto& records = n.log->durable_records();
-            const auto it = std::lower_bound(
-                records.begin(), records.end(), t.id,
-                [](const log_record& r, zxid z) { return r.id < z; });
-            const bool in_log = it != records.end() && it->id == t.id &&
-                                digest(it->txn.view()) == t.digest;
+            const auto* held = find_record(records, t.id);
+            const bool in_log = held != nullptr && digest(held->txn.view()) == t.digest;
             const auto& snapshot = n.log->durable_snapshot();
             if (in_log || (snapshot && snapshot->last_included >= t.id)) {
                 holders.insert(n.id);
@@ -279,11 +283,8 @@ private:
             }
         }
         checker_.committed_on(leader, t, listed, quorums.contains_quorum(holders));
-        const auto& records = sim_.at(leader).log->records();
-        const auto it = std::lower_bound(records.begin(), records.end(), t.id,
-                                         [](const log_record& r, zxid z) { return r.id < z; });
-        if (it != records.end() && it->id == t.id) {
-            note_committed(*it);
+        if (const auto* logged = find_record(sim_.at(leader).log->records(), t.id)) {
+            note_committed(*logged);
         } else if (const auto held = system_records_.find(t.id);
                    held != system_records_.end() && digest(held->second.txn.view()) == t.digest) {
             note_committed(held->second);
@@ -361,10 +362,7 @@ private:
                 base != seen.log_snapshot) {
                 // What is above the snapshot and not in the log was truncated away.
                 for (auto it = seen.held_system.upper_bound(base); it != seen.held_system.end();) {
-                    const auto r = std::lower_bound(
-                        records.begin(), records.end(), it->first,
-                        [](const log_record& x, zxid z) { return x.id < z; });
-                    if (r == records.end() || r->id != it->first) it = seen.held_system.erase(it);
+                    if (find_record(records, it->first) == nullptr) it = seen.held_system.erase(it);
                     else ++it;
                 }
                 for (const auto& r : records)

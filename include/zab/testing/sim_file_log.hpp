@@ -19,6 +19,11 @@
 // recovery that fails is a bug in file_log, and is asserted. Afterwards the visible state is
 // the recovered one, as with sim_log.
 //
+// `kill()` is kill -9 of the process instead: the jobs in flight stop as at a crash, the page
+// cache (durable_image_fs::kill) keeps what they wrote, and file_log's recovery opens that —
+// which must make durable what it then vouches for, or a later `crash` loses it (issue 34,
+// defect 3: "kill, then power loss").
+//
 // Storage faults: the calls of sim_log (storage_fault_calls: `inject`, `set_slow`,
 // `heal_storage_faults`, `set_operation_observer`), with one difference that file_log's group commit makes: a
 // terminal fault fails the whole flush that carries the operation (file_log's terminal failed
@@ -188,22 +193,49 @@ public:
     /// returns why recovery failed, and then the log must not be used again; empty when it
     /// recovered.
     std::string crash_and_recover() {
-        cancel_flush();
-        cancel_checkpoint();
-        // The jobs in flight get as far as a random number of disk operations between them,
-        // in either order (they run beside each other).
-        // (A run without a checkpoint in flight draws what it drew before they existed.)
-        if (job_ || checkpoint_job_) disk_.fail_after(random_.below(24));
-        const bool checkpoint_first = checkpoint_job_ && job_ && random_.chance(0.5);
-        if (checkpoint_first) checkpoint_job_->run();
-        if (job_) job_->run();
-        if (checkpoint_job_ && !checkpoint_first) checkpoint_job_->run();
-        job_.reset();
-        checkpoint_job_.reset();
-        log_.reset();
+        stop_jobs();
         disk_.power_loss(random_, {options_.crash_keep, options_.crash_drop, options_.crash_tear});
         return reopen();
     }
+
+    /// kill -9 of the process (issue 34, defect 3): the jobs in flight stop where the
+    /// process died, as at a crash, but the page cache survives — what they wrote is there,
+    /// un-synced, and the next open reads it (and must make it durable before it vouches for
+    /// it: a later `crash` loses whatever nobody synced). Completions not yet delivered never
+    /// are. Returns how many bytes of the disk were un-synced when the process died, the
+    /// part a later power loss could take. A recovery that fails is asserted, as in `crash`.
+    std::uint64_t kill() {
+        stop_jobs(true);
+        const std::uint64_t unsynced = disk_.unsynced_bytes();
+        disk_.kill();
+        std::string failure = reopen();
+        if (failure.empty()) failure = observe_durable_image();
+        if (!failure.empty()) {
+            std::fprintf(stderr, "sim_file_log: after a kill: %s\n", failure.c_str());
+            ZAB_ASSERT(failure.empty(), "file_log recovery after a kill failed, or left what "
+                                        "a power loss would take");
+        }
+        return unsynced;
+    }
+
+    /// What `open` does from now on with a directory that fails its checks beyond a torn
+    /// tail (file_log_options::on_corruption; refuse unless set).
+    void set_corruption_policy(corruption_policy policy) { log_options_.on_corruption = policy; }
+
+    /// A backup of the data directory: what it holds durably now.
+    durable_image_fs::image backup() const { return disk_.durable_copy(); }
+
+    /// The process stopped, the directory replaced by `saved`, the log opened on it again:
+    /// returns why recovery refused it (then the log must not be used until a later restore
+    /// or crash opens it), empty when it opened.
+    std::string restore(const durable_image_fs::image& saved) {
+        stop_jobs();
+        disk_.restore(saved);
+        return reopen();
+    }
+
+    /// Whether the log is open (false after a recovery that refused the directory).
+    bool is_open() const noexcept { return log_.has_value(); }
 
     /// The next flush fails with `error` (an errno value when of the system category, else
     /// EIO) as if its first disk step had: the log enters its terminal failed state.
@@ -257,10 +289,60 @@ private:
                    "disk_options: crash weights must be non-negative, not all zero");
     }
 
+    /// Ends the jobs in flight as a process death or a power loss does: they get as far as a
+    /// random number of disk operations between them, in either order (they run beside each
+    /// other). (A run without a checkpoint in flight draws what it drew before they existed.)
+    /// `killed`: at most a few operations, so that the process dies between a write and its
+    /// fdatasync as often as not — the state a kill leaves and a power loss does not.
+    void stop_jobs(bool killed = false) {
+        cancel_flush();
+        cancel_checkpoint();
+        if (job_ || checkpoint_job_) disk_.fail_after(random_.below(killed ? 4 : 24));
+        const bool checkpoint_first = checkpoint_job_ && job_ && random_.chance(0.5);
+        if (checkpoint_first) checkpoint_job_->run();
+        if (job_) job_->run();
+        if (checkpoint_job_ && !checkpoint_first) checkpoint_job_->run();
+        job_.reset();
+        checkpoint_job_.reset();
+        log_.reset();
+    }
+
     /// file_log (like sim_log) never truncates below the snapshot in effect.
     zxid snapshot_floor(zxid last_kept) const {
         return visible_.snapshot ? std::max(last_kept, visible_.snapshot->last_included)
                                  : last_kept;
+    }
+
+    /// Everything `log` holds: its snapshot and the records after it.
+    static log_image read_all(const file_log& log) {
+        log_image image{log.snapshot(), {}};
+        for (zxid after = image.last_zxid();;) {
+            auto part = log.read(after, 1024);
+            ZAB_ASSERT(part.has_value(), "file_log read failed right after recovery");
+            if (part.value().empty()) break;
+            after = part.value().back().id;
+            image.records.insert(image.records.end(), part.value().begin(), part.value().end());
+        }
+        return image;
+    }
+
+    /// After a kill's recovery the peer vouches for what the log holds, but only the disk
+    /// knows whether that is durable: the durable image (what a power loss now leaves) is
+    /// recovered on a copy, and that becomes the observer's durable view — so that a
+    /// recovery that did not sync what it found shows as a promise the disk does not keep
+    /// (§10.11, property::advertise_durable). Returns why the copy cannot be opened (a power
+    /// loss now would leave a directory file_log refuses), empty when it opened.
+    std::string observe_durable_image() {
+        durable_image_fs copy;
+        copy.restore(disk_.durable_copy());
+        file_log_options o = log_options_;
+        o.filesystem = &copy;
+        std::string why;
+        auto opened = file_log::open(o, &why);
+        if (!opened) return "a power loss now would leave a directory file_log refuses: " + why;
+        durable_ = read_all(opened.value());
+        durable_epochs_ = opened.value().stored_epochs();
+        return {};
     }
 
     /// Opens the log on what the disk holds: empty, or why it failed.
@@ -269,15 +351,7 @@ private:
         auto opened = file_log::open(log_options_, &why);
         if (!opened) return why;
         log_.emplace(std::move(opened).value());
-        visible_ = log_image{log_->snapshot(), {}};
-        for (zxid after = visible_.last_zxid();;) {
-            auto part = log_->read(after, 1024);
-            ZAB_ASSERT(part.has_value(), "file_log read failed right after recovery");
-            if (part.value().empty()) break;
-            after = part.value().back().id;
-            visible_.records.insert(visible_.records.end(), part.value().begin(),
-                                    part.value().end());
-        }
+        visible_ = read_all(*log_);
         durable_ = visible_;
         durable_epochs_ = log_->stored_epochs();
         unsynced_.clear();

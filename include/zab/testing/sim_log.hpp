@@ -22,6 +22,9 @@
 // their own order, independently of log syncs: an epoch write issued after a sync may
 // become durable first, which the protocol must survive (the concept allows it).
 //
+// `kill()` is kill -9 of the process instead of a power loss: the page cache survives, and
+// the recovery that opens it makes it durable (issue 34, defect 3).
+//
 // Storage faults (`inject`, `set_slow`, `heal_storage_faults`; sim_file_log offers the same
 // calls): an append, truncation, snapshot install, sync or epoch write can fail, once or
 // until healed, terminally or transiently, and each kind can be slow. The log layer reports
@@ -291,6 +294,7 @@ struct disk_stats {
     std::uint64_t epoch_writes_completed = 0;
     std::uint64_t epoch_writes_failed = 0;
     std::uint64_t crashes = 0;
+    std::uint64_t kills = 0;
     std::vector<crash_report> crash_reports;  ///< one per crash, in order
 };
 
@@ -469,6 +473,36 @@ public:
         last_epoch_completion_ = 0;
         ++stats_.crashes;
         stats_.crash_reports.push_back(report);
+    }
+
+    /// kill -9 of the process (issue 34, defect 3): completions not yet delivered never are,
+    /// and what it had handed to the disk stays in the page cache — a prefix of the
+    /// un-synced log operations (whole ones: a write(2) the process made is whole in the
+    /// cache) and of the epoch writes not yet complete (renamed in order). The recovery that
+    /// opens it makes it durable before it vouches for any of it (file_log::open fdatasyncs
+    /// the newest segment and the directory), so the kept prefix joins the durable image;
+    /// the rest is gone. Returns how many un-synced log operations and epoch writes the
+    /// process left: what a later power loss could have taken had the open not synced them.
+    std::uint64_t kill() {
+        const std::uint64_t unsynced = unsynced_.size() + pending_epoch_writes_.size();
+        std::vector<epochs> unfinished;
+        for (const auto& write : pending_epoch_writes_) unfinished.push_back(write.value);
+        cancel_pending_completions();
+        ++generation_;
+        const std::size_t written = random_.below(unsynced_.size() + 1);
+        for (std::size_t i = 0; i < written; ++i) apply(durable_, unsynced_[i]);
+        const std::size_t renamed = random_.below(unfinished.size() + 1);
+        if (renamed > 0) durable_epochs_ = unfinished[renamed - 1];
+        visible_ = durable_;
+        visible_epochs_ = durable_epochs_;
+        unsynced_.clear();
+        cover_ = {};
+        synced_count_ = 0;
+        last_log_op_.reset();
+        last_sync_completion_ = 0;
+        last_epoch_completion_ = 0;
+        ++stats_.kills;
+        return unsynced;
     }
 
     /// The next `sync` completes with kind::failed and `error`, making nothing durable.

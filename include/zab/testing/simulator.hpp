@@ -12,7 +12,8 @@
 // first brought up to date with the ticks that passed, so idle time costs nothing.
 //
 // Writing a fault schedule — everything is called between events, from the test:
-//   - replicas: crash / restart / pause / resume / wipe;
+//   - replicas: crash (power loss) / kill (kill -9: the page cache kept) / restart / pause /
+//     resume / wipe;
 //   - crash points: crash_at(id, crash_point) crashes a replica (or, with id 0, whichever
 //     gets there first) right after the first event that leaves it at a named moment —
 //     NEWLEADER's four steps, acceptedEpoch issued or durable, ACKEPOCH handled by the
@@ -261,6 +262,17 @@ public:
         run_checkers();
     }
 
+    /// kill -9 of replica `id`: as `crash`, but its disk keeps the page cache (Log::kill:
+    /// what the process wrote survives un-synced, and the recovery that opens it must make
+    /// it durable before vouching for it; issue 34, defect 3). Returns the Log's measure of
+    /// what was un-synced when it died (0 as well when `id` was not running).
+    std::uint64_t kill(peer_id id) {
+        std::uint64_t unsynced = 0;
+        if (!power_off(id, &unsynced)) return 0;
+        run_checkers();
+        return unsynced;
+    }
+
     /// Arms a one-shot crash of learner `id` at `point` of its next NEWLEADER handling: it
     /// fires after the first event that leaves the learner there (a crash between two steps).
     std::uint64_t crash_at(peer_id id, newleader_point point) {
@@ -319,10 +331,11 @@ public:
     }
 
 private:
-    bool power_off(peer_id id) {
+    /// A power loss, or with `killed` a kill -9 (what the disk had un-synced goes there).
+    bool power_off(peer_id id, std::uint64_t* killed = nullptr) {
         node& n = at(id);
         if (!n.peer) return false;
-        trace_line(id, "CRASH", "");
+        trace_line(id, killed ? "KILL" : "CRASH", "");
         ++crashes_;
         // Its clients see the connection drop: whatever was in flight resolves now.
         n.peer->shutdown();
@@ -333,7 +346,8 @@ private:
         n.paused = false;
         cancel_wake(n);
         network_.node_down(id);
-        n.log->crash();
+        if (killed) *killed = n.log->kill();
+        else n.log->crash();
         return true;
     }
 
