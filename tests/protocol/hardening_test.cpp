@@ -532,3 +532,38 @@ TEST_CASE("a follower whose one fsync covers several PROPOSALs acknowledges them
     CHECK(machine.applied().size() == 3);
     CHECK(f.last_applied() == zxid{1, 3});
 }
+
+// Issue 34 defect 7 (the outbox). Frames held for a learner's connection that is gone are
+// dropped with it: they would never be sent (the release skips a gone link's frames), but
+// while held they held back everything queued after them for that peer — its new
+// connection's LEADERINFO waited for the leader's currentEpoch write that NEWLEADER on the
+// dead connection waited for — and counted against the new connection's backlog.
+TEST_CASE("frames held for a learner's dead connection neither hold back nor count against "
+          "its new connection") {
+    hand_leader l;
+    l.from(1, wire::follower_info{0});
+    l.from(2, wire::follower_info{0});
+    l.disk_catches_up();  // acceptedEpoch durable: LEADERINFO to both
+    const epoch_t e = l.p->durable_epochs().accepted;
+    l.from(1, wire::ack_epoch{zxid{}, epoch_t{0}});
+    l.from(2, wire::ack_epoch{zxid{}, epoch_t{0}});
+    // A quorum promised: the currentEpoch write is issued, NEWLEADER held until it is durable.
+    REQUIRE(sent_to<wire::new_leader>(l.transport, 1).empty());
+    REQUIRE(zab::testing::internals(*l.p).queued_frames(1) >= 1);
+    l.transport.sent.clear();
+
+    l.reconnect(1);  // the NEWLEADER held for the old connection can never be sent
+    CHECK(zab::testing::internals(*l.p).queued_frames(1) == 0);
+    l.from(1, wire::follower_info{e});
+    // acceptedEpoch is durable: its new LEADERINFO leaves now, not after the currentEpoch write.
+    CHECK(sent_to<wire::leader_info>(l.transport, 1).size() == 1);
+
+    // The rest of the sync goes on as usual on the new connection.
+    l.from(1, wire::ack_epoch{zxid{}, std::nullopt});
+    l.disk_catches_up();
+    CHECK(sent_to<wire::new_leader>(l.transport, 1).size() == 1);
+    const zxid marker{l.p->durable_epochs().current, 0};
+    l.from(1, wire::ack{marker});
+    l.from(2, wire::ack{marker});
+    CHECK(l.p->established());
+}

@@ -1599,12 +1599,15 @@ private:
         for (auto& [id, c] : ctx_.connections_)
             if (id == peer) {
                 c = connection;
+                ctx_.drop_frames_of_gone_connections(peer);
                 return;
             }
         ctx_.connections_.emplace_back(peer, connection);
+        ctx_.drop_frames_of_gone_connections(peer);
     }
     void erase_connection(peer_id peer) {
         std::erase_if(ctx_.connections_, [&](const auto& entry) { return entry.first == peer; });
+        ctx_.drop_frames_of_gone_connections(peer);
     }
 
     peer_context ctx_;

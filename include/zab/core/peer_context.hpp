@@ -381,6 +381,24 @@ public:
     }
     bool connected(peer_id peer) const { return connection_to(peer).has_value(); }
 
+    /// Frames queued for `peer` and not handed to the transport yet (held for durability,
+    /// or queued since the last release).
+    std::size_t queued_frames(peer_id peer) const noexcept {
+        return static_cast<std::size_t>(
+            std::count_if(outbox_.begin(), outbox_.end(), [&](const auto& f) { return f.to == peer; }));
+    }
+
+    /// `peer`'s connection ended or was replaced: the frames queued for any other connection
+    /// to it than the current one can never be sent, so they go now. Kept, the held ones
+    /// would hold back the new connection's frames (a destination's frames leave in order)
+    /// and count against its backlog (issue 34, defect 7).
+    void drop_frames_of_gone_connections(peer_id peer) {
+        const auto current = connection_to(peer);
+        const auto before = outbox_.size();
+        std::erase_if(outbox_, [&](const auto& f) { return f.to == peer && f.connection != current; });
+        if (outbox_.size() != before) forget_held_frames();
+    }
+
     /// Asks the transport to close the current connection to `peer` (a bad message, or a
     /// learner the leader drops). The peer forgets it at once.
     void close(peer_id peer) {
