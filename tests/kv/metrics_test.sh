@@ -69,7 +69,8 @@ content_type=$(curl -s -o /dev/null -w '%{content_type}' --max-time 5 "$(url "$l
 expect "Content-Type of /metrics" "text/plain; version=0.0.4; charset=utf-8" "$content_type"
 scrape "$leader" >"$work/metrics.txt"
 for family in "zab_commits_total counter" "zab_role gauge" "zab_fsync_duration_seconds histogram" \
-    "zab_learner_lag gauge" "zab_transport_bytes_total counter" "zab_events_total counter"; do
+    "zab_learner_lag gauge" "zab_transport_bytes_total counter" "zab_events_total counter" \
+    "zab_log_syncs_total counter" "zab_log_records_written_total counter"; do
     grep -qx "# TYPE $family" "$work/metrics.txt" || fail "no '# TYPE $family' in /metrics"
 done
 bad=$(grep -v '^#' "$work/metrics.txt" |
@@ -80,8 +81,11 @@ expect "the leader's learners" 2 "$(metric "$leader" zab_learners)"
 
 # Writes move the commit counter and every replica's fsync histogram.
 commits=$(metric "$leader" zab_commits_total)
-declare -A fsyncs=()
-for id in 1 2 3; do fsyncs[$id]=$(metric "$id" zab_fsync_duration_seconds_count); done
+declare -A fsyncs=() records=()
+for id in 1 2 3; do
+    fsyncs[$id]=$(metric "$id" zab_fsync_duration_seconds_count)
+    records[$id]=$(metric "$id" zab_log_records_written_total)
+done
 say "50 writes through the leader (commits $commits)"
 write_acked "$leader" 50 metered "$work/acked"
 expect "acknowledged writes" 50 "$(wc -l <"$work/acked")"
@@ -89,6 +93,9 @@ metric_at_least_within "$leader" zab_commits_total $((commits + 50)) 10
 for id in 1 2 3; do
     metric_at_least_within "$id" zab_fsync_duration_seconds_count $((fsyncs[$id] + 1)) 10
     metric_at_least_within "$id" zab_flush_records_sum 50 10
+    # The file log's own count of what it wrote (file_log::stats, zab_log_*).
+    metric_at_least_within "$id" zab_log_records_written_total $((records[$id] + 50)) 10
+    metric_at_least_within "$id" 'zab_log_syncs_total{what="segment"}' 1 10
 done
 metric_at_least_within "$leader" zab_commit_latency_seconds_count 50 10
 [[ "$(cli "$leader" INFO | tr -d '\r' | sed -n 's/^zab_commits_total://p')" -ge $((commits + 50)) ]] ||

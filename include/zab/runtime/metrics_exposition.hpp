@@ -26,6 +26,7 @@
 #include "zab/core/status.hpp"
 #include "zab/net/tcp_transport_options.hpp"
 #include "zab/runtime/metrics_registry.hpp"
+#include "zab/storage/durable_io.hpp"
 
 namespace zab {
 
@@ -264,9 +265,40 @@ void write_registry(Writer& w, const metrics_registry& registry) {
     }
 }
 
+/// The file log's disk work (`file_log::stats()`): what each durability guarantee costs in
+/// system calls, and what recovery and compaction did to the files.
+template <typename Writer>
+void write_log_stats(Writer& w, const file_log_stats& s) {
+    using detail::counter;
+    w.section("Zab log");
+    counter(w, "zab_log_flushes_total", "Flush jobs of the file log finished (empty ones included)",
+            s.flushes);
+    counter(w, "zab_log_records_written_total", "Log records written", s.records_written);
+    counter(w, "zab_log_written_bytes_total", "Bytes written to the log's files, every file",
+            s.bytes_written);
+    w.family("zab_log_syncs_total", "counter",
+             "fdatasync/fsync calls, by what: segment data, the synced watermark, snapshot/epoch/"
+             "identity files, the directory");
+    w.sample("zab_log_syncs_total", "what=\"segment\"", s.data_syncs);
+    w.sample("zab_log_syncs_total", "what=\"watermark\"", s.watermark_syncs);
+    w.sample("zab_log_syncs_total", "what=\"file\"", s.file_syncs);
+    w.sample("zab_log_syncs_total", "what=\"directory\"", s.directory_syncs);
+    counter(w, "zab_log_truncations_total", "Segments cut by a TRUNC (the log truncated after a zxid)",
+            s.truncations);
+    counter(w, "zab_log_extensions_total", "Room reserved ahead of a segment's records",
+            s.extensions);
+    w.family("zab_log_files_total", "counter", "Files of the log, by event");
+    w.sample("zab_log_files_total", "event=\"created\"", s.files_created);
+    w.sample("zab_log_files_total", "event=\"removed\"", s.files_removed);
+    counter(w, "zab_log_checkpoints_written_total", "Compaction checkpoints written to disk",
+            s.snapshots_written);
+    counter(w, "zab_log_epoch_writes_total", "Epoch files written (atomically)", s.epoch_writes);
+}
+
 /// Everything of a `zab::asio::node` (or anything with `protocol_peer()` and `transport()`):
-/// the peer's counters and state (once started), the transport's counters, and `registry`'s
-/// distributions and events when given. On the node's executor.
+/// the peer's counters and state (once started), the transport's counters, the log's disk
+/// work when the log keeps `stats()` (zab::file_log), and `registry`'s distributions and
+/// events when given. On the node's executor.
 template <typename Writer, typename Node>
 void write_node_metrics(Writer& w, const Node& node, const metrics_registry* registry) {
     if (const auto* peer = node.protocol_peer()) {
@@ -274,6 +306,8 @@ void write_node_metrics(Writer& w, const Node& node, const metrics_registry* reg
         write_peer_counters(w, peer->counters());
     }
     write_transport_counters(w, node.transport().counters());
+    if constexpr (requires { write_log_stats(w, node.log().stats()); })
+        write_log_stats(w, node.log().stats());
     if (registry != nullptr) write_registry(w, *registry);
 }
 

@@ -447,6 +447,10 @@ public:
     /// consistent; after `async_sync` completes, linearizable.
     const StateMachine& machine() const noexcept { return machine_; }
 
+    /// The log the node drives, to read (its `stats()`, say) on the node's executor; writing
+    /// to it behind the node's back breaks the peer's view of it.
+    const Log& log() const noexcept { return log_; }
+
     /// Role, epoch, leader, zxids, followers' lag (on the node's executor).
     node_status status() const {
         node_status s;
