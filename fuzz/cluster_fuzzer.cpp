@@ -51,6 +51,7 @@
 #include <cstdlib>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -60,7 +61,10 @@
 #include "zab/core/codec.hpp"
 #include "zab/core/reconfig.hpp"
 #include "zab/testing/election_checker.hpp"
+#include "kv/kv_state_machine.hpp"
+#include "zab/session/session_machine.hpp"
 #include "zab/testing/invariant_checker.hpp"
+#include "zab/testing/machine_variants.hpp"
 #include "zab/testing/peer_internals.hpp"
 #include "zab/testing/protocol_observer.hpp"
 #include "zab/testing/simulator.hpp"
@@ -71,7 +75,6 @@ using namespace zab;
 using namespace zab::testing;
 using zab::fuzz::op;
 using zab::fuzz::program_reader;
-using sim_type = simulator<>;
 
 constexpr peer_id stranger = zab::fuzz::stranger_id;
 constexpr std::size_t max_ops = 256;
@@ -103,9 +106,10 @@ void trace(fmt::format_string<Args...> format, Args&&... args) {
 }
 
 /// Builds a forged frame from the program, near the state of the cluster.
+template <typename Sim>
 class frame_forger {
 public:
-    frame_forger(program_reader& in, sim_type& sim, peer_id to, peer_id as)
+    frame_forger(program_reader& in, Sim& sim, peer_id to, peer_id as)
         : in_{in}, sim_{sim} {
         if (const auto* p = sim.peer_of(to)) {
             receiver_logged_ = p->last_logged();
@@ -350,7 +354,7 @@ private:
     }
 
     program_reader& in_;
-    sim_type& sim_;
+    Sim& sim_;
     zxid receiver_logged_;
     zxid sender_logged_;
     epoch_t epoch_ = 0;
@@ -358,17 +362,23 @@ private:
     std::uint64_t config_version_ = 0;
 };
 
-peer_id established_leader(const sim_type& sim) {
+template <typename Sim>
+peer_id established_leader(const Sim& sim) {
     for (const auto& n : sim.nodes())
         if (n.peer && n.peer->state() == peer_state::leading && n.peer->established()) return n.id;
     return 0;
 }
 
-/// One run of a program.
+/// One run of a program on `Machine`; `encode` turns a write's text into the machine's
+/// transaction (the identity, or a kv SET command).
+template <typename Machine>
 class cluster_run {
 public:
-    explicit cluster_run(program_reader& in)
-        : in_{in}, sim_{options(in)}, observer_{sim_, invariants_}, elections_{sim_} {
+    using sim_type = simulator<Machine>;
+    using encoder = std::string (*)(std::string_view text);
+
+    cluster_run(program_reader& in, encoder encode)
+        : in_{in}, encode_{encode}, sim_{options(in)}, observer_{sim_, invariants_}, elections_{sim_} {
         sim_.network().add_node(stranger);  // connects to every replica; no peer behind it
         if (tracing()) sim_.set_trace([](std::string_view line) { fmt::print(stderr, "{}\n", line); });
         sim_.start();
@@ -377,9 +387,20 @@ public:
     /// Runs the program, then the recovery; aborts on a violation. The trace hash.
     std::uint64_t run() {
         std::size_t ops = 0;
-        while (!in_.done() && ops++ < max_ops && sim_.now() < fault_phase_max) step();
+        while (!in_.done() && ops++ < max_ops && sim_.now() < fault_phase_max) {
+            step();
+            note_unprovoked_failures();
+        }
         recover();
         judge();
+        for (const auto& n : sim_.nodes())
+            if (n.peer) {
+                const auto& c = n.peer->counters();
+                trace("peer {}: compactions {} (postponed {}), syncs diff {} trunc {} snap {} "
+                      "restarted {}, applied {}", n.id, c.compactions, c.compactions_postponed,
+                      c.syncs_diff, c.syncs_trunc, c.syncs_snap, c.syncs_restarted,
+                      n.peer->last_applied());
+            }
         return sim_.trace_hash_value();
     }
 
@@ -388,7 +409,11 @@ private:
         cluster_options o;
         o.seed = in.little_endian(8);
         o.voters = 3;
-        o.joiners = in.byte() % 3;
+        const std::uint8_t shape = in.byte();
+        o.joiners = shape % 3;
+        // Compaction every few applied transactions (zab::options::snapshot_every): SNAPs,
+        // syncs that outlive a compaction, restores after restarts (issue 34, defects 1, 2).
+        if (zab::fuzz::compacts(shape)) o.peer.snapshot_every = 4;
         o.peer.init_limit_ticks = 20;
         o.peer.sync_limit_ticks = 10;
         o.peer.transfer_timeout_ticks = 10;
@@ -406,7 +431,24 @@ private:
         const std::size_t length = in_.byte() % 16;
         std::string txn = fmt::format("w{}-", ++writes_);
         for (std::size_t i = 0; i < length; ++i) txn.push_back(static_cast<char>(in_.byte()));
-        return shared_bytes::copy_of(as_bytes(txn));
+        return encoded(txn);
+    }
+
+    shared_bytes encoded(std::string_view text) const {
+        if (encode_ == nullptr) return shared_bytes::copy_of(as_bytes(text));
+        return shared_bytes::copy_of(as_bytes(encode_(text)));
+    }
+
+    /// No storage fault is ever injected here: a replica that fails its storage while every
+    /// member is honest failed on its own (a read of its own log it could not serve — issue
+    /// 34 defect 2's compacted history — or a snapshot it could not restore).
+    void note_unprovoked_failures() {
+        if (liar_) return;
+        for (const auto& n : sim_.nodes())
+            if (n.peer && n.peer->failed() && unprovoked_failure_.empty())
+                unprovoked_failure_ = fmt::format("peer {} failed its storage with no storage fault "
+                                                  "injected: {}", n.id,
+                                                  n.peer->status().failure.message());
     }
 
     void step() {
@@ -509,7 +551,7 @@ private:
                     as = replica();
                     if (as == k) as = k % sim_.nodes().size() + 1;
                 }
-                frame_forger forger{in_, sim_, k, as};
+                frame_forger<sim_type> forger{in_, sim_, k, as};
                 const shared_bytes frame = forger.forge();
                 const bool queued = sim_.network().inject(as, k, frame);
                 trace("forged frame {} -> {} ({} bytes){}", as, k, frame.size(),
@@ -560,6 +602,7 @@ private:
         }
         const sim_time deadline = sim_.now() + recovery_bound;
         auto restart_failed = [&] {
+            note_unprovoked_failures();
             for (const auto& n : sim_.nodes())
                 if (n.peer && n.peer->failed()) {
                     sim_.crash(n.id);
@@ -586,7 +629,8 @@ private:
         };
         while (!live_ && sim_.run_until(everyone_established, deadline)) {
             const peer_id leader = established_leader(sim_);
-            auto proposed = observer_.propose(leader, as_bytes("final"));
+            const shared_bytes final_write = encoded("final");
+            auto proposed = observer_.propose(leader, final_write.view());
             if (!proposed) {
                 sim_.run_for(sim_.options().tick_us);
                 continue;
@@ -616,6 +660,7 @@ private:
                                   citation(v.what), v.detail);
         }
         if (!liar_) {
+            if (!unprovoked_failure_.empty()) report += unprovoked_failure_ + "\n";
             for (const auto& f : elections_.failures()) report += fmt::format("election: {}\n", f);
             if (!live_) {
                 report += fmt::format("liveness: not recovered within {} us\n", recovery_bound);
@@ -635,6 +680,7 @@ private:
     }
 
     program_reader& in_;
+    encoder encode_;
     sim_type sim_;
     invariant_checker invariants_;
     protocol_observer<sim_type> observer_;
@@ -642,14 +688,41 @@ private:
     std::uint64_t writes_ = 0;
     bool liar_ = false;  // a member's forged frame was delivered
     bool live_ = false;
+    std::string unprovoked_failure_;
 };
+
+/// The kv example's transaction for a write of the program: a SET of one of 16 keys (chosen
+/// by the text's hash, so that values are overwritten), untagged.
+std::string kv_set_command(std::string_view text) {
+    std::uint64_t h = 0xcbf29ce484222325ull;
+    for (const char c : text) h = (h ^ static_cast<unsigned char>(c)) * 0x100000001b3ull;
+    const kv::command c{kv::set_op{fmt::format("k{}", h % 16), std::string{text}}, std::nullopt};
+    auto bytes = kv::encode(c);
+    if (!bytes) oracle_failed("a SET command of the fuzzer does not encode");
+    const auto& b = bytes.value();
+    return std::string{reinterpret_cast<const char*>(b.data()), b.size()};
+}
+
+template <typename Machine>
+std::uint64_t run_on(program_reader& in, std::string (*encode)(std::string_view)) {
+    cluster_run<Machine> run{in, encode};
+    return run.run();
+}
 
 std::uint64_t run_once(const std::uint8_t* data, std::size_t size) {
     // The peers' warnings (no leader yet, a peer misbehaved) are what a fuzzer provokes.
     set_log_level(tracing() ? log_level::info : log_level::off);
     program_reader in{data, size};
-    cluster_run run{in};
-    return run.run();
+    // The machine (cluster_program.hpp): the recording machine, which models every optional
+    // concept, or one that models none, a session machine, or the kv example's own.
+    switch (zab::fuzz::machine_of(size > 8 ? data[8] : 0)) {
+        case zab::fuzz::machine::recording: return run_on<recording_state_machine>(in, nullptr);
+        case zab::fuzz::machine::plain: return run_on<recorded<concept_machine<false, false, false>>>(in, nullptr);
+        case zab::fuzz::machine::session:
+            return run_on<recorded<session_machine<concept_machine<false, true, false>>>>(in, nullptr);
+        case zab::fuzz::machine::kv: return run_on<recorded<kv::kv_state_machine>>(in, &kv_set_command);
+    }
+    oracle_failed("no such machine");
 }
 
 }  // namespace

@@ -6,7 +6,12 @@
 // program and a mutation changes one choice, not the meaning of everything after it.
 //
 //   header   8 bytes  the simulator's seed (little-endian)
-//            1 byte   shape: joiners = shape % 3 (replicas 4 and 5, outside the configuration)
+//            1 byte   shape: joiners = shape % 3 (replicas 4 and 5, outside the configuration);
+//                     m = shape / 3: the state machine m % 4 (`machine`: 0 the recording machine,
+//                     which models every optional concept; 1 one that models none; 2 a
+//                     session machine around a result machine; 3 the kv example's, writes as
+//                     SET commands), compaction every 4 applied when (m / 8) % 2 is 1. Shapes
+//                     0, 1 and 2 are what every input meant before machines were chosen.
 //   then ops, each an opcode byte (% op_count) and its operands:
 //     run            d                  run the cluster for (1 + d) × 20 ms of virtual time
 //     submit         k, txn             a client write at replica k
@@ -53,6 +58,18 @@
 #include <vector>
 
 namespace zab::fuzz {
+
+/// The state machine a program runs on (the header's shape byte).
+enum class machine : std::uint8_t { recording = 0, plain, session, kv };
+constexpr machine machine_of(std::uint8_t shape) noexcept {
+    return static_cast<machine>((shape / 3) % 4);
+}
+/// Whether the replicas compact (snapshot_every 4).
+constexpr bool compacts(std::uint8_t shape) noexcept { return (shape / 3 / 8) % 2 == 1; }
+/// The shape byte for `joiners`, `m` and compaction.
+constexpr std::uint8_t shape_of(std::uint8_t joiners, machine m, bool compaction) noexcept {
+    return static_cast<std::uint8_t>(3 * (static_cast<unsigned>(m) + (compaction ? 8 : 0)) + joiners);
+}
 
 /// The member id no configuration names: its frames come from outside the group.
 inline constexpr std::uint64_t stranger_id = 9;

@@ -367,6 +367,49 @@ std::vector<std::pair<std::string, bytes>> cluster_seeds() {
         p(op::run, {100});
         add("transfer", p);
     }
+    // Issue 34's combinations on machines unlike the recording one (cluster_program.hpp's
+    // shape byte), compacting every 4 applied: a replica down across a reconfiguration and
+    // compactions, the leader restarted (its successor reads its history from a snapshot),
+    // then the replica restarted (a SNAP) and the leadership transferred to it; and a
+    // restarted replica synced while writes go on and replicas compact.
+    const std::pair<zab::fuzz::machine, const char*> machines[] = {
+        {zab::fuzz::machine::plain, "plain"}, {zab::fuzz::machine::session, "session"},
+        {zab::fuzz::machine::kv, "kv"}};
+    for (std::size_t m = 0; m < std::size(machines); ++m) {
+        const auto [machine, name] = machines[m];
+        {
+            program_writer p{30 + m, zab::fuzz::shape_of(1, machine, true)};
+            p(op::run, {150});
+            writes(p, 3);
+            p(op::run, {20})(op::crash, {r(1)});
+            writes(p, 9);
+            p(op::reconfigure, {r(2), 0x0f, 0, 1})(op::run, {150});
+            writes(p, 9);
+            p(op::run, {20})(op::crash, {r(3)})(op::run, {100})(op::restart, {r(3)})(op::run, {150});
+            writes(p, 5);
+            p(op::run, {20})(op::restart, {r(1)})(op::run, {150})(op::transfer, {r(2), 1});
+            p(op::run, {100});
+            writes(p, 3);
+            p(op::run, {100});
+            add(std::string{"combined-reconfig-restart-"} + name, p);
+        }
+        {
+            program_writer p{40 + m, zab::fuzz::shape_of(0, machine, true)};
+            p(op::run, {150});
+            writes(p, 5);
+            p(op::run, {20})(op::crash, {r(2)});
+            writes(p, 12);
+            p(op::run, {20})(op::crash, {r(3)})(op::run, {100})(op::restart, {r(3)})(op::run, {100});
+            writes(p, 5);
+            p(op::restart, {r(2)});
+            for (int i = 0; i < 6; ++i) {
+                writes(p, 2);
+                p(op::run, {2});
+            }
+            p(op::run, {150});
+            add(std::string{"combined-sync-compaction-"} + name, p);
+        }
+    }
     for (std::uint8_t batch = 0; batch < 3; ++batch) {
         program_writer p{12u + batch};
         for (std::uint8_t i = 0; i < 5; ++i)
