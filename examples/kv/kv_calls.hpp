@@ -21,7 +21,9 @@
 #include <variant>
 #include <vector>
 
+#include "ascii.hpp"
 #include "decimal.hpp"
+#include "kv_collection_calls.hpp"
 #include "kv_outcome.hpp"
 
 namespace zab::kv {
@@ -41,7 +43,7 @@ struct command_info {
 };
 
 // clang-format off
-inline constexpr std::array<command_info, 65> command_table{{
+inline constexpr std::array<command_info, 98> command_table{{
     {"set", -3, call_kind::write, 1, 1, 1},        {"setnx", 3, call_kind::write, 1, 1, 1},
     {"setex", 4, call_kind::write, 1, 1, 1},       {"psetex", 4, call_kind::write, 1, 1, 1},
     {"getset", 3, call_kind::write, 1, 1, 1},      {"getdel", 2, call_kind::write, 1, 1, 1},
@@ -55,6 +57,15 @@ inline constexpr std::array<command_info, 65> command_table{{
     {"persist", 2, call_kind::write, 1, 1, 1},     {"flushdb", -1, call_kind::write, 0, 0, 0},
     {"flushall", -1, call_kind::write, 0, 0, 0},   {"cas", 4, call_kind::write, 1, 1, 1},
     {"cas.absent", 3, call_kind::write, 1, 1, 1},
+    {"hset", -4, call_kind::write, 1, 1, 1},       {"hmset", -4, call_kind::write, 1, 1, 1},
+    {"hdel", -3, call_kind::write, 1, 1, 1},       {"hincrby", 4, call_kind::write, 1, 1, 1},
+    {"lpush", -3, call_kind::write, 1, 1, 1},      {"rpush", -3, call_kind::write, 1, 1, 1},
+    {"lpop", -2, call_kind::write, 1, 1, 1},       {"rpop", -2, call_kind::write, 1, 1, 1},
+    {"ltrim", 4, call_kind::write, 1, 1, 1},       {"lrem", 4, call_kind::write, 1, 1, 1},
+    {"sadd", -3, call_kind::write, 1, 1, 1},       {"srem", -3, call_kind::write, 1, 1, 1},
+    {"spop", -2, call_kind::write, 1, 1, 1},       {"zadd", -4, call_kind::write, 1, 1, 1},
+    {"zrem", -3, call_kind::write, 1, 1, 1},       {"zincrby", 4, call_kind::write, 1, 1, 1},
+    {"zpopmin", -2, call_kind::write, 1, 1, 1},
     {"get", 2, call_kind::read, 1, 1, 1},          {"mget", -2, call_kind::read, 1, -1, 1},
     {"exists", -2, call_kind::read, 1, -1, 1},     {"strlen", 2, call_kind::read, 1, 1, 1},
     {"ttl", 2, call_kind::read, 1, 1, 1},          {"pttl", 2, call_kind::read, 1, 1, 1},
@@ -62,6 +73,14 @@ inline constexpr std::array<command_info, 65> command_table{{
     {"type", 2, call_kind::read, 1, 1, 1},         {"keys", 2, call_kind::read, 0, 0, 0},
     {"scan", -2, call_kind::read, 0, 0, 0},        {"dbsize", 1, call_kind::read, 0, 0, 0},
     {"ping", -1, call_kind::read, 0, 0, 0},        {"echo", 2, call_kind::read, 0, 0, 0},
+    {"hget", 3, call_kind::read, 1, 1, 1},         {"hmget", -3, call_kind::read, 1, 1, 1},
+    {"hgetall", 2, call_kind::read, 1, 1, 1},      {"hlen", 2, call_kind::read, 1, 1, 1},
+    {"hexists", 3, call_kind::read, 1, 1, 1},      {"lrange", 4, call_kind::read, 1, 1, 1},
+    {"llen", 2, call_kind::read, 1, 1, 1},         {"lindex", 3, call_kind::read, 1, 1, 1},
+    {"smembers", 2, call_kind::read, 1, 1, 1},     {"sismember", 3, call_kind::read, 1, 1, 1},
+    {"scard", 2, call_kind::read, 1, 1, 1},        {"zscore", 3, call_kind::read, 1, 1, 1},
+    {"zrange", -4, call_kind::read, 1, 1, 1},      {"zrangebyscore", -4, call_kind::read, 1, 1, 1},
+    {"zrank", -3, call_kind::read, 1, 1, 1},       {"zcard", 2, call_kind::read, 1, 1, 1},
     {"hello", -1, call_kind::connection, 0, 0, 0}, {"client", -2, call_kind::connection, 0, 0, 0},
     {"select", 2, call_kind::connection, 0, 0, 0}, {"command", -1, call_kind::connection, 0, 0, 0},
     {"quit", -1, call_kind::connection, 0, 0, 0},  {"reset", 1, call_kind::connection, 0, 0, 0},
@@ -88,33 +107,6 @@ constexpr bool table_complete() {
     return true;
 }
 static_assert(table_complete(), "kv: command_table's size is more than its rows");
-
-namespace detail {
-
-inline std::string lower(std::string_view s) {
-    std::string out{s};
-    for (char& c : out)
-        if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-    return out;
-}
-
-inline std::string upper(std::string_view s) {
-    std::string out{s};
-    for (char& c : out)
-        if (c >= 'a' && c <= 'z') c = static_cast<char>(c - 'a' + 'A');
-    return out;
-}
-
-inline bool iequals(std::string_view a, std::string_view b) noexcept {
-    if (a.size() != b.size()) return false;
-    for (std::size_t i = 0; i < a.size(); ++i) {
-        const auto fold = [](char c) { return c >= 'a' && c <= 'z' ? static_cast<char>(c - 32) : c; };
-        if (fold(a[i]) != fold(b[i])) return false;
-    }
-    return true;
-}
-
-}  // namespace detail
 
 /// The table's row for `name` (any case), or nullptr.
 inline const command_info* find_command(std::string_view name) noexcept {
@@ -389,6 +381,8 @@ inline std::optional<std::string> check_call(const std::vector<std::string>& arg
         if (auto* error = std::get_if<std::string>(&parsed)) return *error;
     } else if (name == "ping" && n > 2) {
         return text::wrong_arity(args[0]);
+    } else if (collections::family_of(name)) {
+        return collections::check(name, args);
     }
     return std::nullopt;
 }

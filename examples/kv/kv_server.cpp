@@ -2154,7 +2154,8 @@ int open_and_serve(const server_args& args) {
     if (const auto snapshot = log.snapshot()) {
         // A checkpoint from an older kv_server: say so, rather than "unsupported version".
         const auto version = zab::kv::snapshot_image_version(snapshot->state.view());
-        if (version && *version != zab::kv::snapshot_version) {
+        if (version && *version != zab::kv::snapshot_version &&
+            *version != zab::kv::snapshot_version_strings) {
             fmt::print(stderr, "kv_server: cannot restore {}: {}\n", args.data,
                        zab::kv::snapshot_version_problem(*version));
             return 1;

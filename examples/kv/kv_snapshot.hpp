@@ -6,15 +6,23 @@
 // what kv_state_machine wrote before the sessions moved into zab: it still restores, the
 // clients converted into sessions (kv_state_machine.hpp, "Compatibility").
 //
-// Image, version 2, little-endian, strings as a u32 length then the bytes:
+// Image, version 3, little-endian, strings as a u32 length then the bytes:
 //
 //   u32 magic          0x3153564B: the bytes 'K' 'V' 'S' '1'
-//   u8  version        2 (version 1 had no clock, expiry, versions or replies: refused
-//                      with errc::unsupported_version, see `snapshot_version_problem`)
+//   u8  version        3 (version 2: the same without the value's type, every value a
+//                      string; it still restores. Version 1 had no clock, expiry,
+//                      versions or replies: refused with errc::unsupported_version, see
+//                      `snapshot_version_problem`)
 //   u64 last_applied   zxid::value()
 //   u64 now_ms         the map's clock (the latest TICK stamp applied, kv_store.hpp)
-//   u64 key count,     then per key, in strictly increasing byte order: key, value,
-//                      u64 expires_ms (0: never), u64 version (zxid of its last write)
+//   u64 key count,     then per key, in strictly increasing byte order: key, u8 type
+//                      (kv_collection.hpp value_type), the value, u64 expires_ms (0:
+//                      never), u64 version (zxid of its last write). The value: a string
+//                      for a string; for the others a u64 element count (1 to
+//                      max_collection_elements), then the elements: a hash's field, value
+//                      pairs in increasing field order; a list's items in list order; a
+//                      set's members in increasing order; a sorted set's member, u64 score
+//                      (IEEE 754 bits, never NaN) pairs in increasing member order
 //   u64 client count,  then per client, in strictly increasing id order:
 //                      u64 client_id, u64 sequence, u64 last_active (zxid),
 //                      u8 outcome kind, u64 outcome integer (two's complement), error text,
@@ -33,6 +41,8 @@
 // after it in the log replay as they did. So such an image is still version 2 and restores.
 #pragma once
 
+#include <bit>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -44,6 +54,7 @@
 #include <vector>
 
 #include "binary_io.hpp"
+#include "kv_collection.hpp"
 #include "kv_command.hpp"
 #include "kv_outcome.hpp"
 #include "zab/core/bytes.hpp"
@@ -62,12 +73,16 @@ struct client_record {
     bool operator==(const client_record&) const = default;
 };
 
-/// What the map holds under one key.
+/// What the map holds under one key: a string (`value`), or a collection (`items`, never
+/// empty: a collection's last element removed removes its key, as in Redis).
 struct kv_entry {
     std::string value;
     std::uint64_t expires_ms = 0;  ///< when it expires, by the map's clock; 0: never
     std::uint64_t version = 0;     ///< the zxid (value) of the last transaction that wrote it
+    boxed_collection items;        ///< empty for a string
     bool operator==(const kv_entry&) const = default;
+
+    value_type type() const noexcept { return items ? type_of(*items) : value_type::string; }
 };
 
 /// Keys to entries. `std::less<>` for lookups by string_view; std::string orders its bytes
@@ -88,13 +103,16 @@ struct kv_state {
 
 /// "KVS1" as a little-endian u32.
 inline constexpr std::uint32_t snapshot_magic = 0x3153564Bu;
-inline constexpr std::uint8_t snapshot_version = 2;
+inline constexpr std::uint8_t snapshot_version = 3;
+/// The previous version, every value a string: still restored.
+inline constexpr std::uint8_t snapshot_version_strings = 2;
 
 /// The text for an image of another format version, e.g. a data directory written by an
 /// older kv_server (its checkpoint is version 1): what to tell the operator.
 inline std::string snapshot_version_problem(unsigned found) {
     return "the kv snapshot is format version " + std::to_string(found) +
-           "; this kv_server reads only version " + std::to_string(snapshot_version) +
+           "; this kv_server reads only versions " + std::to_string(snapshot_version_strings) +
+           " and " + std::to_string(snapshot_version) +
            " (a data directory from an older kv_server: dump its keys with the old binary and "
            "load them into a new cluster)";
 }
@@ -116,7 +134,10 @@ inline constexpr std::size_t snapshot_crc_bytes = 4;
 
 inline std::size_t image_size(const kv_state& s) noexcept {
     std::size_t size = snapshot_header_bytes + 8 + 8 + 8 + snapshot_crc_bytes;
-    for (const auto& [key, entry] : s.data) size += 8 + 16 + key.size() + entry.value.size();
+    for (const auto& [key, entry] : s.data) {
+        size += 8 + 1 + 16 + key.size() + entry.value.size();
+        if (entry.items) size += 8 + 16 * size_of(*entry.items);
+    }
     for (const auto& entry : s.clients) size += 8 * 3 + outcome_size(entry.second.last_outcome);
     return size;
 }
@@ -139,7 +160,28 @@ inline void write_snapshot_header(byte_writer& w, zxid last_applied, std::uint64
 
 inline void write_snapshot_entry(byte_writer& w, std::string_view key, const kv_entry& entry) {
     w.string(key);
-    w.string(entry.value);
+    w.u8(static_cast<std::uint8_t>(entry.type()));
+    if (!entry.items) {
+        w.string(entry.value);
+    } else {
+        const collection& c = *entry.items;
+        w.u64(size_of(c));
+        if (const auto* h = std::get_if<hash_value>(&c)) {
+            for (const auto& [field, value] : *h) {
+                w.string(field);
+                w.string(value);
+            }
+        } else if (const auto* l = std::get_if<list_value>(&c)) {
+            for (const auto& item : *l) w.string(item);
+        } else if (const auto* set = std::get_if<set_value>(&c)) {
+            for (const auto& member : *set) w.string(member);
+        } else {
+            for (const auto& [member, score] : std::get<zset_value>(c).scores) {
+                w.string(member);
+                w.u64(std::bit_cast<std::uint64_t>(score));
+            }
+        }
+    }
     w.u64(entry.expires_ms);
     w.u64(entry.version);
 }
@@ -160,6 +202,49 @@ inline shared_bytes finish_snapshot(std::vector<std::byte>&& out, const client_m
 
 }  // namespace detail
 
+namespace detail {
+
+/// A collection of type `type` (1 to 4) into `items`: false on a bad type, count, order,
+/// size or score (and on truncation: `in` failed).
+inline bool read_collection(byte_reader& in, std::uint8_t type, boxed_collection& items) {
+    if (type < 1 || type > 4) return false;
+    std::uint64_t count = 0;
+    if (!in.u64(count)) return false;
+    // Every element takes at least 4 bytes: a count the image cannot hold is refused before
+    // anything is built.
+    if (count == 0 || count > max_collection_elements || count > in.remaining() / 4) return false;
+    collection c = empty_collection(static_cast<value_type>(type));
+    std::string first, second;
+    const auto element = [&](std::string& s) { return in.string(s, max_element_bytes); };
+    for (std::uint64_t i = 0; i < count; ++i) {
+        if (!element(first)) return false;
+        if (auto* h = std::get_if<hash_value>(&c)) {
+            if (!element(second)) return false;
+            if (!h->empty() && !(h->rbegin()->first < first)) return false;
+            h->emplace_hint(h->end(), std::move(first), std::move(second));
+        } else if (auto* l = std::get_if<list_value>(&c)) {
+            l->push_back(std::move(first));
+        } else if (auto* set = std::get_if<set_value>(&c)) {
+            if (!set->empty() && !(*set->rbegin() < first)) return false;
+            set->emplace_hint(set->end(), std::move(first));
+        } else {
+            auto& z = std::get<zset_value>(c);
+            std::uint64_t bits = 0;
+            if (!in.u64(bits)) return false;
+            const double score = std::bit_cast<double>(bits);
+            if (std::isnan(score)) return false;
+            if (!z.scores.empty() && !(z.scores.rbegin()->first < first)) return false;
+            z.put(first, score);
+        }
+        first.clear();
+        second.clear();
+    }
+    items = boxed_collection{std::move(c)};
+    return true;
+}
+
+}  // namespace detail
+
 /// The image of `s`. Its strings fit (they were decoded from commands), so this cannot fail.
 inline shared_bytes encode_snapshot(const kv_state& s) {
     std::vector<std::byte> out;
@@ -174,7 +259,10 @@ inline shared_bytes encode_snapshot(const kv_state& s) {
 /// `errc::corrupt` for anything else (bad magic, truncation, disorder, more clients than
 /// `max_clients`, bytes after the last field).
 inline result<kv_state> decode_snapshot(byte_view image, std::size_t max_clients) {
-    const auto body = unseal_image(image, snapshot_magic, snapshot_version, 8);
+    auto body = unseal_image(image, snapshot_magic, snapshot_version, 8);
+    const bool typed = body.has_value();
+    if (!typed && body.error() == make_error_code(errc::unsupported_version))
+        body = unseal_image(image, snapshot_magic, snapshot_version_strings, 8);
     if (!body) return body.error();
     detail::byte_reader in{body.value()};
     kv_state s;
@@ -186,9 +274,15 @@ inline result<kv_state> decode_snapshot(byte_view image, std::size_t max_clients
     for (std::uint64_t i = 0; i < key_count && !in.failed(); ++i) {
         std::string key;
         kv_entry entry;
-        if (!in.string(key, max_string_bytes) || !in.string(entry.value, max_string_bytes) ||
-            !in.u64(entry.expires_ms) || !in.u64(entry.version))
-            break;
+        std::uint8_t type = 0;
+        if (!in.string(key, max_string_bytes) || (typed && !in.u8(type))) break;
+        if (type == static_cast<std::uint8_t>(value_type::string)) {
+            if (!in.string(entry.value, max_string_bytes)) break;
+        } else if (!detail::read_collection(in, type, entry.items)) {
+            if (in.failed()) break;
+            return make_error_code(errc::corrupt);
+        }
+        if (!in.u64(entry.expires_ms) || !in.u64(entry.version)) break;
         if (!s.data.empty() && !(s.data.rbegin()->first < key))
             return make_error_code(errc::corrupt);
         if (entry.version == 0 || entry.version > last_applied ||

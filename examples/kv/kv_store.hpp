@@ -75,6 +75,8 @@
 
 #include "decimal.hpp"
 #include "kv_calls.hpp"
+#include "kv_collection.hpp"
+#include "kv_collection_calls.hpp"
 #include "kv_command.hpp"
 #include "kv_deferred_snapshot.hpp"
 #include "kv_outcome.hpp"
@@ -196,16 +198,24 @@ public:
     // Every read sees the map as the last transaction left it: a key is present until the
     // TICK that removes it is applied, whatever the reader's clock (see "Time and expiry").
 
+    /// `key`'s string, or nullopt if it is absent or holds a collection.
     std::optional<std::string> get(std::string_view key) const {
         const auto it = find(key);
-        if (it == state_.data.end()) return std::nullopt;
+        if (it == state_.data.end() || it->second.items) return std::nullopt;
         return it->second.value;
     }
     bool exists(std::string_view key) const { return find(key) != state_.data.end(); }
-    /// The value of `key` in place (no copy), or nullptr; valid until the next apply.
+    /// The string of `key` in place (no copy), or nullptr (absent or a collection); valid
+    /// until the next apply.
     const std::string* value_of(std::string_view key) const {
         const auto it = find(key);
-        return it == state_.data.end() ? nullptr : &it->second.value;
+        return it == state_.data.end() || it->second.items ? nullptr : &it->second.value;
+    }
+    /// The collection `key` holds in place, or nullptr (absent or a string); valid until the
+    /// next apply.
+    const collection* collection_of(std::string_view key) const {
+        const auto it = find(key);
+        return it == state_.data.end() ? nullptr : it->second.items.get();
     }
     /// The expiry of `key` (ms since the epoch, by the map's clock), or nullopt if it has
     /// none or is absent.
@@ -303,7 +313,9 @@ private:
     outcome execute_one(cas_op&& op, zxid z) {
         const auto it = find(op.key);
         const bool present = it != state_.data.end();
-        const bool matched = op.expected ? present && it->second.value == *op.expected : !present;
+        const bool matched = op.expected ? present && !it->second.items &&
+                                               it->second.value == *op.expected
+                                         : !present;
         if (!matched) return outcome::cas(false);
         put(std::move(op.key), std::move(op.desired), z, false);
         return outcome::cas(true);
@@ -345,6 +357,7 @@ private:
         const auto it = find(key);
         std::int64_t current = 0;
         if (it != state_.data.end()) {
+            if (it->second.items) return collections::text::wrong_type;
             const auto parsed = parse_int64(it->second.value);
             if (!parsed) return error_not_integer;
             current = *parsed;
@@ -360,8 +373,21 @@ private:
     /// A write command (checked by check_call) executed, its reply appended to `out`.
     void write_call(std::string& out, const std::vector<std::string>& a, zxid z) {
         const std::string name = detail::lower(a[0]);
+        if (const auto type = collections::family_of(name))
+            return collection_write(out, name, a, *type, z);
         const std::uint64_t now = command_now_ms_;  // the base of relative expiries
         const auto integer = [&out](std::int64_t v) { resp::write_integer(out, v); };
+        // A string command that reads the value answers WRONGTYPE for a collection (SET
+        // without GET, MSET and DEL replace or remove any value, as in Redis).
+        const auto holds_collection = [this](const std::string& key) {
+            const auto it = find(key);
+            return it != state_.data.end() && it->second.items;
+        };
+        const bool reads_value = name == "getset" || name == "getdel" || name == "append" ||
+                                 name == "incrbyfloat" ||
+                                 (name == "set" && std::get<set_options>(parse_set_options(a)).get);
+        if (reads_value && holds_collection(a[1]))
+            return resp::write_error(out, collections::text::wrong_type);
         const auto bulk_or_null = [&out](const std::string* v) {
             if (v) {
                 resp::write_bulk_string(out, *v);
@@ -515,6 +541,28 @@ private:
         resp::write_error(out, "ERR not a write command");
     }
 
+    /// A hash, list, set or sorted-set write (kv_collection_calls.hpp) on `a[1]`: WRONGTYPE
+    /// for a key of another type; an absent key runs on an empty collection and is stored
+    /// if the command left it non-empty; a key left empty is removed. Its expiry stays, and
+    /// its version becomes `z` if the command changed it.
+    void collection_write(std::string& out, const std::string& name,
+                          const std::vector<std::string>& a, value_type type, zxid z) {
+        const auto it = find(a[1]);
+        if (it == state_.data.end()) {
+            collection fresh = empty_collection(type);
+            collections::write(out, name, a, fresh, z.value());
+            if (size_of(fresh) != 0)
+                insert(std::string{a[1]},
+                       kv_entry{{}, 0, z.value(), boxed_collection{std::move(fresh)}});
+            return;
+        }
+        if (it->second.type() != type) return resp::write_error(out, collections::text::wrong_type);
+        touch(it);
+        if (!collections::write(out, name, a, *it->second.items, z.value())) return;
+        if (size_of(*it->second.items) == 0) return erase(it);
+        it->second.version = z.value();
+    }
+
     static std::uint64_t saturating_add(std::uint64_t now, std::int64_t amount,
                                         std::uint64_t unit) {
         const auto a = static_cast<std::uint64_t>(amount);  // > 0 (parse_set_options)
@@ -536,15 +584,17 @@ private:
         it->second.version = z.value();
     }
 
-    /// Stores `value` under `key` at `z`; its expiry is cleared unless `keep_ttl`.
+    /// Stores `value` under `key` at `z` (replacing a collection); its expiry is cleared
+    /// unless `keep_ttl`.
     void put(std::string&& key, std::string&& value, zxid z, bool keep_ttl) {
         if (const auto it = find(key); it != state_.data.end()) {
             touch(it);
+            it->second.items.reset();
             it->second.value = std::move(value);
             it->second.version = z.value();
             if (!keep_ttl) set_expiry(it, 0);
         } else {
-            insert(std::move(key), kv_entry{std::move(value), 0, z.value()});
+            insert(std::move(key), kv_entry{std::move(value), 0, z.value(), {}});
         }
     }
 
@@ -580,6 +630,10 @@ private:
     kv_map::const_iterator find(std::string_view key) const {
         const auto it = index_.find(key);
         return it == index_.end() ? state_.data.cend() : kv_map::const_iterator{it->second};
+    }
+    const kv_entry* find_entry(std::string_view key) const {
+        const auto it = find(key);
+        return it == state_.data.end() ? nullptr : &it->second;
     }
     //
     // Two more derived indexes, rebuilt on copy and restore: `expiry_` (expiry, key) for the
@@ -684,17 +738,27 @@ private:
                    std::uint64_t shown_now_ms, std::size_t max_reply_bytes) const {
         const std::string name = detail::lower(a[0]);
         const std::uint64_t now = std::max(shown_now_ms, state_.now_ms);
-        const auto entry = [&](std::string_view key) -> const kv_entry* {
-            const auto it = find(key);
-            return it == state_.data.end() ? nullptr : &it->second;
-        };
+        const auto entry = [this](std::string_view key) { return find_entry(key); };
         const auto too_large = [&out, max_reply_bytes](std::string_view advice) {
             resp::write_error(out, "ERR reply too large: more than " +
                                        std::to_string(max_reply_bytes) + " bytes; " +
                                        std::string{advice});
         };
+        if (const auto type = collections::family_of(name)) {
+            const kv_entry* e = entry(a[1]);
+            if (e && e->type() != *type) return resp::write_error(out, collections::text::wrong_type);
+            if (e) return collections::read(out, name, a, *e->items, max_reply_bytes);
+            return collections::read(out, name, a, empty_collection(*type), max_reply_bytes);
+        }
+        if ((name == "get" || name == "strlen") && entry(a[1]) && entry(a[1])->items)
+            return resp::write_error(out, collections::text::wrong_type);
         if (name == "get" || name == "mget") {
             const bool many = name == "mget";
+            // MGET answers nil for a key that holds no string, as Redis does.
+            const auto entry = [&](std::string_view key) -> const kv_entry* {
+                const kv_entry* e = find_entry(key);
+                return e && !e->items ? e : nullptr;
+            };
             std::size_t total = many ? 1 + std::to_string(a.size() - 1).size() + 2 : 0;
             for (std::size_t i = 1; i < a.size() && total <= max_reply_bytes; ++i) {
                 const kv_entry* e = entry(a[i]);
@@ -734,7 +798,10 @@ private:
             if (name == "pttl") return resp::write_integer(out, left);
             return resp::write_integer(out, name == "expiretime" ? (at + 500) / 1000 : at);
         }
-        if (name == "type") return resp::write_simple_string(out, entry(a[1]) ? "string" : "none");
+        if (name == "type") {
+            const kv_entry* e = entry(a[1]);
+            return resp::write_simple_string(out, e ? type_name(e->type()) : "none");
+        }
         if (name == "dbsize")
             return resp::write_integer(out, static_cast<std::int64_t>(state_.data.size()));
         if (name == "keys") {
@@ -762,7 +829,7 @@ private:
                 ++examined;
                 const kv_entry* e = entry(it->second);
                 if (!e || (o.match && !glob_match(*o.match, it->second)) ||
-                    (o.type && *o.type != "string"))
+                    (o.type && *o.type != type_name(e->type())))
                     continue;
                 total += it->second.size() + 16;
                 if (total > max_reply_bytes) return too_large("use a smaller COUNT");
