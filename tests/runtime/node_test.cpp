@@ -698,6 +698,12 @@ TEST_CASE("the cluster id is given once; ids that contradict it, or the log's, a
     o.transport.cluster_id = 7;  // peer.group_id left at 0: what the README's example once did
     CHECK(refused(o));
     CHECK(logged("peer.group_id 0 and transport.cluster_id 7 differ"));
+    // Given once, to the log: with none of the three ids set the node takes the log's.
+    o = c.options_for(1);
+    o.cluster_id = 0;
+    o.transport.cluster_id = 0;
+    o.peer.group_id = 0;
+    CHECK_FALSE(refused(o));
     o = c.options_for(1);
     o.tick = 0ms;
     CHECK(refused(o));

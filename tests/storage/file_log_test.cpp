@@ -6,6 +6,7 @@
 #include <condition_variable>
 #include <mutex>
 #include <string>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -615,6 +616,15 @@ TEST_CASE("file_log a directory is used by one file_log at a time") {
         const auto second = open_must_fail(options);
         REQUIRE(second.error == errc::invalid_argument);
         REQUIRE_THAT(second.why, Catch::Contains("in use"));
+        // open_or_throw: the code, and the whole diagnostic in what().
+        try {
+            (void)file_log::open_or_throw(options);
+            FAIL("open_or_throw opened a directory in use");
+        } catch (const std::system_error& e) {
+            REQUIRE(e.code() == make_error_code(errc::invalid_argument));
+            REQUIRE_THAT(e.what(), Catch::Contains("in use"));
+            REQUIRE_THAT(e.what(), Catch::Contains(options.directory));
+        }
     }
     open_log(options);  // released with the first
 }

@@ -81,7 +81,9 @@ struct node_options {
     /// The group's identity, given once: the node passes it to the peer
     /// (`options::group_id`) and the transport (`tcp_transport_options::cluster_id`), and
     /// `start()` refuses a log of another cluster (`file_log_options::cluster_id`) or one of
-    /// those fields set to something else. 0: the two fields as given, which must agree.
+    /// those fields set to something else. 0: the log's (`file_log_options::cluster_id`)
+    /// when the log names one and neither field is set — the id is then given once, to the
+    /// log; else the two fields as given, which must agree.
     std::uint64_t cluster_id = 0;
     /// The group's members (voters and observers) as this replica is started with them; a
     /// log that holds reconfigurations overrides it (§9). A replica not in it joins the group
@@ -199,7 +201,7 @@ public:
          TransportArguments&&... transport_arguments)
         : executor_{executor},
           disk_{std::move(disk_executor)},
-          options_{std::move(options)},
+          options_{with_log_identity(std::move(options), log)},
           log_{log},
           machine_{machine},
           transport_{executor, transport_options_of(options_), make_handler(),
@@ -507,6 +509,16 @@ private:
         std::optional<std::pair<peer_id, epoch_t>> refused_under;  ///< leadership() then
         peer_id leader_hint = 0;
     };
+
+    /// `options` with the log's cluster id when none of the three ids was given.
+    static node_options with_log_identity(node_options options, const Log& log) {
+        if constexpr (requires { log.options().cluster_id; }) {
+            if (options.cluster_id == 0 && options.peer.group_id == 0 &&
+                options.transport.cluster_id == 0)
+                options.cluster_id = log.options().cluster_id;
+        }
+        return options;
+    }
 
     /// Why the cluster ids given do not agree, naming the fields; empty when they do.
     std::string identity_problem() const {

@@ -117,6 +117,19 @@ public:
         return opened;
     }
 
+    /// `open`, for a program that stops when its log cannot be opened: throws
+    /// std::system_error whose code is open's error and whose `what()` is the whole
+    /// diagnostic (the file, the offset, the check) — `open(options).value()` throws with
+    /// the code alone.
+    static file_log open_or_throw(const file_log_options& options) {
+        std::string why;
+        auto opened = open(options, &why);
+        if (!opened)
+            throw std::system_error(opened.error(),
+                                    fmt::format("file_log: cannot open {}: {}", options.directory, why));
+        return std::move(opened).value();
+    }
+
     file_log(file_log&&) noexcept = default;
     file_log& operator=(file_log&&) noexcept = default;
     file_log(const file_log&) = delete;
