@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -16,10 +17,13 @@ namespace zab::test {
 
 /// `[--seeds N] [--first S] [--trace] [--verbose] [--snapshot-every N] [--snapshot-chunk N]
 /// [--classic-faults] [--no-transfers] [--no-reconfig] [--no-kills] [--lease-reads]
-/// [--batches] [--combination] [--machine NAME]`
+/// [--batches] [--combination] [--machine NAME] [--seed-list S,S,...]`
 struct sweep_args {
     std::uint64_t seeds = 0;
     std::uint64_t first = 1;
+    /// The seeds to run instead of `first`..`first + seeds` (--seed-list: the seeds a long
+    /// sweep once failed on, replayed together as a regression test).
+    std::vector<std::uint64_t> seed_list;
     bool trace = false;
     bool verbose = false;
     /// options::snapshot_every for every peer (0: the default, no compaction); the protocol
@@ -75,6 +79,14 @@ inline std::optional<sweep_args> parse_sweep_args(int argc, char** argv,
         else if (arg == "--batches") a.batches = true;
         else if (arg == "--combination") a.combination = true;
         else if (arg == "--machine" && i + 1 < argc) a.machine = argv[++i];
+        else if (arg == "--seed-list" && i + 1 < argc) {
+            for (const char* p = argv[++i]; *p != '\0';) {
+                char* end = nullptr;
+                a.seed_list.push_back(std::strtoull(p, &end, 10));
+                if (end == p) return std::nullopt;
+                p = *end == ',' ? end + 1 : end;
+            }
+        }
         else if (arg == "--snapshot-every" && i + 1 < argc)
             a.snapshot_every = std::strtoull(argv[++i], nullptr, 10);
         else if (arg == "--snapshot-chunk" && i + 1 < argc)
@@ -84,7 +96,7 @@ inline std::optional<sweep_args> parse_sweep_args(int argc, char** argv,
                        "usage: {} [--seeds N] [--first S] [--trace] [--verbose] "
                        "[--snapshot-every N] [--snapshot-chunk N] [--classic-faults] [--no-transfers] "
                        "[--no-reconfig] [--no-kills] [--lease-reads] [--batches] [--combination] "
-                       "[--machine NAME]\n",
+                       "[--machine NAME] [--seed-list S,S,...]\n",
                        argv[0]);
             return std::nullopt;
         }
@@ -107,7 +119,10 @@ template <typename Totals, typename RunSeed>
 std::uint64_t run_sweep(const sweep_args& a, const char* program, Totals& totals,
                         RunSeed run_seed) {
     testing::trace_hash combined;
-    for (std::uint64_t seed = a.first; seed < a.first + a.seeds; ++seed) {
+    std::vector<std::uint64_t> seeds = a.seed_list;
+    if (seeds.empty())
+        for (std::uint64_t seed = a.first; seed < a.first + a.seeds; ++seed) seeds.push_back(seed);
+    for (const std::uint64_t seed : seeds) {
         ++totals.runs;
         seed_result r = run_seed(seed, totals, a.trace);
         if (r.ok && seed % 10 == 0) {

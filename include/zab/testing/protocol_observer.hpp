@@ -251,15 +251,26 @@ private:
     /// applied at `n` after the last one accounted for and below `bound` (up to it with
     /// `inclusive`) are delivered there as the core applied them, in zxid order among the
     /// machine's own — the §10 checks see the same D_s whatever the machine models. The
-    /// core applies only committed ones: those known committed, or of the epoch `n` leads.
+    /// core applies only committed ones: those known committed, or of the epoch `n` led —
+    /// while they are still its history: one its leadership proposed but never committed,
+    /// truncated away when it rejoined as a follower, was never applied there.
     template <typename Node>
     void deliver_unseen_system(const Node& n, node_seen& seen, zxid bound, bool inclusive) {
         for (auto it = system_txns_.upper_bound(seen.accounted); it != system_txns_.end(); ++it) {
             if (inclusive ? it->first > bound : it->first >= bound) break;
             if (committed_system_.contains(it->first) ||
-                (seen.established_epoch != 0 && it->first.epoch() == seen.established_epoch))
+                (seen.established_epoch != 0 && it->first.epoch() == seen.established_epoch &&
+                 in_history(n, it->first, it->second)))
                 deliver(n, seen, txn_id{it->first, it->second});
         }
+    }
+
+    /// Whether `n`'s log holds the transaction `z` with `digest`, or its snapshot covers `z`.
+    template <typename Node>
+    static bool in_history(const Node& n, zxid z, std::uint64_t txn_digest) {
+        if (const auto* r = find_record(n.log->records(), z)) return digest(r->txn.view()) == txn_digest;
+        const auto& snapshot = n.log->snapshot();
+        return snapshot && snapshot->last_included >= z;
     }
 
     /// §6.1: which voters hold `t` durably as `leader` commits it (binary search: logs are
