@@ -138,16 +138,16 @@ zab::test::seed_result run_seed(std::uint64_t seed, totals& t, bool trace) {
 int main(int argc, char** argv) {
     const auto args = zab::test::parse_sweep_args(argc, argv, 2000);
     if (!args) return 2;
-    const std::uint64_t first = args->first, seeds = args->seeds;
+    const std::uint64_t seeds = args->seeds;
     totals t;
     const std::uint64_t combined = zab::test::run_sweep(*args, argv[0], t, run_seed);
     fmt::print(
-        "election sweep: seeds {}..{} ({} runs), {} events; faults: {} connection breaks, {} "
+        "election sweep: seeds {} ({} runs), {} events; faults: {} connection breaks, {} "
         "partitions, {} one-way blocks, {} heals, {} crashes, {} restarts, {} pauses, {} slow "
         "links, {} one-way stalls, {} frame breaks armed ({} fired), {} frame delays armed ({} "
         "frames delayed); {} decisions checked ({} by LOOKING quorum, {} by joining); liveness: worst {} us, bound "
         "{} us; {} determinism re-runs; trace hash {:016x}; {} failures\n",
-        first, first + seeds - 1, t.runs, t.events, t.breaks, t.partitions, t.one_way, t.heals,
+        describe_seeds(*args), t.runs, t.events, t.breaks, t.partitions, t.one_way, t.heals,
         t.crashes, t.restarts, t.pauses, t.link_delays, t.stalls, t.frame_breaks,
         t.frames_broken, t.frame_delays, t.frames_delayed, t.decisions, t.by_looking, t.by_joining,
         t.worst_convergence, t.bound, t.determinism_checks, combined, t.failures);

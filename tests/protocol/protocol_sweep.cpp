@@ -58,7 +58,7 @@ int main(int argc, char** argv) {
     using namespace zab;
     const auto args = zab::test::parse_sweep_args(argc, argv, 500);
     if (!args) return 2;
-    const std::uint64_t first = args->first, seeds = args->seeds;
+    const std::uint64_t seeds = args->seeds;
     zab::test::protocol_totals t;
     zab::test::sweep_variant variant;
     variant.snapshot_every = args->snapshot_every;
@@ -101,7 +101,7 @@ int main(int argc, char** argv) {
         points += fmt::format("{}{} {}", points.empty() ? "" : ", ", t.point_crashes[p],
                               to_string(static_cast<zab::testing::crash_point>(p)));
     fmt::print(
-        "protocol sweep: seeds {}..{} ({} runs), {} events; faults: {} connection breaks, {} "
+        "protocol sweep: seeds {} ({} runs), {} events; faults: {} connection breaks, {} "
         "partitions, {} one-way blocks, {} heals, {} crashes ({} inside NEWLEADER handling: {} "
         "history appended, {} history durable, {} ACK sent, {} ACK counted), {} restarts, {} "
         "pauses; kill then power loss: {} kills ({} with un-synced data), {} restarted, {} "
@@ -123,7 +123,7 @@ int main(int argc, char** argv) {
         "leaving, {} replicas removed, {} crashes with a change pending; {} "
         "invariant checks; recovery: worst {} us, bound {} us; {} determinism re-runs; trace "
         "hash {:016x}; {} failures\n",
-        first, first + seeds - 1, t.runs, t.events, f.breaks, f.partitions, f.one_way, f.heals,
+        describe_seeds(*args), t.runs, t.events, f.breaks, f.partitions, f.one_way, f.heals,
         f.crashes + t.newleader_crash_total(), t.newleader_crash_total(), at[0], at[1], at[2],
         at[3], f.restarts, f.pauses, f.kills, f.kills_unsynced, f.kill_restarts,
         f.kill_power_losses, f.kill_power_losses_unsynced, t.elections, t.diffs, t.truncs, t.snaps, t.snapshot_chunks, t.compactions,

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "zab/core/logging.hpp"
 #include "zab/testing/trace_hash.hpp"
@@ -101,8 +102,15 @@ inline std::optional<sweep_args> parse_sweep_args(int argc, char** argv,
             return std::nullopt;
         }
     }
+    if (!a.seed_list.empty()) a.seeds = a.seed_list.size();
     set_log_level(a.verbose ? log_level::info : log_level::off);
     return a;
+}
+
+/// The seeds a sweep ran, for its summary line: "F..L", or the --seed-list.
+inline std::string describe_seeds(const sweep_args& a) {
+    if (a.seed_list.empty()) return fmt::format("{}..{}", a.first, a.first + a.seeds - 1);
+    return fmt::format("{}", fmt::join(a.seed_list, ","));
 }
 
 /// One seed's outcome: whether every check held, and its trace hash.
