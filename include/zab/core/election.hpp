@@ -92,6 +92,16 @@ public:
             n.leader != ctx_.self() && n.leader != 0 &&
             ctx_.frame_config_version > ctx_.config().version() && !ctx_.quorums().is_voter(n.leader))
             ctx_.send(n.leader, proposal_notification());
+        // Any other frame under a newer configuration than mine (a removed replica's answer,
+        // say) tells me I missed a reconfiguration whose members may be none of my voters —
+        // and a member it removed is never invited back. Ask every replica I am connected
+        // to, at most once a poll each: a member of the newer configuration answers with its
+        // leader, whose sync tells me what I am now (removed, if so). Protocol sweep seed
+        // 116919 (compaction mode): a voter removed while partitioned, LOOKING for good.
+        if (ctx_.state == peer_state::looking &&
+            ctx_.frame_config_version > ctx_.config().version())
+            for (peer_id id : ctx_.connected_peers())
+                if (id != from && !ctx_.quorums().is_voter(id)) answer_at_most_every_poll(id);
         // §3.4 step 7, the receiver thread: non-voters are answered at once and go no further.
         if (!ctx_.quorums().is_voter(from)) {
             // Members and replicas joining the group alike (§9): a joiner finds the leader so.
@@ -109,6 +119,7 @@ public:
         if (n.state == peer_state::looking && n.round < logical_clock_ &&
             ctx_.quorums().is_voter(ctx_.self()))
             answer_at_most_every_poll(from);
+        drop_unwinnable_proposal();
         process(from, vote::from(n));
         drain_loopback();
     }
@@ -123,6 +134,7 @@ public:
 
     void on_tick() {
         if (ctx_.state != peer_state::looking) return;
+        if (drop_unwinnable_proposal()) return;
         if (finalize_deadline_ && ctx_.now_tick >= *finalize_deadline_) {
             // §3.4 step 4: finalizeWait passed with nothing better: decide — if the votes
             // are still a quorum: a committed reconfiguration learned meanwhile (§9) may
@@ -260,6 +272,11 @@ private:
             last_poll_tick_ = ctx_.now_tick;
         if (!can_win(received)) {  // step 3: the proposed leader must be a voter
             abstaining_.insert(from);
+            // Its round still counts (ZooKeeper's FLE moves to a newer electionEpoch whatever
+            // it proposes): dropped, a vote for a candidate only its sender can elect would
+            // leave me in an older round, whose notifications the sender ignores, for good.
+            if (received.state == peer_state::looking && received.round > logical_clock_)
+                enter_newer_round(received.round, std::nullopt);
             return;
         }
         abstaining_.erase(from);
@@ -295,12 +312,7 @@ private:
 
     void process_looking(peer_id from, const vote& n, const vote& as_sent) {
         if (n.round > logical_clock_) {
-            // A newer round: adopt it, forget the old box, compare with my *initial* vote.
-            logical_clock_ = n.round;
-            received_.clear();
-            const vote mine = round_initial_vote_ = initial_vote();
-            proposal_ = adopts_votes() && vote_beats(n, can_win(n), mine) ? n : mine;
-            send_notifications();
+            enter_newer_round(n.round, n);
         } else if (n.round < logical_clock_) {
             return;  // stale round: already answered by the receiver part
         } else if (adopts_votes() && vote_beats(n, can_win(n), proposal_)) {
@@ -312,6 +324,33 @@ private:
         received_[from] = recorded;
         if (ctx_.election_quorums().contains_quorum(agreeing(received_, looking_target())))
             finalize_deadline_ = ctx_.now_tick + ctx_.opts().finalize_wait_ticks;
+    }
+
+    /// My proposal names a candidate that can no longer win — a reconfiguration learned
+    /// while LOOKING took its vote away (ZooKeeper restarts its election on a new quorum
+    /// verifier), or its options were refused: a new round with my own vote, which the
+    /// others adopt. Kept, it holds the election for good: the voters that know the change
+    /// abstain from my vote, and I keep outbidding theirs (protocol sweep seed 117390,
+    /// compaction mode: a vote for the leader that the change removed, after its hand-off).
+    /// True if it began a round.
+    bool drop_unwinnable_proposal() {
+        if (proposal_.leader == 0 || can_win(proposal_)) return false;
+        log(log_level::info, "peer {}: my vote's candidate {} can no longer win; round {}",
+            ctx_.self(), proposal_.leader, logical_clock_ + 1);
+        enter_newer_round(logical_clock_ + 1, std::nullopt);
+        finalize_deadline_.reset();
+        drain_loopback();
+        return true;
+    }
+
+    /// A newer round: adopt it, forget the old box, and propose the better of `n` (the
+    /// vote that announced the round, if it may win) and my *initial* vote.
+    void enter_newer_round(std::uint64_t round, const std::optional<vote>& n) {
+        logical_clock_ = round;
+        received_.clear();
+        const vote mine = round_initial_vote_ = initial_vote();
+        proposal_ = n && adopts_votes() && vote_beats(*n, can_win(*n), mine) ? *n : mine;
+        send_notifications();
     }
 
     void process_settled(peer_id from, const vote& n) {

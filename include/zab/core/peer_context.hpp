@@ -380,6 +380,12 @@ public:
         return std::nullopt;
     }
     bool connected(peer_id peer) const { return connection_to(peer).has_value(); }
+    /// The peers with a connection up now, in the order they connected.
+    std::vector<peer_id> connected_peers() const {
+        std::vector<peer_id> ids;
+        for (const auto& [id, connection] : connections_) ids.push_back(id);
+        return ids;
+    }
 
     /// Frames queued for `peer` and not handed to the transport yet (held for durability,
     /// or queued since the last release).
@@ -750,6 +756,11 @@ public:
     /// reconfiguration in it is in force, beside the committed configuration, from now on.
     void note_logged(const log_record& record) {
         if (!is_system_txn(record.txn.view()) || record.id <= last_applied) return;
+        // At or below the committed configuration: committed already, never pending again
+        // (a SNAP's history from the start re-logs reconfigurations this replica activated
+        // from its log before the sync; taking one as pending and then as committed would
+        // move the configuration back).
+        if (record.id.value() <= config_.version()) return;
         auto request = decode_reconfig(record.txn.view());
         if (!request) {
             log(log_level::warn, "peer {}: the system transaction {} is no reconfiguration; ignored",
