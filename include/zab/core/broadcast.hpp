@@ -117,8 +117,13 @@ public:
         const auto verifier = make_verifier(next.value());
         peer_set synced;
         synced.insert(ctx_.self());
+        // A follower that the committed configuration made an observer is about to join
+        // again as one (§9 step 6), and observers get no PROPOSALs: counted, the change could
+        // need its ACK, never come, and hold every later proposal — and a leader elected
+        // with the change pending — for good (protocol sweep seed 5529, file log).
         for (const auto& link : leader.links)
-            if (link.type == learner_type::participant && link.at == learner_link::stage::broadcasting)
+            if (link.type == learner_type::participant && link.at == learner_link::stage::broadcasting &&
+                ctx_.joins_as(link.id) == learner_type::participant)
                 synced.insert(link.id);
         if (!verifier->contains_quorum(synced)) return make_error_code(errc::new_config_no_quorum);
         return success();

@@ -264,8 +264,13 @@ public:
     /// reconfiguration makes it a voter.
     learner_type self_type() const {
         if (voting_suspended) return learner_type::observer;
-        if (promoted_learner(self_)) return learner_type::participant;
-        return member_type(self_).value_or(learner_type::participant);
+        return joins_as(self_);
+    }
+    /// What a replica whose view of the membership is mine joins its leader as (a replica
+    /// outside every configuration, a joiner, as a follower without a vote).
+    learner_type joins_as(peer_id id) const {
+        if (promoted_learner(id)) return learner_type::participant;
+        return member_type(id).value_or(learner_type::participant);
     }
     /// An observer of an active configuration marked to be promoted (member::promote): it
     /// follows without a vote until the leader makes it a voter.
