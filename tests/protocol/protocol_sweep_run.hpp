@@ -710,10 +710,26 @@ protocol_seed_result run_protocol_seed(std::uint64_t seed, protocol_totals& t, b
     if (variant.lease_reads) bound += bound / 8 + 2 * o.peer.read_lease_ticks * o.tick_us;
     // A SNAP streams in chunks, a window of them per round trip (the combination sweep's
     // chunks are 64-512 bytes, one to three in flight): the largest image a replica holds
-    // now, twice (one more election restarts a sync), on top of the rounds above.
+    // now, twice (one more election restarts a sync), on top of the rounds above. Not only
+    // the images in the logs: a leader that compacts after the heal sends the image of
+    // everything it commits by then — its machine's now, and what its log holds beyond it,
+    // counted twice (a machine may keep more per transaction than the transaction: results,
+    // sessions). Seed 13011 of the combination sweep: no log held a snapshot at the heal,
+    // and a SNAP of 7,721 transactions committed after it, in 65-byte chunks, outran the
+    // bound.
     std::size_t largest_image = 0;
-    for (const auto& n : sim.nodes())
+    for (const auto& n : sim.nodes()) {
         if (const auto s = n.log->snapshot()) largest_image = std::max(largest_image, s->state.size());
+        if (!n.peer || !n.machine) continue;
+        std::size_t logged_after = 0;
+        for (zxid after = n.peer->last_applied();;) {
+            auto chunk = n.log->read(after, 4096);
+            if (!chunk || chunk.value().empty()) break;
+            for (const auto& record : chunk.value()) logged_after += record.txn.size();
+            after = chunk.value().back().id;
+        }
+        largest_image = std::max(largest_image, n.machine->snapshot().size() + 2 * logged_after);
+    }
     const auto windows = static_cast<sim_time>(
         largest_image / o.peer.snapshot_chunk_bytes / o.peer.snapshot_chunks_in_flight + 1);
     bound += 2 * windows * (2 * o.network.delay_max + o.disk.sync_latency_max);

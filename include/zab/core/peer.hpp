@@ -1390,6 +1390,15 @@ private:
         }
         if (!from_my_leader(from)) return ignore(from, ignore_reason::not_from_my_leader);
         broadcast_.learner_on_ping(m);
+        // My NEWLEADER ACK is out: establishing now waits for the others' syncs, which
+        // extend the leader's init_limit as they stream (sync_progress) but not mine. While
+        // the leader is there, its own deadline bounds the wait; timing out on my own, I
+        // would vote again and take its quorum away for good while a long SNAP to another
+        // learner restarts with every election (combination sweep seed 14021).
+        if (auto& learner = *ctx_.learning;
+            learner.at == learner_state::stage::awaiting_uptodate && !learner.newleader_pending)
+            learner.establish_deadline =
+                std::max(learner.establish_deadline, ctx_.now_tick + ctx_.opts().init_limit_ticks);
     }
 
     // Client requests forwarded by learners, and the leader's answers (§6.1, §7).
