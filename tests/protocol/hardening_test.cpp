@@ -488,6 +488,21 @@ TEST_CASE("a batch larger than max_batch_bytes is split; zab's own transactions 
     CHECK(system_refused);
 }
 
+TEST_CASE("a log read that fails at start is returned with its own cause, not as corruption") {
+    // recover_membership reads the log for its reconfigurations: an I/O error there is the
+    // disk's, and an operator told "corrupt" would wipe a directory that may be whole.
+    options opts;
+    opts.fixed_leader = 3;
+    recording_transport transport;
+    hand_log log;
+    log.read_error = std::make_error_code(std::errc::io_error);
+    testing::recording_state_machine machine;
+    auto created = leader_peer::create(1, voters(3), opts, transport, log, machine);
+    REQUIRE_FALSE(created.has_value());
+    CHECK(created.error() == std::make_error_code(std::errc::io_error));
+    CHECK(created.error() != make_error_code(errc::corrupt));
+}
+
 TEST_CASE("a follower whose one fsync covers several PROPOSALs acknowledges them with one ACK") {
     // Replica 1, following 3 by configuration, driven by hand through discovery and a DIFF
     // sync to serving; then three PROPOSALs arrive, each a step of its own, and the disk

@@ -10,6 +10,7 @@
 #include <map>
 #include <optional>
 #include <span>
+#include <system_error>
 #include <utility>
 #include <vector>
 
@@ -74,6 +75,7 @@ struct hand_log {
     epochs stored;
     std::vector<storage_op> syncs;        // every sync(op) asked for, in order
     std::vector<storage_op> epoch_writes;  // every write_epochs(op, …), in order
+    std::optional<std::error_code> read_error;  // set: every read fails with it
 
     void append(storage_op, std::span<const log_record> rs) {
         records.insert(records.end(), rs.begin(), rs.end());
@@ -93,6 +95,7 @@ struct hand_log {
     epochs stored_epochs() const { return stored; }
     std::optional<log_snapshot> snapshot() const { return std::nullopt; }
     result<std::vector<log_record>> read(zxid after, std::size_t max) const {
+        if (read_error) return *read_error;
         std::vector<log_record> out;
         for (const auto& r : records)
             if (r.id > after && out.size() < max) out.push_back(r);

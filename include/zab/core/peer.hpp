@@ -915,9 +915,11 @@ private:
         for (;;) {
             auto chunk = storage_.log.read(after, 1024);
             if (!chunk) {
+                // The log's own error, cause kept (an I/O error is no corruption): peer::create
+                // returns it as it is.
                 zab::log(log_level::error, "peer {}: reading the log for its reconfigurations: {}",
                          ctx_.self(), chunk.error().message());
-                return make_error_code(errc::corrupt);
+                return chunk.error();
             }
             if (chunk.value().empty()) break;
             for (const auto& record : chunk.value()) {
