@@ -582,3 +582,41 @@ TEST_CASE("frames held for a learner's dead connection neither hold back nor cou
     l.from(2, wire::ack{marker});
     CHECK(l.p->established());
 }
+
+// Issue 34 (combination sweep seed 1483). A SNAP's snapshot is committed state, and so is
+// the configuration it carries: the learner takes it when the SNAP replaces its log, not
+// only when its state machine restores from it at UPTODATE. Replica 1 of voters {1, 2, 3},
+// synced by SNAP with a snapshot whose configuration <1, 5> is voters {2, 3, 4}, learns at
+// NEWLEADER that it was removed; it used to keep the configuration of version 0 until
+// UPTODATE, and with its leader lost before then it voted, and led, under it: epoch 8
+// established twice in the sweep.
+TEST_CASE("a SNAP's configuration is in force from NEWLEADER, not only from UPTODATE") {
+    options opts;
+    opts.fixed_leader = 3;
+    recording_transport transport;
+    hand_log log;
+    testing::recording_state_machine machine;
+    auto created = leader_peer::create(1, voters(3), opts, transport, log, machine);
+    REQUIRE(created.has_value());
+    auto& f = *created.value();
+    f.on_connected(3, 7);
+    f.start();
+    REQUIRE(f.state() == peer_state::following);
+    const auto from_leader = [&](const wire::message& m) { f.on_receive(3, 7, encode(frame_context{}, m)); };
+    const auto disk_catches_up = [&] {
+        if (!log.epoch_writes.empty()) f.on_epochs_durable(log.epoch_writes.back());
+        if (!log.syncs.empty()) f.on_log_durable(log.syncs.back());
+    };
+    from_leader(wire::leader_info{2});
+    disk_catches_up();
+    auto newer = configuration::make({member{2}, member{3}, member{4}}, zxid{1, 5}.value());
+    REQUIRE(newer.has_value());
+    testing::recording_state_machine leaders_machine;
+    const shared_bytes image = wrap_snapshot(newer.value(), leaders_machine.snapshot().view());
+    from_leader(wire::snap{zxid{1, 9}, image.size(), 0, image.view()});
+    CHECK(f.configuration_in_force().version() == 0);  // nothing replaced yet
+    from_leader(wire::new_leader{zxid{2, 0}});
+    CHECK(f.configuration_in_force().version() == zxid{1, 5}.value());
+    CHECK(f.status().removed);
+    CHECK(f.state() != peer_state::following);
+}

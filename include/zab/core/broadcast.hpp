@@ -287,8 +287,12 @@ public:
             ++ctx_.counters.learners_silent;
             ctx_.drop_learner(id, "silent for sync_limit");
         }
-        if (!leader.established()) return;  // until then init_limit bounds the leader (§4)
+        // From the first tick, not only once established: a member behind a reconfiguration
+        // may be what establishing needs (a voter of the pending configuration that its own
+        // log does not name a voter, so it votes for nobody and waits for settled votes:
+        // protocol sweep seed 45009, machines mode, timed out by init_limit again and again).
         invite_absent_members(leader);
+        if (!leader.established()) return;  // until then init_limit bounds the leader (§4)
         peer_set synced;
         synced.insert(ctx_.self());
         for (const auto& link : leader.links)

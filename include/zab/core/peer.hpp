@@ -972,7 +972,9 @@ private:
             }
             return;  // removed (if so) once handed over
         }
-        if (was_member && !is_member && !ctx_.leading) {
+        // Removed by the committed configuration, and named by no pending one (a SNAP's
+        // history may add it back after the snapshot's configuration removed it).
+        if (was_member && !is_member && !ctx_.member_type(ctx_.self()) && !ctx_.leading) {
             become_removed();
             return;
         }

@@ -603,12 +603,20 @@ public:
         flush_batch();
         const storage_op op = next_op();
         last_zxid_visible = following.empty() ? z : following.back().id;
-        // The old log goes whole: so do its reconfigurations; the snapshot's configuration
-        // is taken when the state machine restores from it (at UPTODATE).
-        if (!pending_.empty()) {
-            pending_.clear();
-            rebuild_quorums();
-        }
+        // The old log goes whole: so do its reconfigurations. The snapshot is committed
+        // state (a leader sends what it applied), so its configuration is the committed one
+        // from now on, as peer::create takes it at a restart — not only once the state
+        // machine restores from it at UPTODATE: a sync cut short before then leaves this
+        // log holding that configuration, and a replica that went on counting the quorums
+        // of the one before it could elect, and establish, a leader the newer one removed
+        // (combination sweep seed 1483: removed server 5, synced by SNAP by a leader never
+        // established, then established epoch 8 with servers 2 and 3 beside server 4).
+        pending_.clear();
+        if (auto unwrapped = unwrap_snapshot(state.view());
+            unwrapped && unwrapped.value().config &&
+            unwrapped.value().config->version() > config_.version())
+            set_committed_config(std::move(*unwrapped.value().config));
+        rebuild_quorums();
         for (const auto& record : following) note_logged(record);
         storage_->install_snapshot(op, z, state, following);
         note_log_op(op);
@@ -851,11 +859,13 @@ public:
         // position is the snapshot's zxid (reconfig.hpp, issue 34 defect 1).
         auto restored = machine_->restore(unwrapped.value().machine_at(z), unwrapped.value().state);
         if (restored) {
-            if (unwrapped.value().config) {
+            // Never back: the configuration may be newer already (taken from a later
+            // frame, or committed before the snapshot was sent).
+            if (unwrapped.value().config &&
+                unwrapped.value().config->version() > config_.version())
                 set_committed_config(std::move(*unwrapped.value().config));
-                std::erase_if(pending_, [&](const configuration& c) { return c.version() <= z.value(); });
-                rebuild_quorums();
-            }
+            std::erase_if(pending_, [&](const configuration& c) { return c.version() <= z.value(); });
+            rebuild_quorums();
             applied_since_compaction_ = 0;
             applied_bytes_since_compaction_ = 0;
             last_applied = z;
