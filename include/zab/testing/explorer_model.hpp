@@ -414,6 +414,7 @@ public:
             return fmt::format("{} ({}): {}", to_string(v.what), citation(v.what), v.detail);
         }
         if (!clients_.ok()) return fmt::format("client: {}", clients_.failures().front());
+        if (start_failure_) return *start_failure_;
         for (const node& x : nodes_)
             if (x.peer && x.peer->failed())
                 return fmt::format("replica {} stopped: storage failed ({})", x.id,
@@ -429,6 +430,7 @@ public:
     std::optional<std::string> check_liveness(std::uint64_t ticks) {
         for (node& x : nodes_)
             if (!x.peer) boot(x);
+        if (start_failure_) return *start_failure_;
         run_checkers();
         for (std::uint64_t t = 0;; ++t) {
             if (!drain_fairly()) return "the healed cluster does not quiesce (a livelock of messages)";
@@ -586,7 +588,15 @@ private:
         n.machine = std::make_unique<recording_state_machine>();
         auto created = peer_type::create(n.id, config_, n.options, network_.transport(n.id),
                                          *n.log, *n.machine);
-        ZAB_ASSERT(created.has_value(), "explorer: a replica failed to start");
+        if (!created) {
+            // A replica that cannot restart from what its log kept (a snapshot that does not
+            // restore, a damaged configuration) is a finding, not an abort of the search:
+            // it stays down, and the path is reported with the reason.
+            if (!start_failure_)
+                start_failure_ = fmt::format("replica {} cannot restart (incarnation {}): {}",
+                                             n.id, n.incarnation, created.error().message());
+            return;
+        }
         n.peer = std::move(created).value();
         network_.node_up(n.id);
         if (transcripts_) {
@@ -787,6 +797,7 @@ private:
     std::set<call_key> calls_;              // client calls not yet completed
     std::set<call_key> reconfig_requests_;
     bool leader_established_ = false;       // some leader was established on this path
+    std::optional<std::string> start_failure_;  // a replica that could not start (boot)
     std::uint64_t steps_ = 0;
     bool transcripts_ = false;
     std::vector<model_trace_line> lines_;
