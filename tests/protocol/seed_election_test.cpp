@@ -271,4 +271,19 @@ TEST_CASE("an election without a quorum warns who votes for whom, rate-limited")
           "3 must agree; voting for a candidate: none; voting for nobody (not synced since their "
           "data was wiped or found damaged): 1; not heard from: 2, 3; this replica itself "
           "votes for nobody until a leader syncs it");
+
+    // A voter whose vote names a candidate that cannot win here (9 is no member, and its
+    // history is not ahead of mine) is told apart from one that votes for nobody.
+    warnings.clear();
+    opts.non_voter_until_synced = false;
+    manual_peer<> s2{2, voters(3), zxid{1, 5}, 1, opts};
+    s2.p->start();
+    s2.receive(1, looking(9, 1, zxid{1, 5}, 1));
+    s2.p->tick(10);
+    REQUIRE(warnings.size() == 1);
+    CHECK(warnings[0] ==
+          "peer 2: no leader elected after 10 ticks, round 1: a quorum of voters 1, 2, "
+          "3 must agree; voting for a candidate: 2; voting for nobody (not synced since their "
+          "data was wiped or found damaged): none; not heard from: 3; voting for a candidate "
+          "that cannot win here (removed, no voter, or refused): 1");
 }

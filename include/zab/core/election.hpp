@@ -271,7 +271,7 @@ private:
         if (received.state == peer_state::looking && received.round >= logical_clock_)
             last_poll_tick_ = ctx_.now_tick;
         if (!can_win(received)) {  // step 3: the proposed leader must be a voter
-            abstaining_.insert(from);
+            abstaining_[from] = received.leader;
             // Its round still counts (ZooKeeper's FLE moves to a newer electionEpoch whatever
             // it proposes): dropped, a vote for a candidate only its sender can elect would
             // leave me in an older round, whose notifications the sender ignores, for good.
@@ -398,10 +398,10 @@ private:
             std::max<std::uint64_t>(1, std::min<std::uint64_t>(
                                            ticks, ctx_.opts().notification_timeout_max_ticks));
         if (!log_enabled(log_level::warn)) return;
-        peer_set candidate, nobody, silent;
+        peer_set candidate, nobody, unwinnable, silent;
         for (peer_id id : ctx_.config().voters()) {
-            if (abstaining_.contains(id))
-                nobody.insert(id);
+            if (const auto it = abstaining_.find(id); it != abstaining_.end())
+                (it->second == 0 ? nobody : unwinnable).insert(id);
             else if (received_.contains(id) || out_of_election_.contains(id))
                 candidate.insert(id);
             else
@@ -413,9 +413,13 @@ private:
         log(log_level::warn,
             "peer {}: no leader elected after {} ticks, round {}: a quorum of voters "
             "{} must agree; voting for a candidate: {}; voting for nobody (not synced since "
-            "their data was wiped or found damaged): {}; not heard from: {}{}",
+            "their data was wiped or found damaged): {}; not heard from: {}{}{}",
             ctx_.self(), ticks, logical_clock_,
             fmt::join(ctx_.config().voters(), ", "), ids(candidate), ids(nobody), ids(silent),
+            unwinnable.empty() ? std::string{}
+                               : fmt::format("; voting for a candidate that cannot win here "
+                                             "(removed, no voter, or refused): {}",
+                                             ids(unwinnable)),
             ctx_.voting_suspended ? "; this replica itself votes for nobody until a leader "
                                     "syncs it"
                                   : "");
@@ -453,7 +457,8 @@ private:
     bool loopback_pending_ = false;
     std::uint64_t looking_since_ = 0;       ///< when start() began this election
     std::uint64_t stall_warning_tick_ = 0;  ///< when warn_stalled() may speak next
-    peer_set abstaining_;                   ///< voters whose last vote was for nobody
+    /// Voters whose last vote counts for nobody, with the candidate each named (0: none).
+    std::map<peer_id, peer_id> abstaining_;
 };
 
 static_assert(election_policy<fast_leader_election>);
