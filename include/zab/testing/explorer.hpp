@@ -118,7 +118,7 @@ public:
     explicit explorer(explorer_options options) : options_{std::move(options)} {}
 
     explorer_result run() {
-        start_ = clock::now();
+        start_ = budget_start_ = clock::now();
         explorer_result result;
         if (options_.breadth_first) {
             breadth_first(result);
@@ -166,8 +166,8 @@ private:
     bool out_of_budget() {
         if (stopped_) return true;
         if (options_.max_states != 0 && stats_.states >= options_.max_states) stopped_ = true;
-        if (options_.max_seconds > 0 && (stats_.states & 255) == 0 && since(start_) > options_.max_seconds)
-            stopped_ = true;
+        if (options_.max_seconds > 0 && (stats_.states & 255) == 0 && since(budget_start_) > options_.max_seconds)
+            stopped_ = true;  // the whole run's time: iterative deepening restarts start_
         return stopped_;
     }
 
@@ -337,6 +337,7 @@ private:
     explorer_stats stats_;
     std::unordered_map<std::uint64_t, seen> visited_;
     clock::time_point start_;
+    clock::time_point budget_start_;  ///< when run() began: max_seconds counts from it
     bool stopped_ = false;
 };
 
