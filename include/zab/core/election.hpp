@@ -185,17 +185,19 @@ private:
                     peer_state::looking};
     }
 
-    /// A voter of my configurations — or a candidate whose history is ahead of mine: it may
+    /// A voter of my configurations — or a candidate whose log is ahead of mine: it may
     /// hold a reconfiguration I have not seen that makes it a voter (§9 step 7), and only a
     /// replica that votes in its own configurations proposes itself. Safety never rests on
     /// who is elected (discovery's quorums decide, §3.4), so this only keeps a replica that
     /// lags behind a reconfiguration from blocking the election of the one that does not.
+    /// Its last zxid, not its epoch: a newer current epoch over the same last zxid adds no
+    /// record to its log, so no reconfiguration I lack (machines sweep seed 58939: a voter
+    /// whose crash left its current epoch behind kept voting for an observer with the same
+    /// log and a newer epoch, which the other voter knew could not win: no quorum, ever).
     bool can_win(const vote& v) const {
         if (ctx_.refused_leaders.contains(v.leader)) return false;  // §4.5: options differ
         if (ctx_.quorums().is_voter(v.leader)) return true;
-        return v.leader != 0 && v.leader != ctx_.self() &&
-               std::tie(v.leader_epoch, v.leader_zxid) >
-                   std::tie(ctx_.durable_epochs.current, ctx_.last_logged);
+        return v.leader != 0 && v.leader != ctx_.self() && v.leader_zxid > ctx_.last_logged;
     }
 
     /// A voter whose voting is suspended (ZOOKEEPER-261) keeps voting for nobody: the
