@@ -5,12 +5,12 @@
 //   kv_server --id N --peers 1=127.0.0.1:7001,2=127.0.0.1:7002,3=127.0.0.1:7003
 //             --client-port P (--data DIR | --memory) [--client-host 127.0.0.1]
 //             [--tick-ms 50] [--cluster-id 27510] [--log-level warn]
-//             [--snapshot-every 100000] [--snapshot-every-bytes 0] [--join | --new-member]
+//             [--snapshot-every 100000] [--snapshot-every-bytes 67108864] [--join | --new-member]
 //             [--max-clients 10000] [--timeout 0] [--max-input-bytes 536870912]
 //             [--output-soft-limit 8388608] [--output-hard-limit 268435456]
 //             [--max-output-bytes 536870912]
 //             [--client-addresses 1=127.0.0.1:6381,2=127.0.0.1:6382,3=127.0.0.1:6383]
-//             [--leader-wait-ms 0]
+//             [--leader-wait-ms 3000]
 //             [--peer-tls-cert F --peer-tls-key F --peer-tls-ca F] [--tls-min-version 1.3]
 //             [--tls-cert F --tls-key F [--tls-ca-cert F] [--tls-auth-clients yes|no|optional]]
 //             [--requirepass P | --requirepass-file F]
@@ -81,7 +81,8 @@
 // replica that is not the leader (without the flag only this replica's own address is known).
 // --leader-wait-ms N: a write or ZSYNC that finds no established leader (an election is
 // running) waits up to N ms for one before it fails -NOQUORUM (node_options::leader_wait;
-// only refusals that left the write unproposed are retried). 0 (the default): fail at once.
+// only refusals that left the write unproposed are retried). 0: fail at once. The default is
+// node_options::leader_wait's (3000 ms).
 //
 // Expiry: only the leader's clock moves expiry. While it leads, a replica checks every 10 ms
 // whether a key's expiry has passed by its wall clock and then proposes a TICK stamped with
@@ -94,7 +95,8 @@
 // up to it (zab's options::snapshot_every; file_log keeps a checkpoint and removes the
 // segments it covers), so the data directory and the restart time stay bounded. 0: never.
 // --snapshot-every-bytes N: the same, every N bytes of applied writes (a cap on the log kept
-// beyond the snapshot); whichever comes first. 0 (the default): never.
+// beyond the snapshot); whichever comes first. 0: never. Both default to zab's options
+// (100000 writes, 67108864 bytes).
 //
 // Client limits (one client must not take the process's memory or starve the others):
 // --max-clients N: connections beyond N are refused with "-ERR max number of clients
@@ -259,8 +261,8 @@ struct server_args {
     std::uint32_t tick_ms = 50;
     std::uint64_t cluster_id = 27510;
     zab::log_level log_level = zab::log_level::warn;
-    std::uint64_t snapshot_every = 100'000;
-    std::uint64_t snapshot_every_bytes = 0;
+    std::uint64_t snapshot_every = zab::options{}.snapshot_every;              // 100'000
+    std::uint64_t snapshot_every_bytes = zab::options{}.snapshot_every_bytes;  // 64 MiB
     bool join = false;  ///< options::non_voter_until_synced (ZOOKEEPER-261)
     bool new_member = false;  ///< --new-member: not in the configuration it starts with (§9)
     bool resync_on_corruption = false;  ///< --on-corruption resync (file_log corruption_policy)
@@ -273,7 +275,7 @@ struct server_args {
     std::uint64_t max_output_bytes = std::uint64_t{512} << 20;  ///< over all connections
     std::map<peer_id, std::string> client_addresses;  ///< --client-addresses: id → host:port
     /// --leader-wait-ms: how long a write or ZSYNC waits for a leader (node_options::leader_wait).
-    std::uint64_t leader_wait_ms = 0;
+    std::uint64_t leader_wait_ms = static_cast<std::uint64_t>(zab::asio::node_options{}.leader_wait.count());
     // --peer-tls-*: mutual TLS between replicas (all three, or none: plaintext).
     std::string peer_tls_cert, peer_tls_key, peer_tls_ca;
     zab::asio::tls_version tls_min_version = zab::asio::tls_version::tls1_3;
@@ -304,12 +306,12 @@ constexpr std::string_view usage_text =
     "usage: kv_server --id N --peers ID=HOST:PORT,... --client-port P (--data DIR | --memory)\n"
     "                 [--client-host 127.0.0.1] [--tick-ms 50] [--cluster-id 27510]\n"
     "                 [--log-level trace|debug|info|warn|error] [--snapshot-every 100000]\n"
-    "                 [--snapshot-every-bytes 0] [--join | --new-member] [--max-clients 10000]\n"
+    "                 [--snapshot-every-bytes 67108864] [--join | --new-member] [--max-clients 10000]\n"
     "                 [--timeout 0] [--max-input-bytes 536870912]\n"
     "                 [--output-soft-limit 8388608] [--output-hard-limit 268435456]\n"
     "                 [--max-output-bytes 536870912]\n"
     "                 [--on-corruption refuse|resync] [--client-addresses ID=HOST:PORT,...]\n"
-    "                 [--leader-wait-ms 0]\n"
+    "                 [--leader-wait-ms 3000]\n"
     "                 [--peer-tls-cert F --peer-tls-key F --peer-tls-ca F]\n"
     "                 [--tls-min-version 1.2|1.3] [--tls-cert F --tls-key F [--tls-ca-cert F]\n"
     "                 [--tls-auth-clients yes|no|optional]]\n"
@@ -1724,6 +1726,15 @@ public:
         line("last_applied_raw", s.last_applied.value());
         line("storage", args_.memory ? "memory" : "file");
         line("storage_failure", s.failure ? word(s.failure.message()) : std::string{"none"});
+        // How this replica last synced with a leader (DIFF, TRUNC or SNAP), from its UPTODATE.
+        if (const auto& y = s.last_sync)
+            out += fmt::format("last_sync:method={},leader={},epoch={},records={},bytes={},"
+                               "snapshot_bytes={},synced_to={},ticks={}\r\n",
+                               zab::kv::detail::lower(zab::to_string(y->how)), y->leader, y->epoch,
+                               y->records, y->bytes, y->snapshot_bytes, zxid_text(y->synced_to),
+                               y->ticks);
+        else
+            line("last_sync", "none");
         line("followers", s.followers.size());
         for (const auto& f : s.followers)
             out += fmt::format("follower_{}:serving={},lag={},last_acked={}\r\n", f.id,

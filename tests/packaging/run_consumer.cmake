@@ -96,8 +96,10 @@ if(MODE STREQUAL "find_package")
     endforeach()
 
     set(consumer_source "${CONSUMERS_DIR}/find_package")
+    # The installed package also builds README.md's minimal example (common/consumer.cmake).
     list(APPEND consumer_args "-DCMAKE_PREFIX_PATH=${moved_prefix}"
-         "-DZAB_EXPECTED_INCLUDE_DIR=${moved_prefix}/include")
+         "-DZAB_EXPECTED_INCLUDE_DIR=${moved_prefix}/include"
+         "-DZAB_README=${ZAB_SOURCE_DIR}/README.md")
 elseif(MODE STREQUAL "build_tree")
     set(zab_build "${WORK_DIR}/zab-build")
     configure_zab_alone("${zab_build}")
@@ -143,4 +145,10 @@ run("run the consumer" "${consumer_build}/consumer")
 if(NOT last_output MATCHES "zab consumer: <1, 2>")
     message(FATAL_ERROR "[${MODE}] unexpected output from the consumer:\n${last_output}")
 endif()
-message(STATUS "[${MODE}] ok: ${last_output}")
+if(MODE STREQUAL "find_package")
+    run("run README.md's minimal example" "${consumer_build}/readme_example")
+    if(NOT last_output MATCHES "readme example: built")
+        message(FATAL_ERROR "[${MODE}] unexpected output from readme_example:\n${last_output}")
+    endif()
+endif()
+message(STATUS "[${MODE}] ok")

@@ -52,7 +52,7 @@ struct skipping_broadcast : zab_broadcast {
 struct truncless_synchronization : zab_synchronization {
     using zab_synchronization::zab_synchronization;
     void learner_on_trunc(const zab::wire::trunc& m) {
-        if (!begin_sync()) return;
+        if (!begin_sync(sync_summary::method::trunc)) return;
         auto& s = *ctx_.learning;
         s.known_committed = std::max(s.known_committed, m.truncate_to);
     }

@@ -96,6 +96,9 @@ struct cluster {
     std::map<peer_id, zab::metrics_sink*> metrics;
     /// options::read_lease_ticks for every replica (0: lease reads off, §7.1).
     std::uint32_t read_lease_ticks = 0;
+    /// node_options::leader_wait for every replica: 0 here, so that a call made without a
+    /// leader fails at once unless a test asks for the wait (propose_waiting, sync_waiting).
+    std::chrono::milliseconds leader_wait{0};
 
     explicit cluster(std::size_t n) : voters{n} {
         if constexpr (std::is_same_v<Log, zab::file_log>) dir.emplace();
@@ -122,6 +125,7 @@ struct cluster {
         o.peer.snapshot_every = snapshot_every;
         if (const auto sink = metrics.find(id); sink != metrics.end()) o.metrics = sink->second;
         o.peer.read_lease_ticks = read_lease_ticks;
+        o.leader_wait = leader_wait;
         o.transport.self = id;
         o.transport.reconnect_min = 10ms;
         o.transport.reconnect_max = 200ms;
@@ -607,17 +611,27 @@ TEST_CASE("leader wait: calls made before any quorum go through once a leader is
           "without one they fail not_leader when the wait is over", "[runtime]") {
     cluster<zab::memory_log> c{3};
     c.client_addresses = true;
+    c.leader_wait = zab::asio::node_options{}.leader_wait;  // the default: 3 s
+    REQUIRE(c.leader_wait == 3000ms);
     c.start(1);
     // Alone, replica 1 has no leader: a call without a wait fails at once (nothing proposed)…
-    auto at_once = c.propose(1, "at once");
+    auto at_once = c.propose_waiting(1, "at once", 0ms);
     REQUIRE(c.run_until([&] { return at_once->done; }));
     CHECK(std::error_code{at_once->error} == zab::make_error_code(zab::errc::not_leader));
-    // …calls with a wait are held while it elects, and cannot complete without a quorum.
+    // …calls with a wait are held while it elects, and cannot complete without a quorum:
+    // one given no call_options waits node_options::leader_wait, then fails not_leader.
+    const auto defaulted_at = std::chrono::steady_clock::now();
+    auto defaulted = c.propose(1, "defaulted");
     auto waited = c.propose_waiting(1, "waited", 120'000ms);
     auto synced = c.sync_waiting(1, 120'000ms);
     c.io.run_for(300ms);
+    CHECK_FALSE(defaulted->done);
     CHECK_FALSE(waited->done);
     CHECK_FALSE(synced->done);
+    REQUIRE(c.run_until([&] { return defaulted->done; }));
+    CHECK(std::chrono::steady_clock::now() - defaulted_at >= 3000ms);
+    CHECK(std::error_code{defaulted->error} == zab::make_error_code(zab::errc::not_leader));
+    CHECK_FALSE(waited->done);
     c.start(2);
     c.start(3);
     REQUIRE(c.run_until([&] { return waited->done && synced->done; }));

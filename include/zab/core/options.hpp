@@ -150,11 +150,19 @@ struct options {
     /// zab::deferred_snapshot_machine hands over a view that the driver serializes off the
     /// peer's thread (`peer.ready().snapshot`, zab/core/driver.hpp); any other is serialized
     /// in the step, in time proportional to the state.
-    std::uint64_t snapshot_every = 0;
+    /// Default 100'000 (ZooKeeper's snapCount): on, because a log never compacted grows
+    /// without bound and a restart replays all of it. Lower it when the state is small and
+    /// restarts must be fast; raise it (or rely on `snapshot_every_bytes`) when the state is
+    /// large and its transactions small.
+    std::uint64_t snapshot_every = 100'000;
     /// The same trigger counted in bytes of applied transactions: a cap on the log a replica
     /// keeps beyond its snapshot (and replays at a restart), whatever the transactions'
     /// sizes. 0: never. With both set, whichever is reached first.
-    std::uint64_t snapshot_every_bytes = 0;
+    /// Default 64 MiB: large transactions would make 100'000 of them gigabytes of log; and
+    /// the history a leader keeps after its snapshot stays well under
+    /// `max_sync_buffer_bytes`, so a learner that holds the snapshot is brought up by DIFF,
+    /// never sent a SNAP for the size of that history.
+    std::uint64_t snapshot_every_bytes = 64ull << 20;
 
     // --- bounds (each hit is a clear error, never unbounded memory) ---------------------
 

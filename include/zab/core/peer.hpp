@@ -658,6 +658,7 @@ public:
         if (s.established) s.leader = ctx_.current_vote.leader;
         s.last_logged = ctx_.last_logged;
         s.last_committed = ctx_.last_committed;
+        s.last_sync = ctx_.last_sync;
         s.last_applied = ctx_.last_applied;
         s.learner_stage = learner_stage();
         if (ctx_.leading) s.leader_stage = ctx_.leading->at;

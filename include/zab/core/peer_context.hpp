@@ -335,6 +335,8 @@ public:
     /// Role state: exactly one is engaged while LEADING / FOLLOWING or OBSERVING.
     std::optional<leader_state> leading;
     std::optional<learner_state> learning;
+    /// This replica's last synchronization as a learner (peer_status::last_sync).
+    std::optional<sync_summary> last_sync;
 
     // --- sending --------------------------------------------------------------------------
     /// Encodes `m` and queues it for `to`; it leaves at the end of the step, on the connection

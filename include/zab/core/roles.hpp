@@ -269,6 +269,34 @@ struct leader_state {
     zxid max_committed() const { return committed.empty() ? committed_base : committed.back().id; }
 };
 
+/// How a learner's last synchronization with its leader went (§5.2): what
+/// `peer_status::last_sync` shows, and what the info line logged at UPTODATE says.
+struct sync_summary {
+    enum class method : std::uint8_t { diff, trunc, snap };
+    method how = method::diff;
+    peer_id leader = 0;
+    epoch_t epoch = 0;                 ///< the leader's epoch
+    zxid truncated_to;                 ///< TRUNC: where the log was cut
+    std::uint64_t snapshot_bytes = 0;  ///< SNAP: the snapshot's size
+    zxid snapshot_at;                  ///< SNAP: the snapshot's last transaction
+    std::uint64_t records = 0;         ///< proposals streamed after the DIFF, TRUNC or SNAP
+    std::uint64_t bytes = 0;           ///< their transactions' bytes
+    zxid synced_to;                    ///< the synced history's last zxid, at NEWLEADER
+    /// Ticks from the DIFF, TRUNC or SNAP to UPTODATE (the leader's establishment counts).
+    std::uint64_t ticks = 0;
+    friend bool operator==(const sync_summary&, const sync_summary&) = default;
+};
+
+/// "DIFF", "TRUNC" or "SNAP", as the frames are named in docs/protocol.md §5.2.
+constexpr const char* to_string(sync_summary::method m) noexcept {
+    switch (m) {
+        case sync_summary::method::diff: return "DIFF";
+        case sync_summary::method::trunc: return "TRUNC";
+        case sync_summary::method::snap: return "SNAP";
+    }
+    return "?";
+}
+
 /// Everything a learner keeps while FOLLOWING or OBSERVING.
 struct learner_state {
     enum class stage : std::uint8_t {
@@ -331,6 +359,9 @@ struct learner_state {
     storage_op newleader_epoch_op = 0;
     bool newleader_pending = false;
     std::optional<log_snapshot> snapshot;    ///< this sync installed a snapshot (SNAP)
+    /// This sync so far (from the DIFF, TRUNC or SNAP) and the tick it began at.
+    sync_summary sync;
+    std::uint64_t sync_began_tick = 0;
     /// A SNAP arriving in chunks; `snapshot` is set once the last one is in. (No default
     /// member initializers: clang 14 cannot default-construct a nested class that has them
     /// inside std::optional of the enclosing one.)

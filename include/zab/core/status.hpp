@@ -70,6 +70,9 @@ struct peer_status {
     /// options::agreed_fingerprint differs from its own (§4.5); cleared once it accepts a
     /// leader or leads.
     std::optional<options_conflict> refused_leader{};
+    /// How this replica last synced with a leader (DIFF, TRUNC or SNAP; records, bytes,
+    /// ticks), from the UPTODATE that ended it; nothing until it has followed one.
+    std::optional<sync_summary> last_sync{};
 };
 
 }  // namespace zab

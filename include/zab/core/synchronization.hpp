@@ -126,12 +126,12 @@ public:
     // --- learner side ---------------------------------------------------------------------
 
     void learner_on_diff(const wire::diff& m) {
-        if (!begin_sync()) return;
+        if (!begin_sync(sync_summary::method::diff)) return;
         ctx_.learning->known_committed = std::max(ctx_.learning->known_committed, m.last);
     }
 
     void learner_on_trunc(const wire::trunc& m) {
-        if (!begin_sync()) return;
+        if (!begin_sync(sync_summary::method::trunc)) return;
         if (m.truncate_to < ctx_.last_applied) {
             // It would take back transactions this replica applied as committed: not a
             // leader of this history. Refuse it (docs/design.md rule 6).
@@ -140,6 +140,7 @@ public:
         }
         ctx_.truncate_after(m.truncate_to);
         auto& learner = *ctx_.learning;
+        learner.sync.truncated_to = m.truncate_to;
         while (!learner.unapplied.empty() && learner.unapplied.back().id > m.truncate_to)
             learner.unapplied.pop_back();  // oldest first: what TRUNC removes is at the back
         learner.known_committed = std::max(learner.known_committed, m.truncate_to);
@@ -150,7 +151,7 @@ public:
     void learner_on_snap(const wire::snap& m, const shared_bytes& frame) {
         auto& learner = *ctx_.learning;
         if (m.offset == 0 && !learner.receiving) {
-            if (!begin_sync()) return;
+            if (!begin_sync(sync_summary::method::snap)) return;
             if (m.total_size > ctx_.opts().max_snapshot_bytes) {
                 // Held in memory until NEWLEADER: an announced size is refused up front,
                 // before any of it is buffered (issue 15 defect 6).
@@ -227,6 +228,8 @@ public:
         }
         learner.buffered.push_back(record);
         learner.unacked_bytes += record.txn.size();
+        ++learner.sync.records;
+        learner.sync.bytes += record.txn.size();
     }
 
     /// A COMMIT during synchronization or before UPTODATE: remembered (§5.3, ZOOKEEPER-4394).
@@ -261,6 +264,7 @@ public:
             ctx_.leader_misbehaved("NEWLEADER out of place");
             return;
         }
+        learner.sync.synced_to = synced_last();
         storage_op op = 0;
         if (learner.snapshot) {
             op = ctx_.install_snapshot(learner.snapshot->last_included, learner.snapshot->state, learner.buffered);
@@ -288,9 +292,14 @@ public:
         learner.newleader_pending = false;
         learner.newleader_epoch_op = ctx_.write_epochs({learner.epoch, learner.epoch});
         ctx_.send_after(learner.leader, wire::ack{zxid{learner.epoch, 0}}, 0, learner.newleader_epoch_op);
-        if (ctx_.self_type() == learner_type::participant && !learner.unapplied.empty() &&
-            learner.unapplied.back().id.epoch() == learner.epoch)
-            ctx_.send_after(learner.leader, wire::ack{learner.unapplied.back().id}, ctx_.last_log_op(),
+        // The synced history's last proposal of the leader's epoch is acknowledged with it,
+        // also when it was in this log before the sync (a reconnection to the same leader):
+        // the leader then knows at once that this follower is caught up (its lag), instead
+        // of at the next write.
+        const zxid synced_to = learner.sync.synced_to;
+        if (ctx_.self_type() == learner_type::participant && synced_to.epoch() == learner.epoch &&
+            !synced_to.is_epoch_marker())
+            ctx_.send_after(learner.leader, wire::ack{synced_to}, ctx_.last_log_op(),
                             learner.newleader_epoch_op);
     }
 
@@ -318,9 +327,27 @@ public:
         const auto last_old = last_record_before_epoch(learner.epoch);
         if (last_old) learner.known_committed = std::max(learner.known_committed, *last_old);
         ctx_.apply_known_committed();
+        report_sync(learner);
     }
 
 protected:  // the building blocks of the phase, for policies derived from this one
+    /// At UPTODATE: the sync's summary goes into `peer_status::last_sync` and the log.
+    void report_sync(learner_state& learner) {
+        learner.sync.ticks = ctx_.now_tick - learner.sync_began_tick;
+        const sync_summary& s = learner.sync;
+        ctx_.last_sync = s;
+        if (!log_enabled(log_level::info)) return;
+        std::string what;
+        if (s.how == sync_summary::method::trunc) what = fmt::format(" to {}", s.truncated_to);
+        if (s.how == sync_summary::method::snap)
+            what = fmt::format(" of {} bytes at {}", s.snapshot_bytes, s.snapshot_at);
+        zab::log(log_level::info,
+                 "peer {}: synced with leader {} in epoch {} by {}{}, then {} records ({} bytes) "
+                 "up to {}, in {} ticks",
+                 ctx_.self(), s.leader, s.epoch, to_string(s.how), what, s.records, s.bytes,
+                 s.synced_to, s.ticks);
+    }
+
     std::optional<zxid> last_record_before_epoch(epoch_t e) {
         // The log's records are ascending: the last one below epoch e. A snapshot in the
         // log (an earlier sync's SNAP, interrupted before UPTODATE) stands for the records up
@@ -354,6 +381,8 @@ protected:  // the building blocks of the phase, for policies derived from this 
     /// it was (§11.4).
     void complete_snapshot(zxid last_included, shared_bytes state) {
         auto& learner = *ctx_.learning;
+        learner.sync.snapshot_at = last_included;
+        learner.sync.snapshot_bytes = state.size();
         learner.snapshot = log_snapshot{last_included, std::move(state)};
         learner.unapplied.clear();
         learner.known_committed = std::max(learner.known_committed, last_included);
@@ -367,13 +396,18 @@ protected:  // the building blocks of the phase, for policies derived from this 
         return learner.snapshot ? learner.snapshot->last_included : ctx_.last_zxid_visible;
     }
 
-    bool begin_sync() {
+    bool begin_sync(sync_summary::method how) {
         auto& learner = *ctx_.learning;
         if (learner.at != learner_state::stage::awaiting_sync) {
             ctx_.leader_misbehaved("a second DIFF/TRUNC/SNAP");
             return false;
         }
         learner.move_to(learner_state::stage::syncing);
+        learner.sync = sync_summary{};
+        learner.sync.how = how;
+        learner.sync.leader = learner.leader;
+        learner.sync.epoch = learner.epoch;
+        learner.sync_began_tick = ctx_.now_tick;
         return true;
     }
 

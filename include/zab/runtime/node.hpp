@@ -99,7 +99,11 @@ struct node_options {
     metrics_sink* metrics = nullptr;
     /// `call_options::leader_wait` for the `async_propose` and `async_sync` calls that give
     /// no call_options. 0: a call without an established leader fails `not_leader` at once.
-    std::chrono::milliseconds leader_wait{0};
+    /// Default 3 s: an election after a crash that the connections notice takes a few
+    /// finalize waits and a sync (well under a second on a LAN with the default 100 ms
+    /// tick), so calls made during one complete instead of failing, and a group that has
+    /// lost its quorum still answers within a client's patience. Scale it with `tick`.
+    std::chrono::milliseconds leader_wait{3000};
 };
 
 /// Options of one `async_propose` or `async_sync` call.
@@ -172,6 +176,9 @@ struct node_status {
     configuration config;
     bool reconfig_pending = false;  ///< a reconfiguration is logged here, not committed yet
     bool removed = false;  ///< a reconfiguration removed this replica: it stopped taking part
+    /// How it last synced with a leader: DIFF, TRUNC or SNAP, records, bytes, ticks
+    /// (zab/core/roles.hpp); nothing until it has followed one.
+    std::optional<sync_summary> last_sync;
 };
 
 /// `Transport` carries the frames between replicas: `tcp_transport` (plaintext, the default),
@@ -470,6 +477,7 @@ public:
         s.config = peer_->configuration_in_force();
         s.reconfig_pending = p.reconfig_in_progress;
         s.removed = p.removed;
+        s.last_sync = p.last_sync;
         for (const learner_status& l : p.learners)
             s.followers.push_back({l.id, l.type, l.stage == learner_link::stage::broadcasting,
                                    l.last_acked, l.lag});
