@@ -21,6 +21,21 @@ kv_setup() {
         echo "error: $server not built (cmake --build --preset release --target kv_server)" >&2
         exit 2
     }
+    # The tools come from Debian's packages: installed here when missing (redis-cli and
+    # redis-benchmark are redis-tools; any other tool is the package of its name).
+    local -a packages=()
+    for tool in redis-benchmark redis-cli "$@"; do
+        command -v "$tool" >/dev/null && continue
+        case "$tool" in
+            redis-benchmark | redis-cli) packages+=(redis-tools) ;;
+            *) packages+=("$tool") ;;
+        esac
+    done
+    if ((${#packages[@]})); then
+        # shellcheck source=scripts/lib.sh
+        source "$root/scripts/lib.sh"
+        zab_install_missing "${packages[@]}"
+    fi
     for tool in redis-benchmark redis-cli "$@"; do
         command -v "$tool" >/dev/null || { echo "error: $tool missing" >&2; exit 2; }
     done

@@ -15,7 +15,7 @@
 // --no-liveness --liveness-ticks N (40) --max-states N --max-seconds S --no-minimise
 // Variants (tests/protocol/broken_variants.hpp): core (default), stale-ack, zk-3109,
 // zk-3911, zk-4646, zk-4643, truncless, mangling, skipping, stale-accepted, eager-commit,
-// eager-apply, gapped.
+// eager-apply, gapped, unsynced-transfer.
 // Exit status: 0 when no violation is found — or, with --expect-violation, when one is.
 #include <csignal>
 #include <cstdio>
@@ -260,5 +260,7 @@ int main(int argc, char** argv) {
     if (v == "eager-commit") return run<variant<b::eager_commit_broadcast>>(cl);
     if (v == "eager-apply") return run<variant<b::eager_apply_broadcast>>(cl);
     if (v == "gapped") return run<variant<b::gapped_broadcast>>(cl);
+    if (v == "unsynced-transfer")
+        return run<variant<zab_broadcast, b::unsynced_transfer_synchronization>>(cl);
     usage("unknown variant " + v);
 }

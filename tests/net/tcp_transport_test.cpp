@@ -40,6 +40,7 @@
 #include "zab/net/handshake.hpp"
 #include "zab/net/send_queue.hpp"
 #include "zab/net/tcp_transport.hpp"
+#include "../run_until.hpp"
 
 namespace {
 
@@ -253,13 +254,7 @@ struct harness {
     /// Runs handlers until `condition()` holds; false if it did not within `limit` (a hang).
     template <typename Condition>
     bool run_until(Condition condition, std::chrono::milliseconds limit = 30s) {
-        const auto deadline = std::chrono::steady_clock::now() + limit;
-        while (!condition()) {
-            if (std::chrono::steady_clock::now() > deadline) return false;
-            if (io.stopped()) io.restart();
-            io.run_one_for(20ms);
-        }
-        return true;
+        return zab::test::run_until(io, condition, limit);
     }
 
     /// Runs whatever is ready, for a while: lets late (wrong) events surface before a check

@@ -44,6 +44,7 @@
 #include "zab/runtime/node.hpp"
 #include "zab/storage/memory_log.hpp"
 #include "zab/testing/recording_state_machine.hpp"
+#include "../run_until.hpp"
 
 namespace {
 
@@ -334,13 +335,7 @@ struct harness {
 
     template <typename Condition>
     bool run_until(Condition condition, std::chrono::milliseconds limit = 30s) {
-        const auto deadline = std::chrono::steady_clock::now() + limit;
-        while (!condition()) {
-            if (std::chrono::steady_clock::now() > deadline) return false;
-            if (io.stopped()) io.restart();
-            io.run_one_for(20ms);
-        }
-        return true;
+        return zab::test::run_until(io, condition, limit);
     }
 
     void drain() {
@@ -842,15 +837,7 @@ TEST_CASE("node over tls_transport: three replicas elect and replicate, survive 
         ports[id] = nodes[id]->transport().local_port();
     };
     for (peer_id id = 1; id <= 3; ++id) start(id, ca.member(id));
-    const auto run_until = [&](auto condition) {
-        const auto deadline = std::chrono::steady_clock::now() + 60s;
-        while (!condition()) {
-            if (std::chrono::steady_clock::now() > deadline) return false;
-            if (io.stopped()) io.restart();
-            io.run_one_for(20ms);
-        }
-        return true;
-    };
+    const auto run_until = [&](auto condition) { return zab::test::run_until(io, condition); };
     const auto leader = [&]() -> peer_id {
         for (const auto& [id, n] : nodes)
             if (n->status().role == zab::peer_state::leading && n->status().established) return id;

@@ -150,5 +150,12 @@ if(MODE STREQUAL "find_package")
     if(NOT last_output MATCHES "readme example: built")
         message(FATAL_ERROR "[${MODE}] unexpected output from readme_example:\n${last_output}")
     endif()
+    # A one-voter group behind the compile firewall, in a fresh directory: one write committed
+    # and its result (the byte count, 7) returned.
+    file(REMOVE_RECURSE "${WORK_DIR}/firewall-data")
+    run("run the compile-firewall consumer" "${consumer_build}/firewall" "${WORK_DIR}/firewall-data")
+    if(NOT last_output MATCHES "firewall: committed <1, 1>, total 7")
+        message(FATAL_ERROR "[${MODE}] unexpected output from firewall:\n${last_output}")
+    endif()
 endif()
 message(STATUS "[${MODE}] ok")

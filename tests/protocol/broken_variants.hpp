@@ -192,6 +192,18 @@ struct stale_ack_broadcast : zab_broadcast {
     }
 };
 
+/// A transfer's target synced after the last write never counts as caught up (issue 34
+/// defect 8, its fix reverted): the leader forgets what the learner's sync covered once its
+/// ACK of NEWLEADER is in, so only an ACK of the last proposal on the new link — which never
+/// comes when nothing was proposed since — lets the hand-over go.
+struct unsynced_transfer_synchronization : zab_synchronization {
+    using zab_synchronization::zab_synchronization;
+    void leader_on_newleader_ack(learner_link& link, const wire::ack& m) {
+        zab_synchronization::leader_on_newleader_ack(link, m);
+        link.synced_through = zxid{};
+    }
+};
+
 /// ZOOKEEPER-3109 (its fix reverted): an unestablished leader that a quorum no longer votes
 /// for keeps waiting for the whole init_limit instead of giving up at once.
 struct patient_discovery : zab_discovery {

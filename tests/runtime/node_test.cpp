@@ -38,9 +38,11 @@
 
 #include "zab/runtime/node.hpp"
 #include "zab/runtime/metrics_registry.hpp"
+#include "zab/runtime/replica_impl.hpp"
 #include "zab/storage/file_log.hpp"
 #include "zab/storage/memory_log.hpp"
 #include "zab/testing/recording_state_machine.hpp"
+#include "../run_until.hpp"
 
 using namespace std::chrono_literals;
 using zab::peer_id;
@@ -222,13 +224,7 @@ struct cluster {
 
     template <typename Condition>
     bool run_until(Condition condition, std::chrono::seconds limit = 60s) {
-        const auto deadline = std::chrono::steady_clock::now() + limit;
-        while (!condition()) {
-            if (std::chrono::steady_clock::now() > deadline) return false;
-            if (io.stopped()) io.restart();
-            io.run_one_for(20ms);
-        }
-        return true;
+        return zab::test::run_until(io, condition, limit);
     }
 
     peer_id leader() const {
@@ -876,4 +872,140 @@ TEST_CASE("membership: a joiner whose id is not above every member id it knows i
                l.find("Start it with an id above 5 (e.g. 6)") != std::string::npos;
     }));
     zab::set_log_sink(nullptr);
+}
+
+namespace {
+
+/// A counter behind zab::asio::replicated_machine: each write adds its length; `apply`
+/// returns the new total as decimal text (a result for the writer).
+class counter_machine final : public zab::asio::replicated_machine {
+public:
+    zab::shared_bytes apply(zxid z, zab::byte_view txn) override {
+        last_ = z;
+        total_ += txn.size();
+        const std::string text = std::to_string(total_);
+        return zab::shared_bytes{std::vector<std::byte>(
+            reinterpret_cast<const std::byte*>(text.data()),
+            reinterpret_cast<const std::byte*>(text.data()) + text.size())};
+    }
+    zxid last_applied() const override { return last_; }
+    zab::shared_bytes snapshot() const override {
+        const std::string text = std::to_string(total_);
+        return zab::shared_bytes{std::vector<std::byte>(
+            reinterpret_cast<const std::byte*>(text.data()),
+            reinterpret_cast<const std::byte*>(text.data()) + text.size())};
+    }
+    zab::result<void> restore(zxid z, zab::byte_view image) override {
+        const auto text = zab::as_string_view(image);
+        std::uint64_t total = 0;
+        for (char c : text) {
+            if (c < '0' || c > '9') return make_error_code(zab::errc::malformed);
+            total = total * 10 + static_cast<std::uint64_t>(c - '0');
+        }
+        total_ = total;
+        last_ = z;
+        return zab::success();
+    }
+    std::uint64_t total() const { return total_; }
+
+private:
+    zxid last_;
+    std::uint64_t total_ = 0;
+};
+
+}  // namespace
+
+TEST_CASE("the compile firewall (zab/runtime/replica.hpp): three replicas with file logs, "
+          "results from apply, the leader killed and restarted from its directory; a log of "
+          "another cluster is refused", "[runtime][replica]") {
+    boost::asio::io_context io;
+    temp_dir dir;
+    zab::set_log_level(zab::log_level::error);
+    std::map<peer_id, std::uint16_t> ports;
+    std::map<peer_id, counter_machine> machines;
+    std::map<peer_id, std::unique_ptr<zab::asio::replica>> replicas;
+
+    const auto options_for = [&](peer_id id) {
+        zab::asio::replica_options o;
+        o.log.directory = (dir.path / fmt::format("replica-{}", id)).string();
+        o.log.cluster_id = 7;  // given once, to the log
+        o.log.replica_id = id;
+        o.disk_threads = 1;
+        o.node.config = zab::configuration::numbered(3).value();
+        o.node.tick = 20ms;
+        o.node.transport.self = id;
+        o.node.transport.reconnect_min = 10ms;
+        o.node.transport.reconnect_max = 200ms;
+        for (peer_id m = 1; m <= 3; ++m)
+            o.node.transport.peers[m] = {"127.0.0.1", ports.count(m) ? ports[m] : std::uint16_t{0}};
+        return o;
+    };
+    const auto start = [&](peer_id id) {
+        machines[id] = counter_machine{};
+        auto opened = zab::asio::open_replica(io, options_for(id), machines[id]);
+        REQUIRE(opened.has_value());
+        replicas[id] = std::move(opened).value();
+        REQUIRE(replicas[id]->start().has_value());
+        ports[id] = replicas[id]->peer_port();
+        CHECK(ports[id] != 0);
+    };
+    const auto run_until = [&](auto condition) { return zab::test::run_until(io, condition); };
+    const auto leader = [&]() -> peer_id {
+        for (auto& [id, r] : replicas)
+            if (r && r->status().role == zab::peer_state::leading && r->status().established) return id;
+        return 0;
+    };
+    for (peer_id id = 1; id <= 3; ++id) start(id);
+    REQUIRE(run_until([&] { return leader() != 0; }));
+
+    // Writes through every replica (the calls wait node_options::leader_wait for a leader):
+    // each completes with its zxid and the counter's total after it, as the machine returned.
+    std::map<zxid, std::string> results;
+    int completed = 0;
+    for (int i = 0; i < 9; ++i) {
+        replicas[static_cast<peer_id>(i % 3 + 1)]->propose(
+            zab::as_bytes("abc"), [&](std::error_code e, zab::asio::reply r) {
+                ++completed;
+                REQUIRE(!e);
+                results[r.id] = std::string{zab::as_string_view(r.response.view())};
+            });
+    }
+    REQUIRE(run_until([&] { return completed == 9; }));
+    REQUIRE(results.size() == 9);
+    std::uint64_t expected = 0;
+    for (const auto& [z, text] : results) CHECK(text == std::to_string(expected += 3));
+
+    // The leader dies (its replica object and log go; the files stay) and comes back.
+    const peer_id first = leader();
+    replicas[first].reset();
+    REQUIRE(run_until([&] { return leader() != 0 && leader() != first; }));
+    std::error_code written;
+    bool done = false;
+    replicas[leader()]->propose(zab::as_bytes("defg"), [&](std::error_code e, zab::asio::reply) {
+        written = e;
+        done = true;
+    });
+    REQUIRE(run_until([&] { return done; }));
+    CHECK(!written);
+    start(first);
+    REQUIRE(run_until([&] { return machines[first].total() == 31; }));
+    bool synced = false;
+    replicas[first]->sync([&](std::error_code e, zab::asio::reply r) {
+        CHECK(!e);
+        CHECK(r.id == machines[first].last_applied());
+        synced = true;
+    });
+    REQUIRE(run_until([&] { return synced; }));
+    for (auto& [id, m] : machines) CHECK(m.total() == 31);
+
+    // Replica 2's directory opened as another cluster's: refused, nothing started.
+    replicas.clear();
+    io.poll();
+    zab::asio::replica_options wrong = options_for(2);
+    wrong.log.cluster_id = 8;
+    counter_machine other;
+    auto refused = zab::asio::open_replica(io, wrong, other);
+    REQUIRE(!refused.has_value());
+    CHECK(refused.error() != std::error_code{});
+    zab::set_log_level(zab::log_level::warn);
 }

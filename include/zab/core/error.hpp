@@ -77,10 +77,11 @@ public:
 };
 }  // namespace detail
 
-/// The category of every `zab::errc`.
+/// The category of every `zab::errc`. Never destroyed (an error_code's message may be asked
+/// for by a destructor of an object with static storage, after this function's statics go).
 inline const std::error_category& error_category() noexcept {
-    static const detail::error_category_impl category;
-    return category;
+    static const std::error_category* const category = new detail::error_category_impl;
+    return *category;
 }
 
 inline std::error_code make_error_code(errc e) noexcept {

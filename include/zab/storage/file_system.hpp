@@ -199,10 +199,12 @@ private:
     }
 };
 
-/// The process-wide POSIX file system: the default of `file_log_options::filesystem`.
+/// The process-wide POSIX file system: the default of `file_log_options::filesystem`. Never
+/// destroyed: a log held by an object with static storage (destroyed after this function's
+/// statics, since it was made before the first call) still closes its files through it.
 inline file_system& posix_file_system_instance() noexcept {
-    static posix_file_system instance;
-    return instance;
+    static file_system* const instance = new posix_file_system;
+    return *instance;
 }
 
 namespace detail {

@@ -387,6 +387,7 @@ public:
                 trace(c.a, fmt::format("# explorer: transfer to {}", target));
                 const request_id id = x.peer->transfer_leadership(target);
                 calls_.insert({c.a, x.incarnation, id});
+                transfer_targets_[{c.a, x.incarnation, id}] = target;
                 settle(x);
                 break;
             }
@@ -415,6 +416,7 @@ public:
         }
         if (!clients_.ok()) return fmt::format("client: {}", clients_.failures().front());
         if (start_failure_) return *start_failure_;
+        if (stuck_transfer_) return *stuck_transfer_;
         for (const node& x : nodes_)
             if (x.peer && x.peer->failed())
                 return fmt::format("replica {} stopped: storage failed ({})", x.id,
@@ -423,11 +425,14 @@ public:
     }
 
     /// Liveness from this state (it is changed): every crashed replica restarts, no more
-    /// faults, every channel and disk is served in turn and every clock advances together;
+    /// faults, every channel and disk is served in turn and every clock advances together (a
+    /// connection a replica closes is dialed again at the next tick, as after a backoff);
     /// within `ticks` ticks an established leader must have a quorum of established voters
     /// following it and every client call must have completed. Then the client checker's
     /// end-of-run check. Safety checks keep running meanwhile. Nothing: it held.
     std::optional<std::string> check_liveness(std::uint64_t ticks) {
+        healed_ = true;
+        network_.defer_redials(true);
         for (node& x : nodes_)
             if (!x.peer) boot(x);
         if (start_failure_) return *start_failure_;
@@ -439,6 +444,7 @@ public:
             if (t == ticks) return fmt::format("after {} healed ticks: {}", ticks, why_not_live());
             for (node& x : nodes_)
                 if (x.peer && !x.peer->failed()) {
+                    network_.redial(x.id);
                     x.peer->tick(1);
                     settle(x);
                 }
@@ -670,9 +676,11 @@ private:
                                                                     c.outcome.value().counter())
                                                       : fmt::format("done #{}: {}", c.id,
                                                                     c.outcome.error().message())});
-                if (c.op == client_op::transfer ||
-                    reconfig_requests_.erase({n.id, n.incarnation, c.id}) > 0)
+                if (c.op == client_op::transfer) {
+                    note_transfer_outcome(n, c);
                     continue;
+                }
+                if (reconfig_requests_.erase({n.id, n.incarnation, c.id}) > 0) continue;
                 clients_.completed(n.id, n.incarnation, c, n.machine->applied(),
                                    n.machine->last_applied());
             }
@@ -681,6 +689,30 @@ private:
             const shared_bytes bytes = ready.snapshot->serialize();
             n.peer->on_snapshot_ready(ready.snapshot->at, bytes);
         }
+    }
+
+    /// A transfer is a client call like any other for liveness, with one more demand: in the
+    /// healed run (check_liveness: every frame delivered before each tick), a transfer may
+    /// time out only if its target was not caught up. A target that follows this leader,
+    /// established, holding its last proposal, when the transfer gives up, is one the leader
+    /// failed to recognise as caught up (issue 34 defect 8: a target synced after the last
+    /// write has no ACK of its own on the new link).
+    void note_transfer_outcome(const node& leader, const client_completion& c) {
+        const auto key = call_key{leader.id, leader.incarnation, c.id};
+        const auto it = transfer_targets_.find(key);
+        if (it == transfer_targets_.end()) return;
+        const peer_id target = it->second;
+        transfer_targets_.erase(it);
+        if (!healed_ || stuck_transfer_ || c.outcome || c.outcome.error() != errc::timed_out)
+            return;
+        const node& t = at(target);
+        if (!t.peer || !t.peer->established() || t.peer->status().leader != leader.id) return;
+        const zxid last = leader.peer->last_logged();
+        if (t.peer->last_logged() < last) return;
+        stuck_transfer_ = fmt::format(
+            "replica {}'s transfer to {} timed out in the healed run though {} followed it, "
+            "established, with its last proposal <{}, {}>",
+            leader.id, target, target, last.epoch(), last.counter());
     }
 
     void note_role(const node& n) {
@@ -796,6 +828,9 @@ private:
     budget_used used_;
     std::set<call_key> calls_;              // client calls not yet completed
     std::set<call_key> reconfig_requests_;
+    std::map<call_key, peer_id> transfer_targets_;  // each transfer in flight: its target
+    bool healed_ = false;                   // in check_liveness's healed run
+    std::optional<std::string> stuck_transfer_;  // note_transfer_outcome's finding
     bool leader_established_ = false;       // some leader was established on this path
     std::optional<std::string> start_failure_;  // a replica that could not start (boot)
     std::uint64_t steps_ = 0;

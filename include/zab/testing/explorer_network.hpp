@@ -9,6 +9,11 @@
 // break after the frames that arrived before it, as with sim_network's ordered notices. A
 // connection that breaks between two up nodes is re-established at once (its `connected`
 // queued behind the `disconnected`): the explorer's choice is when each end hears of it.
+// With `defer_redials(true)` (the fair, healed run of a liveness check), a connection that a
+// node closes itself is re-dialed only when either end next ticks (`redial`), as a real
+// transport waits its reconnect backoff: a node that refuses a peer's every connection
+// (a learner of a leader that is no longer leading) is then not a loop without time, but a
+// retry per tick until a timeout ends it.
 //
 // It emits sim_network's `network_event`s (send, connect) so that protocol_observer checks
 // each frame against its sender's disk at the instant it is sent.
@@ -65,6 +70,7 @@ public:
             nodes_[id].transport.reset(new explorer_transport{*this, id});
         channels_.resize((nodes + 1) * (nodes + 1));
         current_.assign((nodes + 1) * (nodes + 1), 0);
+        awaiting_redial_.assign((nodes + 1) * (nodes + 1), false);
         for (peer_id a = 1; a <= nodes; ++a)
             for (peer_id b = a + 1; b <= nodes; ++b) establish(a, b);
     }
@@ -116,6 +122,26 @@ public:
     }
 
     bool is_up(peer_id id) const { return nodes_.at(id).up; }
+
+    /// From now on, a connection a node closes is re-dialed at `redial` of either end, not at
+    /// once (see the file comment). Off again: the pending ones are dialed now.
+    void defer_redials(bool on) {
+        defer_redials_ = on;
+        if (!on)
+            for (peer_id id = 1; id < nodes_.size(); ++id) redial(id);
+    }
+
+    /// The connections of `id` closed since, dialed again if both ends are up.
+    void redial(peer_id id) {
+        for (peer_id other = 1; other < nodes_.size(); ++other) {
+            if (other == id) continue;
+            const std::size_t pair = index(std::min(id, other), std::max(id, other));
+            if (!awaiting_redial_[pair]) continue;
+            awaiting_redial_[pair] = false;
+            if (nodes_[id].up && nodes_[other].up && current(id, other) == 0)
+                establish(std::min(id, other), std::max(id, other));
+        }
+    }
     connection_id current(peer_id a, peer_id b) const { return current_[index(std::min(a, b), std::max(a, b))]; }
 
     /// Connections made or broken so far: a step that changed it touched other nodes' links.
@@ -183,7 +209,7 @@ private:
         channels_[index(b, a)].push_back({channel_item::kind::connected, c, {}});
     }
 
-    void break_pair(peer_id a, peer_id b) {
+    void break_pair(peer_id a, peer_id b, bool redial_now = true) {
         const connection_id c = current(a, b);
         current_of(a, b) = 0;
         ++structure_changes_;
@@ -194,7 +220,9 @@ private:
             });
             if (nodes_[to].up) channel.push_back({channel_item::kind::disconnected, c, {}});
         }
-        if (nodes_[a].up && nodes_[b].up) establish(std::min(a, b), std::max(a, b));
+        if (!nodes_[a].up || !nodes_[b].up) return;
+        if (redial_now) establish(std::min(a, b), std::max(a, b));
+        else awaiting_redial_[index(std::min(a, b), std::max(a, b))] = true;
     }
 
     void send(peer_id from, peer_id to, connection_id c, const shared_bytes& frame) {
@@ -207,12 +235,14 @@ private:
 
     void close(peer_id from, peer_id to, connection_id c) {
         if (from == to || to >= nodes_.size() || !nodes_[from].up || c == 0) return;
-        if (current(from, to) == c) break_pair(from, to);
+        if (current(from, to) == c) break_pair(from, to, !defer_redials_);
     }
 
     std::vector<node_state> nodes_;
     std::vector<std::deque<channel_item>> channels_;  // [from * size + to]
     std::vector<connection_id> current_;              // [low * size + high]
+    std::vector<bool> awaiting_redial_;               // [low * size + high], defer_redials_
+    bool defer_redials_ = false;
     connection_id next_connection_ = 1;
     std::uint64_t structure_changes_ = 0;
     std::uint64_t frames_sent_ = 0;

@@ -51,4 +51,11 @@ if(DEFINED ZAB_README)
     add_executable(readme_example ${CMAKE_CURRENT_BINARY_DIR}/readme_example.cpp)
     target_link_libraries(readme_example PRIVATE zab::asio)  # as the README says
     target_compile_options(readme_example PRIVATE -Wall -Wextra -Wpedantic -Werror)
+
+    # The compile firewall (zab/runtime/replica.hpp): a source without Boost.Asio (it fails to
+    # compile if the header brings it) and the one source that compiles the node.
+    add_executable(firewall ${CMAKE_CURRENT_LIST_DIR}/firewall_app.cpp
+                            ${CMAKE_CURRENT_LIST_DIR}/firewall_main.cpp)
+    target_link_libraries(firewall PRIVATE zab::asio)
+    target_compile_options(firewall PRIVATE -Wall -Wextra -Wpedantic -Werror)
 endif()
