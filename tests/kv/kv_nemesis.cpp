@@ -28,8 +28,9 @@
 //   3. the log, replayed, gives the replicas' digest; every acknowledged write is in it
 //      with the outcome its client was told, no refused write is, none is applied twice;
 //   4. the history of writes, CAS, blocks, expiries, collection commands and linearizable
-//      reads (final reads on every replica included) is linearizable (zab::testing::check_linearizability, per
-//      group of keys: nemesis/group_model.hpp says what is promised for blocks and expiry);
+//      reads (final reads on every replica included) is linearizable
+//      (zab::testing::check_linearizability, per group of keys: nemesis/group_model.hpp
+//      says what is promised for blocks, expiry and collections);
 //   5. local reads keep the per-connection guarantee (nemesis/history_check.hpp).
 //
 // --negative-control shows the check is not blind: every client reads locally but its reads
@@ -1275,7 +1276,8 @@ int run(options o) {
         // And every collection, whole.
         std::vector<std::pair<model::input, std::vector<std::string>>> listings;
         for (const auto& k : keys.lists)
-            listings.emplace_back(model::lrange(k), std::vector<std::string>{"LRANGE", k, "0", "-1"});
+            listings.emplace_back(model::lrange(k),
+                                  std::vector<std::string>{"LRANGE", k, "0", "-1"});
         for (const auto& k : keys.sets)
             listings.emplace_back(model::smembers(k), std::vector<std::string>{"SMEMBERS", k});
         for (auto& [in, args] : listings) {

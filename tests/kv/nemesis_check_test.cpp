@@ -517,7 +517,8 @@ TEST_CASE("nemesis group model: a set added to and removed from concurrently",
     }
     SECTION("a SADD of unknown outcome may have applied, or not, but not come undone") {
         h.push_back(open(5, 70, model::sadd("s", "z")));
-        h.push_back(done(3, 80, 90, model::smembers("s"), model::members_returned({"x", "y", "z"})));
+        h.push_back(
+            done(3, 80, 90, model::smembers("s"), model::members_returned({"x", "y", "z"})));
         CHECK(verdict(h) == linearizable);
         h.push_back(done(3, 91, 95, model::sismember("s", "z"), model::integer_returned(0)));
         CHECK(verdict(h) == violation);

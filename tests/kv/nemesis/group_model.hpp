@@ -325,8 +325,8 @@ struct group_model {
                 return current;
             case kind::llen:
             case kind::scard:
-                if (out && out->number !=
-                               static_cast<std::int64_t>(elements_of(current, in.keys.at(0)).size()))
+                if (out && out->number != static_cast<std::int64_t>(
+                                              elements_of(current, in.keys.at(0)).size()))
                     return std::nullopt;
                 return current;
             case kind::sismember: {
@@ -366,7 +366,8 @@ struct group_model {
         for (const auto& [k, v] : s.values)
             text += fmt::format("{}{}=\"{}\"", text.size() > 1 ? ", " : "", k, v);
         for (const auto& [k, items] : s.collections)
-            text += fmt::format("{}{}=[{}]", text.size() > 1 ? ", " : "", k, fmt::join(items, ", "));
+            text +=
+                fmt::format("{}{}=[{}]", text.size() > 1 ? ", " : "", k, fmt::join(items, ", "));
         return text + "}";
     }
 
