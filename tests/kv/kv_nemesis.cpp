@@ -9,8 +9,12 @@
 //     (WATCH t0; GET t0; MULTI; SET t0 v; SET t1 v; EXEC) and MGET t0 t1 tc;
 //   - SET PX (a TTL of 0.05-3 s, the faults' timescale), SET and GET on the keys e0-e7, and
 //     the conditional writes whose answer depends on whether a key has expired: SET NX PX
-//     and WATCHed CASes (WATCH e; GET e; MULTI; SET e v PX; EXEC).
-// Every SET and CAS is TAGGED (exactly-once), and one whose outcome is unknown is retried
+//     and WATCHed CASes (WATCH e; GET e; MULTI; SET e v PX; EXEC);
+//   - collections: RPUSH, LPOP, LRANGE 0 -1 and LLEN on the lists l0, l1; SADD, SREM,
+//     SMEMBERS, SCARD and SISMEMBER on the sets s0, s1 (a few elements each; a WRONGTYPE
+//     answer is a bug, as no string command touches them).
+// Every SET, CAS and collection write is TAGGED (exactly-once), and one whose outcome is
+// unknown is retried
 // with its tag on another replica until it gets an answer or its time runs out; a block
 // whose EXEC got no answer stays of unknown outcome.
 // Meanwhile the nemesis, one fault at a time, kill -9s and restarts a random minority (the
@@ -23,9 +27,10 @@
 //   2. every replica exits 0 on SIGTERM, and their committed logs agree record by record;
 //   3. the log, replayed, gives the replicas' digest; every acknowledged write is in it
 //      with the outcome its client was told, no refused write is, none is applied twice;
-//   4. the history of writes, CAS, blocks, expiries and linearizable reads (final reads on
-//      every replica included) is linearizable (zab::testing::check_linearizability, per
-//      group of keys: nemesis/group_model.hpp says what is promised for blocks and expiry);
+//   4. the history of writes, CAS, blocks, expiries, collection commands and linearizable
+//      reads (final reads on every replica included) is linearizable
+//      (zab::testing::check_linearizability, per group of keys: nemesis/group_model.hpp
+//      says what is promised for blocks, expiry and collections);
 //   5. local reads keep the per-connection guarantee (nemesis/history_check.hpp).
 //
 // --negative-control shows the check is not blind: every client reads locally but its reads
@@ -329,14 +334,21 @@ struct client_context {
 /// keys are one group, "t", written only by MULTI/EXEC blocks (two SETs of one value and an
 /// INCR of the counter, or a WATCHed CAS of the first key setting both) and read by MGET of
 /// all three, so a torn block shows; each `expiring` key is its own group (SET PX, SET, GET,
-/// SET NX PX, and WATCH e; GET e; MULTI; SET e v PX; EXEC).
+/// SET NX PX, and WATCH e; GET e; MULTI; SET e v PX; EXEC). Each list and each set is its own
+/// group too, and only collection commands of its type touch it.
 struct workload_keys {
     std::vector<std::string> plain;
     std::string block_group = "t";
     std::vector<std::string> block = {"t0", "t1", "tc"};  ///< tc: the INCR counter
     /// Many, each written rarely, so that some values outlive their TTL.
     std::vector<std::string> expiring = {"e0", "e1", "e2", "e3", "e4", "e5", "e6", "e7"};
+    std::vector<std::string> lists = {"l0", "l1"};
+    std::vector<std::string> sets = {"s0", "s1"};
 };
+
+/// A client keeps a collection at about this many elements (it pops or removes rather than
+/// adds once it saw this many), so that the states the checker explores stay small.
+constexpr std::size_t collection_bound = 6;
 
 /// The earliest an expiry can take effect, before the SET's call + TTL: the deadline is the
 /// later of the map's clock and the stamp (both the server's system clock, in whole
@@ -353,6 +365,10 @@ struct client_counters {
     /// EXEC was sent, and those that may have applied (answered the array, or no answer).
     std::uint64_t nx_set = 0, nx_not_set = 0, expiring_cas = 0, expiring_cas_applied = 0;
     std::uint64_t blocks_applied = 0, blocks_aborted = 0, blocks_refused = 0, blocks_unknown = 0;
+    /// Collection commands: writes acknowledged (of them, LPOPs of an element, SADD/SREM
+    /// answered 1), refused, unknown; reads answered.
+    std::uint64_t collection_writes = 0, collection_changes = 0, collection_refused = 0;
+    std::uint64_t collection_unknown = 0, collection_reads = 0;
 };
 
 /// One client: a thread with one connection at a time, to a random replica.
@@ -375,14 +391,17 @@ public:
             }
             const auto area = rng_() % 100;
             const auto roll = rng_() % 100;
-            if (area < 50) {
+            if (area < 44) {
                 const std::string& key = keys_.plain[rng_() % keys_.plain.size()];
                 if (roll < 45) read(key, key);
                 else write(key, roll >= 80);
-            } else if (area < 75) {
+            } else if (area < 66) {
                 if (roll < 35) read_block();
                 else if (roll < 65) block();
                 else watched_cas();
+            } else if (area < 78) {
+                if (rng_() % 2 == 0) list_command(keys_.lists[rng_() % keys_.lists.size()], roll);
+                else set_command(keys_.sets[rng_() % keys_.sets.size()], roll);
             } else {
                 const std::string& key = keys_.expiring[rng_() % keys_.expiring.size()];
                 // TTLs of 50 ms to 3 s: the faults' timescale, and short enough that some
@@ -500,6 +519,195 @@ public:
                 break;
         }
         writes_.push_back(std::move(w));
+    }
+
+    /// One command on the list `key`: RPUSH of a new element (an LPOP instead once the list
+    /// held collection_bound), LPOP, LRANGE key 0 -1 or LLEN.
+    void list_command(const std::string& key, std::uint64_t roll) {
+        const bool full = seen_sizes_[key] >= collection_bound;
+        if (roll < 30 && !full) {
+            const std::string element = fmt::format("c{}-{}", id_, sequence_ + 1);
+            collection_write(model::rpush(key, element), {"RPUSH", key, element});
+        } else if (roll < 55) {
+            collection_write(model::lpop(key), {"LPOP", key});
+        } else if (roll < 85) {
+            collection_read(model::lrange(key), {"LRANGE", key, "0", "-1"});
+        } else {
+            collection_read(model::llen(key), {"LLEN", key});
+        }
+    }
+
+    /// One command on the set `key`: SADD of a new member (a SREM instead once the set held
+    /// collection_bound), SADD again of a member seen, SREM of a member seen (or of one never
+    /// added: answered 0), SMEMBERS, SCARD or SISMEMBER.
+    void set_command(const std::string& key, std::uint64_t roll) {
+        const auto& seen = seen_members_[key];
+        const auto some_seen = [&]() -> std::string {
+            if (seen.empty()) return fmt::format("c{}-none", id_);
+            return seen[rng_() % seen.size()];
+        };
+        const bool full = seen_sizes_[key] >= collection_bound;
+        if (roll < 28 && !full) {
+            const std::string member = fmt::format("c{}-{}", id_, sequence_ + 1);
+            collection_write(model::sadd(key, member), {"SADD", key, member});
+        } else if (roll < 36 && !full) {
+            const std::string member = some_seen();
+            collection_write(model::sadd(key, member), {"SADD", key, member});
+        } else if (roll < 56) {
+            const std::string member = some_seen();
+            collection_write(model::srem(key, member), {"SREM", key, member});
+        } else if (roll < 80) {
+            collection_read(model::smembers(key), {"SMEMBERS", key});
+        } else if (roll < 90) {
+            collection_read(model::scard(key), {"SCARD", key});
+        } else {
+            const std::string member = some_seen();
+            collection_read(model::sismember(key, member), {"SISMEMBER", key, member});
+        }
+    }
+
+    /// A RPUSH, LPOP, SADD or SREM (`in`; `args` the command), TAGGED and retried with its
+    /// tag until it has an answer (10 s at most), as write() does. The history gets it if it
+    /// may have applied; the log check, its reply.
+    void collection_write(model::input in, const std::vector<std::string>& command) {
+        nm::write_record w;
+        w.tag = {id_, ++sequence_};
+        w.key = in.keys.at(0);
+        w.value = in.value;
+        w.verb = command.at(0);
+        std::vector<std::string> args{"TAGGED", std::to_string(w.tag.client_id),
+                                      std::to_string(w.tag.sequence)};
+        args.insert(args.end(), command.begin(), command.end());
+        history_op op;
+        op.client = id_;
+        op.call_time = now_us();
+        bool uncertain = false;
+        const auto give_up = clock_type::now() + 10s;
+        for (bool first = true;; first = false) {
+            if (!first) ++counters_.retries;
+            if (clock_type::now() > give_up) break;
+            if (!connection_.connected() && !connect()) {
+                std::this_thread::sleep_for(50ms);
+                continue;
+            }
+            const auto r = connection_.call(args, 2s);
+            if (!r) {
+                uncertain = true;
+                continue;
+            }
+            if (r->error_is("WRONGTYPE")) {
+                problem(fmt::format("{} {}: {} (only {} commands touch it)", w.verb, w.key,
+                                    r->text, in.what == model::kind::rpush ||
+                                                     in.what == model::kind::lpop
+                                                 ? "list"
+                                                 : "set"));
+                uncertain = true;
+                break;
+            }
+            if (r->is_error()) {
+                if (r->error_is("UNKNOWN")) {
+                    uncertain = true;
+                    connection_.close();
+                } else if (!uncertain) {
+                    w.result = nm::write_record::fate::refused;
+                    w.refusal = r->text;
+                    break;
+                }
+                std::this_thread::sleep_for(50ms);
+                continue;
+            }
+            std::string reply;
+            if (in.what == model::kind::lpop && r->kind == nm::reply::type::bulk) {
+                reply = fmt::format("${}\r\n{}\r\n", r->text.size(), r->text);
+                op.output = model::popped(r->text);
+            } else if (in.what == model::kind::lpop && r->kind == nm::reply::type::nil) {
+                reply = "$-1\r\n";
+                op.output = model::popped(std::nullopt);
+            } else if (in.what != model::kind::lpop && r->kind == nm::reply::type::integer &&
+                       (in.what == model::kind::rpush || r->integer == 0 || r->integer == 1)) {
+                reply = fmt::format(":{}\r\n", r->integer);
+                op.output = model::integer_returned(r->integer);
+            } else {
+                problem(fmt::format("{} {}: unexpected reply '{}'", w.verb, w.key, r->text));
+                uncertain = true;
+                break;
+            }
+            w.result = nm::write_record::fate::acknowledged;
+            w.reply = std::move(reply);
+            op.return_time = now_us();
+            break;
+        }
+        switch (w.result) {
+            case nm::write_record::fate::acknowledged: {
+                ++counters_.collection_writes;
+                const auto& o = *op.output;
+                const bool changed = in.what == model::kind::rpush ||
+                                     (in.what == model::kind::lpop ? o.values.at(0).has_value()
+                                                                   : o.number == 1);
+                if (changed) ++counters_.collection_changes;
+                if (in.what == model::kind::rpush)
+                    seen_sizes_[w.key] = static_cast<std::size_t>(o.number);
+                events_.push_back({session_, false, {}, {}, w.tag});
+                break;
+            }
+            case nm::write_record::fate::refused: ++counters_.collection_refused; break;
+            case nm::write_record::fate::unknown: ++counters_.collection_unknown; break;
+        }
+        if (w.result != nm::write_record::fate::refused) {
+            op.input = std::move(in);
+            history_.push_back(std::move(op));  // unknown: open to the end of the history
+        }
+        writes_.push_back(std::move(w));
+    }
+
+    /// LRANGE, LLEN, SMEMBERS, SCARD or SISMEMBER (`in`; `args` the command); a failed one is
+    /// dropped. It updates what this client saw of the collection (the workload's bounds),
+    /// and joins the history on a linearizable connection.
+    void collection_read(model::input in, const std::vector<std::string>& args) {
+        history_op op;
+        op.client = id_;
+        op.call_time = now_us();
+        const auto r = connection_.call(args, 1500ms);
+        if (!r) {
+            ++counters_.reads_failed;
+            return;
+        }
+        if (r->error_is("WRONGTYPE")) {
+            return problem(fmt::format("{} {}: {}", args[0], args[1], r->text));
+        }
+        if (r->is_error()) {  // e.g. -NOQUORUM on a linearizable read
+            ++counters_.reads_failed;
+            return;
+        }
+        const std::string& key = in.keys.at(0);
+        const bool listing = in.what == model::kind::lrange || in.what == model::kind::smembers;
+        if (listing != (r->kind == nm::reply::type::array) ||
+            (!listing && r->kind != nm::reply::type::integer)) {
+            return problem(fmt::format("{} {}: unexpected reply '{}'", args[0], key, r->text));
+        }
+        if (listing) {
+            std::vector<std::string> elements;
+            for (const auto& e : r->elements) {
+                if (e.kind != nm::reply::type::bulk)
+                    return problem(fmt::format("{} {}: unexpected element '{}'", args[0], key,
+                                               e.text));
+                elements.push_back(e.text);
+            }
+            seen_sizes_[key] = elements.size();
+            if (in.what == model::kind::smembers) seen_members_[key] = elements;
+            op.output = in.what == model::kind::lrange ? model::elements_returned(elements)
+                                                       : model::members_returned(elements);
+        } else {
+            if (in.what != model::kind::sismember)
+                seen_sizes_[key] = static_cast<std::size_t>(std::max<std::int64_t>(r->integer, 0));
+            op.output = model::integer_returned(r->integer);
+        }
+        ++counters_.reads;
+        ++counters_.collection_reads;
+        if (!checked_) return;
+        op.return_time = now_us();
+        op.input = std::move(in);
+        history_.push_back(std::move(op));
     }
 
     /// One GET of `key` (in `group`); a failed one is dropped (a read has no effect). On a
@@ -724,6 +932,9 @@ private:
     std::uint64_t session_ = 0;
     std::uint64_t sequence_ = 0;
     std::map<std::string, std::string> last_seen_;
+    /// Per collection: its size as this client last learned it, and a set's members.
+    std::map<std::string, std::size_t> seen_sizes_;
+    std::map<std::string, std::vector<std::string>> seen_members_;
     std::vector<history_op> history_;
     std::vector<nm::write_record> writes_;
     std::vector<nm::session_event> events_;
@@ -1062,6 +1273,35 @@ int run(options o) {
             op.output = model::read_returned(std::move(values));
             history.push_back(std::move(op));
         }
+        // And every collection, whole.
+        std::vector<std::pair<model::input, std::vector<std::string>>> listings;
+        for (const auto& k : keys.lists)
+            listings.emplace_back(model::lrange(k),
+                                  std::vector<std::string>{"LRANGE", k, "0", "-1"});
+        for (const auto& k : keys.sets)
+            listings.emplace_back(model::smembers(k), std::vector<std::string>{"SMEMBERS", k});
+        for (auto& [in, args] : listings) {
+            history_op op;
+            op.client = 950 + r.id;
+            op.call_time = now_us();
+            const auto reply = conn.call(args, 5s);
+            std::vector<std::string> elements;
+            bool ok = reply && reply->kind == nm::reply::type::array;
+            for (const auto& e : ok ? reply->elements : std::vector<nm::reply>{}) {
+                ok = ok && e.kind == nm::reply::type::bulk;
+                elements.push_back(e.text);
+            }
+            if (!ok) {
+                problems.push_back(fmt::format("replica {}: the final {} {} failed{}", r.id,
+                                               args[0], args[1], reply ? ": " + reply->text : ""));
+                continue;
+            }
+            op.return_time = now_us();
+            op.output = in.what == model::kind::lrange ? model::elements_returned(elements)
+                                                       : model::members_returned(elements);
+            op.input = std::move(in);
+            history.push_back(std::move(op));
+        }
     }
 
     // Graceful stop, then the logs.
@@ -1173,6 +1413,11 @@ int run(options o) {
         total.blocks_aborted += k.blocks_aborted;
         total.blocks_refused += k.blocks_refused;
         total.blocks_unknown += k.blocks_unknown;
+        total.collection_writes += k.collection_writes;
+        total.collection_changes += k.collection_changes;
+        total.collection_refused += k.collection_refused;
+        total.collection_unknown += k.collection_unknown;
+        total.collection_reads += k.collection_reads;
     }
     say("faults: {} kills ({} of the leader), {} pauses, {} cuts, {} leadership transfers ({} "
         "handed over); proxy: {} peer connections forwarded, {} refused while cut",
@@ -1184,6 +1429,11 @@ int run(options o) {
         total.writes_unknown, total.expiring_writes, total.retries, total.connections);
     say("MULTI/EXEC blocks: {} applied, {} aborted by WATCH, {} refused, {} unknown",
         total.blocks_applied, total.blocks_aborted, total.blocks_refused, total.blocks_unknown);
+    say("collections (lists {}, sets {}): {} writes acknowledged ({} changed one: an element "
+        "pushed or popped, a member added or removed), {} refused, {} unknown; {} reads",
+        fmt::join(keys.lists, " "), fmt::join(keys.sets, " "), total.collection_writes,
+        total.collection_changes, total.collection_refused, total.collection_unknown,
+        total.collection_reads);
     say("conditional writes on expiring keys: SET NX PX {} set, {} not set; WATCHed CAS with "
         "PX {} executed, {} applied or unknown",
         total.nx_set, total.nx_not_set, total.expiring_cas, total.expiring_cas_applied);

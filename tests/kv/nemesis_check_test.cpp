@@ -414,3 +414,138 @@ TEST_CASE("nemesis group model: expiries of values overwritten in time are dropp
               return op.input.what == model::kind::expire && op.input.value == "v";
           }) == 0);
 }
+
+// --- the group model: collections (a list, a set) -----------------------------------------------
+
+TEST_CASE("nemesis group model: a list pushed and popped concurrently", "[kv][nemesis]") {
+    std::vector<op_t> h = {
+        done(1, 0, 10, model::rpush("l", "a"), model::integer_returned(1)),
+        done(2, 5, 30, model::rpush("l", "b"), model::integer_returned(2)),
+        done(3, 20, 40, model::lrange("l"), model::elements_returned({"a"})),  // before b
+        done(4, 50, 60, model::lpop("l"), model::popped("a")),
+        done(5, 55, 70, model::lpop("l"), model::popped("b")),
+        done(3, 80, 90, model::lpop("l"), model::popped(std::nullopt)),
+        done(3, 95, 100, model::llen("l"), model::integer_returned(0)),
+    };
+    CHECK(verdict(h) == linearizable);
+
+    SECTION("an element popped twice") {
+        h.push_back(done(6, 52, 65, model::lpop("l"), model::popped("a")));
+        CHECK(verdict(h) == violation);
+    }
+    SECTION("LRANGE shows the elements out of push order") {
+        h.push_back(done(6, 35, 45, model::lrange("l"), model::elements_returned({"b", "a"})));
+        CHECK(verdict(h) == violation);
+    }
+    SECTION("LRANGE misses an element whose RPUSH returned before it began") {
+        h.push_back(done(6, 31, 45, model::lrange("l"), model::elements_returned({"a"})));
+        CHECK(verdict(h) == violation);
+    }
+    SECTION("LPOP takes the element pushed last, not the first") {
+        h[3].output = model::popped("b");
+        h[4].output = model::popped("a");
+        CHECK(verdict(h) == linearizable);  // the LPOPs overlap: "a" may be popped first
+        h[4].call_time = 61;                // now they do not
+        CHECK(verdict(h) == violation);
+    }
+    SECTION("RPUSH answered a length its order does not give") {
+        h[1].output = model::integer_returned(1);
+        CHECK(verdict(h) == violation);
+    }
+    SECTION("LLEN counts an element already popped") {
+        h.back().output = model::integer_returned(1);
+        CHECK(verdict(h) == violation);
+    }
+    SECTION("a RPUSH of unknown outcome may have applied, once, or not") {
+        h.push_back(open(7, 75, model::rpush("l", "c")));
+        h.push_back(done(3, 110, 120, model::lrange("l"), model::elements_returned({"c"})));
+        CHECK(verdict(h) == linearizable);
+        SECTION("not twice") {
+            h.push_back(done(3, 130, 140, model::llen("l"), model::integer_returned(2)));
+            CHECK(verdict(h) == violation);
+        }
+        SECTION("nor undone") {
+            h.push_back(done(3, 130, 140, model::lrange("l"), model::elements_returned({})));
+            CHECK(verdict(h) == violation);
+        }
+        SECTION("popped by a LPOP of unknown outcome") {
+            h.push_back(open(8, 125, model::lpop("l")));
+            h.push_back(done(3, 130, 140, model::lrange("l"), model::elements_returned({})));
+            CHECK(verdict(h) == linearizable);
+        }
+    }
+}
+
+TEST_CASE("nemesis group model: a set added to and removed from concurrently",
+          "[kv][nemesis]") {
+    std::vector<op_t> h = {
+        done(1, 0, 10, model::sadd("s", "x"), model::integer_returned(1)),
+        done(2, 5, 20, model::sadd("s", "y"), model::integer_returned(1)),
+        done(3, 15, 25, model::smembers("s"), model::members_returned({"y", "x"})),
+        done(1, 30, 40, model::srem("s", "x"), model::integer_returned(1)),
+        done(2, 35, 45, model::sadd("s", "x"), model::integer_returned(1)),  // after the SREM
+        done(3, 50, 60, model::smembers("s"), model::members_returned({"x", "y"})),
+        done(3, 61, 62, model::scard("s"), model::integer_returned(2)),
+        done(3, 63, 64, model::sismember("s", "x"), model::integer_returned(1)),
+        done(3, 65, 66, model::sismember("s", "z"), model::integer_returned(0)),
+    };
+    CHECK(verdict(h) == linearizable);
+
+    SECTION("SMEMBERS misses an acknowledged SADD that returned before it began") {
+        h.push_back(done(4, 21, 24, model::smembers("s"), model::members_returned({"x"})));
+        CHECK(verdict(h) == violation);
+    }
+    SECTION("SADD of a present member answered 1") {
+        h.push_back(done(4, 26, 28, model::sadd("s", "y"), model::integer_returned(1)));
+        CHECK(verdict(h) == violation);
+    }
+    SECTION("two SREMs of one member both answered 1 with one SADD between") {
+        h.push_back(done(4, 30, 40, model::srem("s", "x"), model::integer_returned(1)));
+        CHECK(verdict(h) == violation);
+    }
+    SECTION("SCARD miscounts") {
+        h[6].output = model::integer_returned(1);
+        CHECK(verdict(h) == violation);
+    }
+    SECTION("SREM of an absent member answered 0; the set emptied is absent") {
+        h.push_back(done(4, 70, 71, model::srem("s", "z"), model::integer_returned(0)));
+        h.push_back(done(4, 72, 73, model::srem("s", "x"), model::integer_returned(1)));
+        h.push_back(done(4, 74, 75, model::srem("s", "y"), model::integer_returned(1)));
+        h.push_back(done(4, 76, 77, model::scard("s"), model::integer_returned(0)));
+        h.push_back(done(4, 78, 79, model::smembers("s"), model::members_returned({})));
+        CHECK(verdict(h) == linearizable);
+    }
+    SECTION("a SADD of unknown outcome may have applied, or not, but not come undone") {
+        h.push_back(open(5, 70, model::sadd("s", "z")));
+        h.push_back(
+            done(3, 80, 90, model::smembers("s"), model::members_returned({"x", "y", "z"})));
+        CHECK(verdict(h) == linearizable);
+        h.push_back(done(3, 91, 95, model::sismember("s", "z"), model::integer_returned(0)));
+        CHECK(verdict(h) == violation);
+    }
+}
+
+TEST_CASE("nemesis replay and writes: collection commands are calls, answered their reply",
+          "[kv][nemesis]") {
+    const command push{calls_op{{{"RPUSH", "l", "a"}}, {}, false}, request_tag{1, 1}, 1000};
+    const command pop{calls_op{{{"LPOP", "l"}}, {}, false}, request_tag{1, 2}, 1000};
+    const auto r = nemesis::replay_log(make_log({push, set(2, 1, "a", "a1"), pop}));
+    CHECK(r.problems.empty());
+    CHECK(!r.values.contains("l"));  // a list is no string: the session check never reads it
+    CHECK(r.values.at("a").size() == 2);
+    const auto collection_write = [](std::uint64_t seq, std::string verb, std::string reply) {
+        write_record w = written(1, seq, "l", "a", write_record::fate::acknowledged);
+        w.verb = std::move(verb);
+        w.reply = std::move(reply);
+        return w;
+    };
+    std::vector<write_record> writes = {collection_write(1, "RPUSH", ":1\r\n"),
+                                        collection_write(2, "LPOP", "$1\r\na\r\n")};
+    std::vector<std::string> problems;
+    nemesis::check_writes(writes, r, problems);
+    CHECK(problems.empty());
+    writes[1].reply = "$-1\r\n";  // answered nil, but the log's LPOP popped "a"
+    nemesis::check_writes(writes, r, problems);
+    REQUIRE(problems.size() == 1);
+    CHECK_THAT(problems[0], Catch::Contains("write 1/2 (LPOP l)"));
+}

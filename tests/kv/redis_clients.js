@@ -3,8 +3,9 @@
 //   node redis_clients.js --ports P1,P2,P3 --leader ID --leader-pid PID
 'use strict';
 const assert = require('node:assert/strict');
-const { createClient } = require('redis');
+const { createClient, ErrorReply } = require('redis');
 const Redis = require('ioredis');
+const { ReplyError } = Redis;
 
 const argv = {};
 for (let i = 2; i + 1 < process.argv.length; i += 2) argv[process.argv[i].slice(2)] = process.argv[i + 1];
@@ -13,6 +14,13 @@ const leader = Number(argv.leader);
 const follower = (leader % 3) + 1;
 const third = (follower % 3) + 1;
 const port = (id) => ports[id - 1];
+const wrongType = /^WRONGTYPE Operation against a key holding the wrong kind of value/;
+/// `promise` rejects with an error of class `type` whose message is Redis's WRONGTYPE.
+const rejectsWrongType = (promise, type) => assert.rejects(promise, (e) => {
+    assert.ok(e instanceof type, `${e && e.constructor && e.constructor.name} is not ${type.name}`);
+    assert.match(e.message, wrongType);
+    return true;
+});
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 const log = (...what) => console.log(`[${new Date().toISOString().slice(11, 23)}]`, ...what);
 const info = async (r, section) => {
@@ -28,6 +36,65 @@ const ioredis = (id) => {
     r.on('error', () => {});  // reconnects are expected around the leader kill
     return r;
 };
+
+/// Hashes, lists, sets and sorted sets through node-redis's methods on `c`, its keys under
+/// `prefix`. `resp2`: a RESP2 connection, where the replies whose RESP3 shape kv_server does
+/// not send (a map, a double; see the caller) are checked too.
+async function nodeRedisCollections(c, prefix, resp2) {
+    log(`node-redis (${resp2 ? 'RESP2' : 'its defaults'}): hashes, lists, sets, sorted sets, TYPE, WRONGTYPE, MULTI/EXEC`);
+    const k = (name) => `${prefix}:c:${name}`;
+    const hash = { f1: 'A', f2: 'b', n: '3' };
+    assert.equal(await c.set(k('a'), 'v'), 'OK');
+    assert.equal(await c.hSet(k('h'), { f1: 'a', f2: 'b' }), 2);
+    assert.equal(await c.hSet(k('h'), 'f1', 'A'), 0);
+    assert.equal(await c.hGet(k('h'), 'f1'), 'A');
+    assert.equal(await c.hGet(k('h'), 'none'), null);
+    assert.equal(await c.hIncrBy(k('h'), 'n', 5), 5);
+    assert.equal(await c.hIncrBy(k('h'), 'n', -2), 3);
+    if (resp2) assert.deepEqual({ ...(await c.hGetAll(k('h'))) }, hash);
+    assert.deepEqual(await c.hmGet(k('h'), ['f1', 'f2', 'n', 'none']), ['A', 'b', '3', null]);
+    assert.equal(await c.rPush(k('l'), ['b', 'c']), 2);
+    assert.equal(await c.lPush(k('l'), 'a'), 3);
+    assert.deepEqual(await c.lRange(k('l'), 0, -1), ['a', 'b', 'c']);
+    assert.equal(await c.lPop(k('l')), 'a');
+    assert.deepEqual(await c.lRange(k('l'), 0, -1), ['b', 'c']);
+    assert.equal(await c.sAdd(k('s'), ['x', 'y', 'z']), 3);
+    assert.equal(await c.sAdd(k('s'), 'x'), 0);
+    assert.deepEqual([...(await c.sMembers(k('s')))].sort(), ['x', 'y', 'z']);
+    assert.equal(Number(await c.sIsMember(k('s'), 'y')), 1);
+    assert.equal(await c.sRem(k('s'), ['y', 'none']), 1);
+    assert.equal(Number(await c.sIsMember(k('s'), 'y')), 0);
+    assert.deepEqual([...(await c.sMembers(k('s')))].sort(), ['x', 'z']);
+    assert.equal(await c.zAdd(k('z'), [{ score: 1, value: 'one' }, { score: 2, value: 'two' },
+                                       { score: 0.5, value: 'half' }]), 3);
+    assert.equal(await c.zAdd(k('z'), { score: 2.5, value: 'two' }), 0);
+    assert.deepEqual(await c.zRange(k('z'), 0, -1), ['half', 'one', 'two']);
+    if (resp2) {
+        assert.deepEqual(await c.zRangeWithScores(k('z'), 0, -1),
+                         [{ value: 'half', score: 0.5 }, { value: 'one', score: 1 }, { value: 'two', score: 2.5 }]);
+        assert.equal(await c.zScore(k('z'), 'two'), 2.5);
+        assert.equal(await c.zScore(k('z'), 'none'), null);
+        assert.deepEqual(await c.zPopMin(k('z')), { value: 'half', score: 0.5 });
+        assert.deepEqual(await c.zRange(k('z'), 0, -1), ['one', 'two']);
+    }
+    for (const [key, type] of [['h', 'hash'], ['l', 'list'], ['s', 'set'], ['z', 'zset'], ['a', 'string'], ['none', 'none']])
+        assert.equal(await c.type(k(key)), type, `TYPE ${k(key)}`);
+    await rejectsWrongType(c.lPush(k('h'), 'x'), ErrorReply);
+    await rejectsWrongType(c.get(k('l')), ErrorReply);
+    await rejectsWrongType(c.sAdd(k('a'), 'x'), ErrorReply);
+    await rejectsWrongType(c.hGet(k('z'), 'f'), ErrorReply);
+    assert.deepEqual(await c.hmGet(k('h'), ['f1', 'f2', 'n']), ['A', 'b', '3']);  // unchanged
+    const block = c.multi().rPush(k('tl'), ['1', '2']).lPop(k('tl')).lRange(k('tl'), 0, -1)
+        .sAdd(k('ts'), ['m1', 'm2']).sRem(k('ts'), 'm1').sMembers(k('ts')).type(k('ts'))
+        .zAdd(k('tz'), { score: 3, value: 'm' }).hSet(k('th'), 'f', 'v').hGet(k('th'), 'f');
+    if (resp2) block.zScore(k('tz'), 'm').hGetAll(k('th'));
+    const replies = (await block.exec()).map((reply) => (reply instanceof Set ? [...reply] : reply));
+    if (resp2) replies[replies.length - 1] = { ...replies[replies.length - 1] };
+    assert.deepEqual(replies, [2, '1', ['2'], 2, 1, ['m2'], 'set', 1, 1, 'v',
+                               ...(resp2 ? [3, { f: 'v' }] : [])]);
+    assert.deepEqual(await c.lRange(k('tl'), 0, -1), ['2']);
+    assert.equal(await c.type(k('th')), 'hash');
+}
 
 async function withNodeRedis() {
     log('node-redis: connect with the defaults (RESP3 HELLO, CLIENT SETINFO) to follower', follower);
@@ -78,6 +145,18 @@ async function withNodeRedis() {
     assert.equal(replies.length, 10000);
     assert.equal(Math.max(...replies), 10000);
     assert.equal(await c.get(k('pipe')), '10000');
+
+    await nodeRedisCollections(c, 'nr', false);
+    // kv_server answers the collections in RESP2's shapes under HELLO 3 too (HGETALL a flat
+    // array, not a map; SMEMBERS an array, not a set; ZSCORE and the scores of ZRANGE
+    // WITHSCORES bulk strings, not doubles), which node-redis's RESP3 default passes through
+    // as they are: every command is checked on a RESP2 connection, those whose reply is the
+    // same in both protocols on the default one too.
+    const c2 = createClient({ url: `redis://127.0.0.1:${port(follower)}`, RESP: 2 });
+    c2.on('error', (e) => log('node-redis (RESP2) error event:', e.message));
+    await c2.connect();
+    await nodeRedisCollections(c2, 'nr2', true);
+    await c2.quit();
     await c.quit();
 }
 
@@ -125,6 +204,52 @@ async function withIoredis() {
     assert.equal(await r.get(k('w')), 'changed');
     await r.watch(k('w'));
     assert.deepEqual(await r.multi().set(k('w'), 'mine').exec(), [[null, 'OK']]);
+
+    log('ioredis: hashes, lists, sets, sorted sets, TYPE, WRONGTYPE, MULTI/EXEC over them');
+    assert.equal(await r.hset(k('h'), { f1: 'a', f2: 'b' }), 2);
+    assert.equal(await r.hset(k('h'), 'f1', 'A'), 0);
+    assert.equal(await r.hget(k('h'), 'f1'), 'A');
+    assert.equal(await r.hget(k('h'), 'none'), null);
+    assert.equal(await r.hincrby(k('h'), 'n', 5), 5);
+    assert.equal(await r.hincrby(k('h'), 'n', -2), 3);
+    assert.deepEqual(await r.hgetall(k('h')), { f1: 'A', f2: 'b', n: '3' });
+    assert.equal(await r.rpush(k('l'), 'b', 'c'), 2);
+    assert.equal(await r.lpush(k('l'), 'a'), 3);
+    assert.deepEqual(await r.lrange(k('l'), 0, -1), ['a', 'b', 'c']);
+    assert.equal(await r.lpop(k('l')), 'a');
+    assert.deepEqual(await r.lrange(k('l'), 0, -1), ['b', 'c']);
+    assert.equal(await r.sadd(k('set'), 'x', 'y', 'z'), 3);
+    assert.equal(await r.sadd(k('set'), 'x'), 0);
+    assert.deepEqual((await r.smembers(k('set'))).sort(), ['x', 'y', 'z']);
+    assert.equal(await r.sismember(k('set'), 'y'), 1);
+    assert.equal(await r.srem(k('set'), 'y', 'none'), 1);
+    assert.equal(await r.sismember(k('set'), 'y'), 0);
+    assert.deepEqual((await r.smembers(k('set'))).sort(), ['x', 'z']);
+    assert.equal(await r.zadd(k('z'), 1, 'one', 2, 'two', 0.5, 'half'), 3);
+    assert.equal(await r.zadd(k('z'), 2.5, 'two'), 0);
+    assert.deepEqual(await r.zrange(k('z'), 0, -1, 'WITHSCORES'), ['half', '0.5', 'one', '1', 'two', '2.5']);
+    assert.equal(await r.zscore(k('z'), 'two'), '2.5');
+    assert.equal(await r.zscore(k('z'), 'none'), null);
+    assert.deepEqual(await r.zpopmin(k('z')), ['half', '0.5']);
+    assert.deepEqual(await r.zrange(k('z'), 0, -1), ['one', 'two']);
+    for (const [key, type] of [['h', 'hash'], ['l', 'list'], ['set', 'set'], ['z', 'zset'], ['s', 'string'], ['none', 'none']])
+        assert.equal(await r.type(k(key)), type, `TYPE ${k(key)}`);
+    await rejectsWrongType(r.lpush(k('h'), 'x'), ReplyError);
+    await rejectsWrongType(r.get(k('l')), ReplyError);
+    await rejectsWrongType(r.sadd(k('s'), 'x'), ReplyError);
+    await rejectsWrongType(r.hget(k('z'), 'f'), ReplyError);
+    assert.deepEqual(await r.hgetall(k('h')), { f1: 'A', f2: 'b', n: '3' });
+    assert.deepEqual(await r.multi().rpush(k('tl'), '1', '2').lpop(k('tl')).lrange(k('tl'), 0, -1)
+        .sadd(k('ts'), 'm1', 'm2').srem(k('ts'), 'm1').smembers(k('ts')).type(k('ts'))
+        .zadd(k('tz'), 3, 'm').zscore(k('tz'), 'm').exec(),
+                     [[null, 2], [null, '1'], [null, ['2']], [null, 2], [null, 1], [null, ['m2']],
+                      [null, 'set'], [null, 1], [null, '3']]);
+    // A WRONGTYPE inside a block: EXEC answers it in its place, the other commands apply.
+    const mixed = await r.multi().rpush(k('tl'), '3').sadd(k('tl'), 'x').llen(k('tl')).exec();
+    assert.deepEqual([mixed[0], mixed[2]], [[null, 2], [null, 2]]);
+    assert.ok(mixed[1][0] instanceof ReplyError, 'the SADD on a list failed in the block');
+    assert.match(mixed[1][0].message, wrongType);
+    assert.deepEqual(await r.lrange(k('tl'), 0, -1), ['2', '3']);
 
     log('ioredis: 10,000 INCRs in one pipeline through follower', third);
     const pipeline = r.pipeline();

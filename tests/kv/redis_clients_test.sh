@@ -2,7 +2,10 @@
 # tests/kv/redis_clients_test.sh KV_SERVER CACHE_DIR — kv_server with the two most used
 # Node.js Redis clients (issue 22): node-redis (npm `redis`) and ioredis, each with its
 # default options, against three replicas started with --client-addresses. The node script
-# (redis_clients.js) connects, runs the string and key commands, a 10,000-command pipeline
+# (redis_clients.js) connects, runs the string and key commands, the collections through each
+# client's own methods (hashes, lists, sets, sorted sets, TYPE, WRONGTYPE as the client's
+# error class, MULTI/EXEC over them; node-redis on its default RESP3 connection and on a
+# RESP2 one, as kv_server sends the collections' replies in RESP2's shapes), a 10,000-command pipeline
 # through a follower, MULTI/EXEC (an aborted block applies nothing, a WATCHed key changed
 # makes EXEC answer null), expiry, and kills the leader while writing through a follower:
 # every acknowledged write must read back afterwards, and a key due after the kill is removed

@@ -6,7 +6,9 @@
 #               follower, and a fourth replica while joining (--new-member, before its
 #               ZRECONFIG ADD commits), as an observer once added, and once removed, each
 #               parsed by redis-py's parser (INFO and INFO all, every section alone) and
-#               every line checked against Redis's format. Then redis-py's Sentinel.
+#               every line checked against Redis's format. The collections through
+#               redis-py's own methods (hashes, lists, sets, sorted sets, TYPE, WRONGTYPE,
+#               MULTI/EXEC), read back through a follower. Then redis-py's Sentinel.
 #   ioredis     ioredis's `sentinels` option (sentinel_clients.js), its own INFO parser too.
 #   node-redis  node-redis's createSentinel (sentinel_clients.js), its ROLE parser too.
 # With each: the master discovered through SENTINEL on the replicas' client ports, 200 writes
@@ -86,6 +88,9 @@ if [[ "$client" == redis-py ]]; then
     done
     check_info 4 "removed replica" removed=1 role=slave sentinel_masters=0
     stop 4
+    say "redis-py: collections on the leader, read back through follower $follower"
+    timeout 30 "$python" "$here/redis_py_clients.py" collections "${client_port[$leader]}" \
+        "${client_port[$follower]}" || fail "redis-py's collection commands"
     say "redis-py Sentinel through a leader kill"
     timeout 90 "$python" "$here/redis_py_clients.py" sentinel \
         --ports "${client_port[1]},${client_port[2]},${client_port[3]}" \

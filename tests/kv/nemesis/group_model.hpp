@@ -38,6 +38,27 @@
 // value overwritten is never read again; a watched CAS, a SET NX or a block never applies
 // on a value that a read already saw expire, and a SET NX never fails on a key a read
 // already saw gone (unless written since).
+//
+// Collections: a list key and a set key each form a group of their own (one key), and the
+// workload never writes them with a string command, so a WRONGTYPE answer is a bug (the
+// client reports it; no operation here models it). Every element pushed and every member
+// added is unique (the client id and sequence number are in it), except that a SADD may
+// re-add, and a SREM remove, a member the client read before; so an element read names the
+// one RPUSH that stored it.
+//
+//   rpush(k, v)                RPUSH k v, answered the list's new length
+//   lpop(k)                    LPOP k: the first element, or nil on an empty (absent) list
+//   lrange(k) / llen(k)        LRANGE k 0 -1 (the whole list, in order) / LLEN k
+//   sadd(k, m) / srem(k, m)    SADD k m / SREM k m, answered 1 if it changed the set, else 0
+//   smembers(k) / scard(k)     SMEMBERS k (sorted here: a set's reply order is no promise)
+//   sismember(k, m)              / SCARD k / SISMEMBER k m
+//
+// An empty collection is an absent key, as in Redis (the last LPOP or SREM removes it). A
+// RPUSH of unknown outcome applies at most once per state (the relaxed search would push
+// its element without end otherwise; its value is unique, so the state records it as a
+// block's, below); SADD and SREM are idempotent and LPOP only shrinks the list, so their
+// repetitions reach finitely many states. The workload bounds each collection to a few
+// elements, which keeps the states small.
 #pragma once
 
 #include <algorithm>
@@ -60,7 +81,10 @@
 namespace zab::kv::nemesis {
 
 struct group_model {
-    enum class kind { get, mget, put, cas, multi, watch_cas, expire };
+    enum class kind {
+        get, mget, put, cas, multi, watch_cas, expire,
+        rpush, lpop, lrange, llen, sadd, srem, smembers, scard, sismember
+    };
 
     /// A command queued in a MULTI block: SET key value, or INCR key (value nullopt).
     struct queued {
@@ -72,8 +96,9 @@ struct group_model {
     struct input {
         kind what = kind::get;
         std::string group;               ///< the partition
-        std::vector<std::string> keys;   ///< get, put, cas, watch_cas, expire: one; mget: many
-        std::string value;               ///< put, expire; cas's desired value
+        std::vector<std::string> keys;   ///< mget: many; the others: one (multi: none)
+        std::string value;               ///< put, expire, rpush, sadd, srem, sismember; cas's
+                                         ///< desired value
         std::optional<std::string> expected;  ///< cas; watch_cas: what the GET saw
         std::vector<queued> writes;      ///< multi, watch_cas
         bool operator==(const input&) const = default;
@@ -83,15 +108,19 @@ struct group_model {
         std::vector<std::optional<std::string>> values;  ///< get, mget
         bool succeeded = true;  ///< cas; watch_cas (false: EXEC answered nil)
         std::vector<std::string> replies;  ///< multi, watch_cas: "OK" or the integer, in order
+        std::vector<std::string> elements;  ///< lrange (in order), smembers (sorted)
+        std::int64_t number = 0;  ///< rpush, llen, sadd, srem, scard, sismember: the integer
     };
 
-    /// The present keys of the group and their values, sorted by key; and the blocks of
+    /// The present keys of the group and their values, sorted by key; the collections
+    /// present (a list in order, a set sorted), sorted by key; and the blocks and RPUSHes of
     /// unknown outcome that applied (named by their first value, unique), sorted. The
     /// checker's relaxed search lets an operation of unknown outcome take effect repeatedly:
     /// a block's INCR would count without end, so an unknown block applies once per state
     /// (in the exact search it is linearized once anyway).
     struct state {
         std::vector<std::pair<std::string, std::string>> values;
+        std::vector<std::pair<std::string, std::vector<std::string>>> collections;
         std::vector<std::string> unknown_blocks;
         bool operator==(const state&) const = default;
     };
@@ -128,15 +157,41 @@ struct group_model {
     static input expire(std::string group, std::string key, std::string value) {
         return {kind::expire, std::move(group), {std::move(key)}, std::move(value), {}, {}};
     }
+    static input rpush(std::string key, std::string value) { return one(kind::rpush, key, value); }
+    static input lpop(std::string key) { return one(kind::lpop, key, {}); }
+    static input lrange(std::string key) { return one(kind::lrange, key, {}); }
+    static input llen(std::string key) { return one(kind::llen, key, {}); }
+    static input sadd(std::string key, std::string member) { return one(kind::sadd, key, member); }
+    static input srem(std::string key, std::string member) { return one(kind::srem, key, member); }
+    static input smembers(std::string key) { return one(kind::smembers, key, {}); }
+    static input scard(std::string key) { return one(kind::scard, key, {}); }
+    static input sismember(std::string key, std::string member) {
+        return one(kind::sismember, key, member);
+    }
+
     static output read_returned(std::vector<std::optional<std::string>> values) {
-        return {std::move(values), true, {}};
+        return {std::move(values), true, {}, {}, 0};
     }
     static output write_returned() { return {}; }
-    static output cas_returned(bool succeeded) { return {{}, succeeded, {}}; }
+    static output cas_returned(bool succeeded) { return {{}, succeeded, {}, {}, 0}; }
     static output exec_returned(std::vector<std::string> replies) {
-        return {{}, true, std::move(replies)};
+        return {{}, true, std::move(replies), {}, 0};
     }
-    static output exec_aborted() { return {{}, false, {}}; }
+    static output exec_aborted() { return {{}, false, {}, {}, 0}; }
+    /// RPUSH, LLEN, SADD, SREM, SCARD, SISMEMBER: the integer answered.
+    static output integer_returned(std::int64_t n) { return {{}, true, {}, {}, n}; }
+    /// LPOP: the element, or nil.
+    static output popped(std::optional<std::string> element) {
+        return {{std::move(element)}, true, {}, {}, 0};
+    }
+    /// LRANGE (in the list's order), SMEMBERS (any order: sorted here).
+    static output elements_returned(std::vector<std::string> elements) {
+        return {{}, true, {}, std::move(elements), 0};
+    }
+    static output members_returned(std::vector<std::string> members) {
+        std::sort(members.begin(), members.end());
+        return elements_returned(std::move(members));
+    }
 
     // --- the model -------------------------------------------------------------------------
 
@@ -222,8 +277,73 @@ struct group_model {
                 next.values.erase(find(next.values, in.keys.at(0)));
                 return next;
             }
+            case kind::rpush: {
+                state next = current;
+                if (!out) {  // applies once per state (see the file comment)
+                    auto& once = next.unknown_blocks;
+                    const auto at = std::lower_bound(once.begin(), once.end(), in.value);
+                    if (at != once.end() && *at == in.value) return current;
+                    once.insert(at, in.value);
+                }
+                std::vector<std::string> items = elements_of(next, in.keys.at(0));
+                items.push_back(in.value);
+                if (out && out->number != static_cast<std::int64_t>(items.size()))
+                    return std::nullopt;
+                store_collection(next, in.keys.at(0), std::move(items));
+                return next;
+            }
+            case kind::lpop: {
+                std::vector<std::string> items = elements_of(current, in.keys.at(0));
+                std::optional<std::string> first;
+                if (!items.empty()) first = items.front();
+                if (out && (out->values.size() != 1 || out->values[0] != first))
+                    return std::nullopt;
+                if (items.empty()) return current;
+                items.erase(items.begin());
+                state next = current;
+                store_collection(next, in.keys.at(0), std::move(items));
+                return next;
+            }
+            case kind::sadd:
+            case kind::srem: {
+                std::vector<std::string> members = elements_of(current, in.keys.at(0));
+                const auto at = std::lower_bound(members.begin(), members.end(), in.value);
+                const bool present = at != members.end() && *at == in.value;
+                const bool changes = present == (in.what == kind::srem);
+                if (out && out->number != (changes ? 1 : 0)) return std::nullopt;
+                if (!changes) return current;
+                if (present) members.erase(at);
+                else members.insert(at, in.value);
+                state next = current;
+                store_collection(next, in.keys.at(0), std::move(members));
+                return next;
+            }
+            case kind::lrange:
+            case kind::smembers:
+                if (out && out->elements != elements_of(current, in.keys.at(0)))
+                    return std::nullopt;
+                return current;
+            case kind::llen:
+            case kind::scard:
+                if (out && out->number != static_cast<std::int64_t>(
+                                              elements_of(current, in.keys.at(0)).size()))
+                    return std::nullopt;
+                return current;
+            case kind::sismember: {
+                const auto members = elements_of(current, in.keys.at(0));
+                const bool present = std::binary_search(members.begin(), members.end(), in.value);
+                if (out && out->number != (present ? 1 : 0)) return std::nullopt;
+                return current;
+            }
         }
         return std::nullopt;
+    }
+
+    /// The elements of the collection `key` (a list in order, a set sorted); empty if absent.
+    static std::vector<std::string> elements_of(const state& s, const std::string& key) {
+        const auto it = find(s.collections, key);
+        if (it == s.collections.end() || it->first != key) return {};
+        return it->second;
     }
 
     static std::size_t hash(const state& s) {
@@ -231,6 +351,11 @@ struct group_model {
         for (const auto& [k, v] : s.values) {
             h = h * 31 + std::hash<std::string>{}(k);
             h = h * 31 + std::hash<std::string>{}(v);
+        }
+        for (const auto& [k, items] : s.collections) {
+            h = h * 31 + std::hash<std::string>{}(k);
+            for (const auto& item : items) h = h * 31 + std::hash<std::string>{}(item);
+            h = h * 31 + items.size();
         }
         for (const auto& b : s.unknown_blocks) h = h * 31 + std::hash<std::string>{}(b);
         return h;
@@ -240,6 +365,9 @@ struct group_model {
         std::string text = "{";
         for (const auto& [k, v] : s.values)
             text += fmt::format("{}{}=\"{}\"", text.size() > 1 ? ", " : "", k, v);
+        for (const auto& [k, items] : s.collections)
+            text +=
+                fmt::format("{}{}=[{}]", text.size() > 1 ? ", " : "", k, fmt::join(items, ", "));
         return text + "}";
     }
 
@@ -282,6 +410,33 @@ struct group_model {
                                    shown(in.expected), block(), replies());
             case kind::expire:
                 return fmt::format("expiry of {} = \"{}\"", in.keys.at(0), in.value);
+            case kind::rpush:
+            case kind::sadd:
+            case kind::srem:
+            case kind::sismember:
+            case kind::llen:
+            case kind::scard: {
+                const char* name = in.what == kind::rpush  ? "RPUSH"
+                                   : in.what == kind::sadd ? "SADD"
+                                   : in.what == kind::srem ? "SREM"
+                                   : in.what == kind::llen ? "LLEN"
+                                   : in.what == kind::scard ? "SCARD"
+                                                            : "SISMEMBER";
+                const std::string member = in.value.empty() ? "" : fmt::format(" \"{}\"", in.value);
+                return fmt::format("{} {}{} -> {}", name, in.keys.at(0), member,
+                                   out ? std::to_string(out->number) : std::string{"?"});
+            }
+            case kind::lpop:
+                return fmt::format("LPOP {} -> {}", in.keys.at(0),
+                                   !out ? std::string{"?"}
+                                        : out->values.empty() ? std::string{"(none)"}
+                                                              : shown(out->values[0]));
+            case kind::lrange:
+            case kind::smembers:
+                return fmt::format("{} {} -> {}", in.what == kind::lrange ? "LRANGE" : "SMEMBERS",
+                                   in.keys.at(0),
+                                   out ? fmt::format("[{}]", fmt::join(out->elements, ", "))
+                                       : std::string{"?"});
         }
         return "?";
     }
@@ -297,6 +452,22 @@ private:
         const auto it = find(s.values, key);
         if (it != s.values.end() && it->first == key) it->second = value;
         else s.values.emplace(it, key, value);
+    }
+    /// Sets the collection `key` to `items`; empty: the key is removed, as Redis does.
+    static void store_collection(state& s, const std::string& key, std::vector<std::string> items) {
+        const auto it = find(s.collections, key);
+        const bool present = it != s.collections.end() && it->first == key;
+        if (items.empty()) {
+            if (present) s.collections.erase(it);
+        } else if (present) {
+            it->second = std::move(items);
+        } else {
+            s.collections.emplace(it, key, std::move(items));
+        }
+    }
+    /// An operation on one key that is its own group (the collections).
+    static input one(kind what, const std::string& key, std::string value) {
+        return {what, key, {key}, std::move(value), {}, {}};
     }
 };
 

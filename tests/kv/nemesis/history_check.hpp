@@ -51,6 +51,11 @@ struct write_record {
     fate result = fate::unknown;
     bool cas_matched = false;  ///< acknowledged CAS: the answer (:1); SET NX: it was set
     std::string refusal;       ///< refused: the error text
+    /// A collection command (RPUSH, LPOP, SADD, SREM; `value` its element or empty): its
+    /// name, and once acknowledged the RESP reply the client got, which the log's outcome
+    /// must repeat (the reply of the call it applies). Empty for the string writes.
+    std::string verb;
+    std::optional<std::string> reply;
 };
 
 /// What one client saw on its connections, in its own order.
@@ -103,6 +108,7 @@ inline replay replay_log(const std::vector<log_record>& records,
                                              restored.error().message()));
         }
         for (const auto& [key, entry] : machine.contents()) {  // current at position 0
+            if (entry.items) continue;  // a collection: `values` holds strings only
             r.values[key].emplace_back(0, entry.value);
             r.expiries[key].push_back(entry.expires_ms);
             r.value_positions[key][entry.value] = 0;
@@ -132,11 +138,14 @@ inline replay replay_log(const std::vector<log_record>& records,
             }
         }
         // Every key that changed: a block writes several, and a TICK (or a version-2 record)
-        // may remove keys that expired.
+        // may remove keys that expired. A collection counts as no string (absent here).
         std::vector<std::string> changed;
-        for (const auto& [key, entry] : machine.contents())
-            if (!r.values.contains(key) || r.values.at(key).back().second != entry.value)
+        for (const auto& [key, entry] : machine.contents()) {
+            const auto known = r.values.find(key);
+            if (entry.items ? known != r.values.end() && known->second.back().second
+                            : known == r.values.end() || known->second.back().second != entry.value)
                 changed.push_back(key);
+        }
         for (const auto& [key, history] : r.values)
             if (history.back().second && !machine.exists(key)) changed.push_back(key);
         for (const std::string& key : changed) {
@@ -157,14 +166,22 @@ inline replay replay_log(const std::vector<log_record>& records,
     return r;
 }
 
+/// `text` with CR and LF shown as \\r and \\n (RESP replies in the reports).
+inline std::string escaped(const std::string& text) {
+    std::string out;
+    for (const char c : text) out += c == '\r' ? "\\r" : c == '\n' ? "\\n" : std::string(1, c);
+    return out;
+}
+
 /// The writes' fates against the log (see the file comment). Problems appended to `out`.
 inline void check_writes(const std::vector<write_record>& writes, const replay& r,
                          std::vector<std::string>& out) {
     for (const write_record& w : writes) {
         const auto it = r.applied.find(tag_key(w.tag));
-        const std::string name =
-            fmt::format("write {}/{} ({} {})", w.tag.client_id, w.tag.sequence,
-                        w.expected ? "CAS" : w.if_absent ? "SET NX" : "SET", w.key);
+        const std::string name = fmt::format(
+            "write {}/{} ({} {})", w.tag.client_id, w.tag.sequence,
+            !w.verb.empty() ? w.verb.c_str() : w.expected ? "CAS" : w.if_absent ? "SET NX" : "SET",
+            w.key);
         switch (w.result) {
             case write_record::fate::acknowledged: {
                 if (it == r.applied.end()) {
@@ -172,6 +189,14 @@ inline void check_writes(const std::vector<write_record>& writes, const replay& 
                     break;
                 }
                 const outcome& o = it->second.second;
+                if (w.reply) {  // a collection command: a call, its outcome the reply
+                    if (o.kind != outcome_kind::reply || o.reply != *w.reply)
+                        out.push_back(fmt::format("{}: the client was answered '{}' but the log "
+                                                  "applies it as outcome {} '{}'",
+                                                  name, escaped(*w.reply), static_cast<int>(o.kind),
+                                                  escaped(o.reply)));
+                    break;
+                }
                 if (w.if_absent) {  // a call: its reply, +OK if it was set, nil if not
                     const std::string want = w.cas_matched ? "+OK\r\n" : "$-1\r\n";
                     if (o.kind != outcome_kind::reply || o.reply != want)
