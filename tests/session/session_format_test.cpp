@@ -62,8 +62,7 @@ struct image_session {
 /// session_machine's image at `at` (inner machine at `inner_at` with `inner`), written
 /// field by field as the header comments specify, in `version` (1: no applied_at).
 std::vector<std::byte> handmade_image(std::uint8_t version, zxid at, zxid inner_at,
-                                      const std::vector<image_session>& sessions,
-                                      byte_view inner) {
+                                      const std::vector<image_session>& sessions, byte_view inner) {
     std::size_t size = 4 + 1 + 8 + 8 + 16 + 8 + inner.size() + 4;
     for (const auto& s : sessions) size += 8 * (version >= 2 ? 5 : 4) + 1 + 4 + s.result.size();
     std::vector<std::byte> out(size);
@@ -92,8 +91,10 @@ std::vector<std::byte> handmade_image(std::uint8_t version, zxid at, zxid inner_
 
 }  // namespace
 
-TEST_CASE("session_reply (§6.7): applied_at round-trips for applied and duplicate, never for "
-          "applied_earlier", "[session]") {
+TEST_CASE(
+    "session_reply (§6.7): applied_at round-trips for applied and duplicate, never for "
+    "applied_earlier",
+    "[session]") {
     const auto result = as_bytes("r");
     const session_reply applied{session_status::applied, true, result, zxid{3, 7}};
     const auto a = reply(applied.encode());
@@ -165,8 +166,10 @@ TEST_CASE("session_reply (§6.7): bytes encode would not write are malformed", "
     }
 }
 
-TEST_CASE("session_machine (§6.7): a duplicate's reply names the first application's zxid, "
-          "also after a version-2 snapshot round trip", "[session]") {
+TEST_CASE(
+    "session_machine (§6.7): a duplicate's reply names the first application's zxid, "
+    "also after a version-2 snapshot round trip",
+    "[session]") {
     machine m;
     const auto first = reply(m.apply(zxid{1, 1}, tagged("acquire", 9, 1)));
     CHECK(first.status == session_status::applied);
@@ -192,8 +195,10 @@ TEST_CASE("session_machine (§6.7): a duplicate's reply names the first applicat
     CHECK(again.applied_at == zxid{1, 1});
 }
 
-TEST_CASE("session_machine (§6.7): a version-1 image restores with applied_at unknown; corrupt "
-          "and unknown versions are refused and change nothing", "[session]") {
+TEST_CASE(
+    "session_machine (§6.7): a version-1 image restores with applied_at unknown; corrupt "
+    "and unknown versions are refused and change nothing",
+    "[session]") {
     echo_machine inner;
     inner.apply(zxid{1, 1}, as_bytes("acquire"));
     const shared_bytes inner_image = inner.snapshot();
@@ -258,10 +263,10 @@ TEST_CASE("session_machine (§6.7): a version-1 image restores with applied_at u
         refused(handmade_image(2, zxid{1, 2}, zxid{1, 1}, {{9, 1, 0x100000001, 0x100000002, ""}},
                                inner_image.view()),
                 errc::corrupt);
-        refused(handmade_image(2, zxid{1, 2}, zxid{1, 1},
-                               {{8, 1, 0x100000001, 0x100000001, ""},
-                                {9, 1, 0x100000002, 0x100000001, ""}},
-                               inner_image.view()),
+        refused(handmade_image(
+                    2, zxid{1, 2}, zxid{1, 1},
+                    {{8, 1, 0x100000001, 0x100000001, ""}, {9, 1, 0x100000002, 0x100000001, ""}},
+                    inner_image.view()),
                 errc::corrupt);
     }
 }
