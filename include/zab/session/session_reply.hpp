@@ -92,8 +92,8 @@ struct session_reply {
         if (!in.get(status) || !in.get(flags)) return make_error_code(errc::malformed);
         if (status < 1 || status > 3 || (flags & ~(flag_result_kept | flag_applied_at)) != 0)
             return make_error_code(errc::malformed);
-        session_reply r{static_cast<session_status>(status), (flags & flag_result_kept) != 0, {},
-                        std::nullopt};
+        session_reply r{
+            static_cast<session_status>(status), (flags & flag_result_kept) != 0, {}, std::nullopt};
         if ((flags & flag_applied_at) != 0) {
             std::uint64_t at = 0;
             if (!in.get(at) || at == 0 || r.status == session_status::applied_earlier)

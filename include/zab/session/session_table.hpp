@@ -185,7 +185,8 @@ public:
                 return make_error_code(errc::corrupt);
             r.last_active = zxid::from_value(active);
             r.applied_at = zxid::from_value(applied_at);
-            if (applied_at != 0 && (r.applied_at > r.last_active || !applied.insert(r.applied_at).second))
+            if (applied_at != 0 &&
+                (r.applied_at > r.last_active || !applied.insert(r.applied_at).second))
                 return make_error_code(errc::corrupt);
             r.result_kept = kept == 1;
             r.result = shared_bytes::copy_of(bytes);
