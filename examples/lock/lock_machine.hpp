@@ -21,6 +21,8 @@
 //
 // Leases go by the machine's clock, the largest now_ms applied — never a replica's own
 // clock, so every replica applies alike: a lock whose lease has passed is free to ACQUIRE.
+// The stamps are the proposers' clocks, trusted as such: a clock far ahead ends leases
+// early, which is what the fencing token is for (the resource refuses the older holder).
 #pragma once
 
 #include <algorithm>

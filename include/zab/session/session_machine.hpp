@@ -5,7 +5,7 @@
 // A client that got `outcome_unknown` (its replica lost the leader, §6.1) retries the write
 // with the same tag, through any replica, as often as it likes: the first copy to commit is
 // applied, every later one is answered from the replicated session table with the result
-// of the first (`session_status::duplicate`). The contract: one tagged request per client
+// of the first and the zxid it was applied at (`session_status::duplicate`, `applied_at`). The contract: one tagged request per client
 // outstanding at a time (the Raft thesis's model) — the client sends its next sequence only
 // once the last was answered applied or duplicate. Under it a request older than the
 // client's last applied one is a late copy of a request applied earlier, answered
