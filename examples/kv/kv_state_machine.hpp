@@ -141,7 +141,10 @@ public:
         for (const auto& [id, client] : state.clients) by_activity.emplace(client.last_active, id);
         for (const auto& [active, id] : by_activity) {
             const client_record& client = state.clients.at(id);
-            sessions.remember({id, client.sequence}, active, encode_outcome(client.last_outcome));
+            // The former image kept no zxid of the application (only the last activity):
+            // unknown, so a duplicate answers without applied_at (§6.7).
+            sessions.remember({id, client.sequence}, active, encode_outcome(client.last_outcome),
+                              zxid{});
         }
         state.clients.clear();
         return machine_.restore(

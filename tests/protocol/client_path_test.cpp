@@ -1002,8 +1002,8 @@ TEST_CASE("client sessions (§6.7): the table's bounds, expiry, and a restore th
     CHECK(m.sessions().size() == 100);
     CHECK_FALSE(m.last_sequence(19'900));
     CHECK(m.last_sequence(19'901) == 1u);
-    // Per session: its ids, times and one result of at most max_result_bytes.
-    CHECK(m.sessions().encoded_size() <= 16 + 100 * (8 * 4 + 1 + 4 + 16));
+    // Per session: its ids, zxids, time and one result of at most max_result_bytes.
+    CHECK(m.sessions().encoded_size() <= 16 + 100 * (8 * 5 + 1 + 4 + 16));
     // A duplicate answers the recorded result; a result above max_result_bytes is not kept.
     const auto first = apply(m, tagged("y", 20'000, 2, 100));
     CHECK(first.status == session_status::applied);
@@ -1058,9 +1058,9 @@ TEST_CASE("client sessions (§6.7): the table's bounds, expiry, and a restore th
     CHECK(strict.restore(m.last_applied(), image.view()).error() == make_error_code(errc::corrupt));
     machine tight{session_options{.max_sessions = 100, .expiry_ms = 500, .max_result_bytes = 2}};
     CHECK(tight.restore(m.last_applied(), image.view()).error() == make_error_code(errc::corrupt));
-    // Another image version is refused as such.
+    // Another image version (neither 2 nor 1, which still restores) is refused as such.
     auto versioned = good;
-    versioned[4] = std::byte{2};
+    versioned[4] = std::byte{3};
     CHECK(refused(target, m.last_applied(), versioned) == make_error_code(errc::unsupported_version));
 }
 

@@ -5,7 +5,7 @@
 // A client that got `outcome_unknown` (its replica lost the leader, §6.1) retries the write
 // with the same tag, through any replica, as often as it likes: the first copy to commit is
 // applied, every later one is answered from the replicated session table with the result
-// of the first (`session_status::duplicate`). The contract: one tagged request per client
+// of the first and the zxid it was applied at (`session_status::duplicate`, `applied_at`). The contract: one tagged request per client
 // outstanding at a time (the Raft thesis's model) — the client sends its next sequence only
 // once the last was answered applied or duplicate. Under it a request older than the
 // client's last applied one is a late copy of a request applied earlier, answered
@@ -56,17 +56,20 @@ concept retry_aware_machine = requires(S& sm, zxid z, byte_view txn) {
 /// session table. Transactions are read by `Codec` (session_envelope: wrap them with
 /// `session_envelope::wrap`; or the application's own format, see session_codec).
 ///
-/// Snapshot image, little-endian: u32 magic "ZSM1", u8 version 1, u64 last_applied,
+/// Snapshot image, little-endian: u32 magic "ZSM1", u8 version 2, u64 last_applied,
 /// u64 inner_last_applied (the inner machine's: a duplicate never reaches it), the session
-/// table (session_table.hpp), u64 inner image length, the inner image, u32 CRC32C of every
-/// byte before it. `restore` checks all of it and the table against the options, and
-/// changes nothing on any error (`errc::corrupt`, `bad_checksum`, `unsupported_version`,
-/// or the inner machine's own).
+/// table (session_table.hpp, its version 2: with each session's applied_at), u64 inner
+/// image length, the inner image, u32 CRC32C of every byte before it. An image of version 1
+/// (the table without applied_at) still restores, its sessions' applied_at unknown: their
+/// duplicates then answer without one. `restore` checks all of it and the table against the
+/// options, and changes nothing on any error (`errc::corrupt`, `bad_checksum`,
+/// `unsupported_version` for a version other than 1 and 2, or the inner machine's own).
 template <state_machine Inner, session_codec Codec = session_envelope>
 class session_machine {
 public:
     static constexpr std::uint32_t image_magic = 0x314D535Au;  // "ZSM1"
-    static constexpr std::uint8_t image_version = 1;
+    static constexpr std::uint8_t image_version = session_table::image_version;  // 2
+    static constexpr std::uint8_t oldest_image_version = 1;  ///< still restored
 
     explicit session_machine(session_options options = {}, Inner inner = Inner{})
         : inner_{std::move(inner)}, table_{options} {}
@@ -85,7 +88,8 @@ public:
                 if constexpr (retry_aware_machine<Inner>) inner_.on_retry(z, h.payload);
                 if (r->sequence != h.tag->sequence)
                     return session_reply{session_status::applied_earlier, false, {}}.encode();
-                return session_reply{session_status::duplicate, r->result_kept, r->result.view()}
+                return session_reply{session_status::duplicate, r->result_kept, r->result.view(),
+                                     known(r->applied_at)}
                     .encode();
             }
         }
@@ -96,7 +100,7 @@ public:
             inner_.apply(z, h.payload);
         }
         if (h.tag) table_.remember(*h.tag, z, result);
-        return session_reply{session_status::applied, true, result.view()}.encode();
+        return session_reply{session_status::applied, true, result.view(), z}.encode();
     }
 
     /// zab::system_txn_machine, when the inner machine is one.
@@ -126,14 +130,19 @@ public:
     }
 
     result<void> restore(zxid z, byte_view bytes) {
-        const auto body = unseal_image(bytes, image_magic, image_version, 8 + 8);
+        std::uint8_t version = image_version;
+        auto body = unseal_image(bytes, image_magic, version, 8 + 8);
+        if (!body && body.error() == make_error_code(errc::unsupported_version)) {
+            version = oldest_image_version;
+            body = unseal_image(bytes, image_magic, version, 8 + 8);
+        }
         if (!body) return body.error();
         detail::wire_reader in{body.value()};
         std::uint64_t at = 0, inner_at = 0, inner_size = 0;
         in.get(at);
         in.get(inner_at);
         if (at != z.value() || inner_at > at) return make_error_code(errc::corrupt);
-        auto table = session_table::decode(in, table_.options(), z);
+        auto table = session_table::decode(in, table_.options(), z, version);
         if (!table) return table.error();
         byte_view inner_image;
         if (!in.get(inner_size) || inner_size != in.remaining() ||
@@ -178,6 +187,10 @@ public:
     }
 
 private:
+    static std::optional<zxid> known(zxid applied_at) {
+        return applied_at == zxid{} ? std::nullopt : std::optional{applied_at};
+    }
+
     Inner inner_;
     session_table table_;
     zxid last_applied_;

@@ -53,10 +53,13 @@ inline std::uint64_t session_fingerprint(const session_options& options) noexcep
     return fingerprint_of({options.max_sessions, options.expiry_ms, options.max_result_bytes});
 }
 
-/// What the table remembers of one client: the last applied request and its result.
+/// What the table remembers of one client: the last applied request, where, and its result.
 struct session_record {
     std::uint64_t sequence = 0;  ///< the client's last applied request
     zxid last_active;            ///< the last transaction that carried this client's id
+    /// The transaction that applied `sequence` (a duplicate's reply names it, §6.7); zero:
+    /// unknown (a session restored from an image of version 1, which did not keep it).
+    zxid applied_at;
     std::uint64_t last_seen_ms = 0;  ///< the table's clock then (0 while expiry_ms is 0)
     bool result_kept = true;     ///< false: the result was above max_result_bytes
     shared_bytes result;         ///< what applying `sequence` returned
@@ -106,6 +109,11 @@ public:
     /// Records that `tag` was applied at `z` with `result`, evicting the least recently used
     /// sessions beyond `max_sessions`.
     void remember(const session_tag& tag, zxid z, const shared_bytes& result) {
+        remember(tag, z, result, z);
+    }
+    /// The same, for a record converted from a format that did not keep where the request
+    /// was applied: active at `z`, applied at `applied_at` (zero: unknown; else at most `z`).
+    void remember(const session_tag& tag, zxid z, const shared_bytes& result, zxid applied_at) {
         const auto [it, inserted] = sessions_.try_emplace(tag.client_id);
         session_record& record = it->second;
         if (!inserted) unindex(tag.client_id, record);
@@ -114,6 +122,7 @@ public:
         // A copy: a slice would keep its whole buffer alive, past the bound.
         record.result = record.result_kept ? shared_bytes::copy_of(result.view()) : shared_bytes{};
         record.last_active = z;
+        record.applied_at = applied_at;
         record.last_seen_ms = seen_stamp();
         index(tag.client_id, record);
         while (sessions_.size() > options_.max_sessions)
@@ -122,13 +131,17 @@ public:
 
     // --- image ------------------------------------------------------------------------------
     //
-    // Little-endian: u64 clock_ms, u64 count, then per session in increasing client id:
-    // u64 client_id, u64 sequence, u64 last_active (zxid), u64 last_seen_ms,
-    // u8 result_kept (0 or 1), u32 result length, the result bytes.
+    // Little-endian, version 2 (`image_version`): u64 clock_ms, u64 count, then per session
+    // in increasing client id: u64 client_id, u64 sequence, u64 last_active (zxid),
+    // u64 applied_at (zxid; 0: unknown), u64 last_seen_ms, u8 result_kept (0 or 1),
+    // u32 result length, the result bytes. Version 1 is the same without applied_at (read
+    // as unknown); `encode` writes version 2.
+
+    static constexpr std::uint8_t image_version = 2;
 
     std::size_t encoded_size() const noexcept {
         std::size_t size = 16;
-        for (const auto& [id, r] : sessions_) size += 8 * 4 + 1 + 4 + r.result.size();
+        for (const auto& [id, r] : sessions_) size += 8 * 5 + 1 + 4 + r.result.size();
         return size;
     }
     void encode(detail::wire_writer& out) const {
@@ -138,6 +151,7 @@ public:
             out.put(id);
             out.put(r.sequence);
             out.put(r.last_active.value());
+            out.put(r.applied_at.value());
             out.put(r.last_seen_ms);
             out.put(std::uint8_t{r.result_kept});
             out.put(static_cast<std::uint32_t>(r.result.size()));
@@ -145,28 +159,35 @@ public:
         }
     }
 
-    /// A table read from `in` (an image of `encode` at `last_applied`), or `errc::corrupt`
-    /// for anything `encode` would not have written under `options`: more sessions than
-    /// `max_sessions`, ids out of order, a session active after `last_applied` or two
-    /// active at one zxid, one seen after the clock or already expired by it (or seen at
-    /// all, with `expiry_ms` 0: `seen_stamp`), a result
-    /// above `max_result_bytes` or beside result_kept 0.
+    /// A table read from `in` (an image of `encode` at `last_applied`, or of the encoding
+    /// of `version` 1), or `errc::corrupt` for anything `encode` would not have written
+    /// under `options`: more sessions than `max_sessions`, ids out of order, a session
+    /// active after `last_applied` or two active at one zxid, one applied after it was last
+    /// active or two applied at one zxid, one seen after the clock or already expired by it
+    /// (or seen at all, with `expiry_ms` 0: `seen_stamp`), a result above `max_result_bytes`
+    /// or beside result_kept 0. `version` is 1 or 2 (the caller checked it).
     static result<session_table> decode(detail::wire_reader& in, session_options options,
-                                        zxid last_applied) {
+                                        zxid last_applied, std::uint8_t version = image_version) {
         session_table t{options};
         std::uint64_t count = 0;
         if (!in.get(t.clock_ms_) || !in.get(count)) return make_error_code(errc::corrupt);
         if (count > options.max_sessions) return make_error_code(errc::corrupt);
+        std::set<zxid> applied;  // the known applied_at of the sessions read so far
         for (std::uint64_t i = 0; i < count; ++i) {
-            std::uint64_t id = 0, active = 0;
+            std::uint64_t id = 0, active = 0, applied_at = 0;
             std::uint8_t kept = 0;
             std::uint32_t length = 0;
             byte_view bytes;
             session_record r;
-            if (!in.get(id) || !in.get(r.sequence) || !in.get(active) || !in.get(r.last_seen_ms) ||
+            if (!in.get(id) || !in.get(r.sequence) || !in.get(active) ||
+                (version >= 2 && !in.get(applied_at)) || !in.get(r.last_seen_ms) ||
                 !in.get(kept) || !in.get(length) || !in.get_raw(length, bytes))
                 return make_error_code(errc::corrupt);
             r.last_active = zxid::from_value(active);
+            r.applied_at = zxid::from_value(applied_at);
+            if (applied_at != 0 &&
+                (r.applied_at > r.last_active || !applied.insert(r.applied_at).second))
+                return make_error_code(errc::corrupt);
             r.result_kept = kept == 1;
             r.result = shared_bytes::copy_of(bytes);
             const bool ordered = t.sessions_.empty() || t.sessions_.rbegin()->first < id;
