@@ -11,6 +11,7 @@
 #include <catch2/catch.hpp>
 
 #include "lock/lock_machine.hpp"
+#include "../sim_settle.hpp"
 #include "zab/testing/simulator.hpp"
 
 using namespace zab;
@@ -213,24 +214,9 @@ TEST_CASE("lock service: a retried ACQUIRE answered duplicate carries the first 
 
 namespace {
 
-template <typename Sim>
-peer_id leader_of(Sim& sim) {
-    for (const auto& n : sim.nodes())
-        if (n.peer && n.peer->state() == peer_state::leading && n.peer->established()) return n.id;
-    return 0;
-}
+using zab::test::leader_of;
 
-template <typename Sim>
-void settle(Sim& sim) {
-    REQUIRE(sim.run_until(
-        [&] {
-            if (leader_of(sim) == 0) return false;
-            for (const auto& n : sim.nodes())
-                if (n.peer && !n.peer->established()) return false;
-            return true;
-        },
-        sim.now() + 40'000'000));
-}
+using zab::test::settle;
 
 }  // namespace
 

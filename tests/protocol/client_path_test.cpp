@@ -7,6 +7,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "../sim_settle.hpp"
 #include "zab/testing/client_checker.hpp"
 #include "zab/testing/peer_internals.hpp"
 #include "zab/testing/simulator.hpp"
@@ -35,12 +36,7 @@ struct outcomes {
 };
 
 /// The established leader of a simulator of any machine, 0 if none.
-template <typename Sim>
-peer_id leader_of(Sim& sim) {
-    for (const auto& n : sim.nodes())
-        if (n.peer && n.peer->state() == peer_state::leading && n.peer->established()) return n.id;
-    return 0;
-}
+using zab::test::leader_of;
 
 /// A 3-voter cluster with an established leader whose followers are all serving.
 sim_type& settled(sim_type& sim) {
@@ -742,17 +738,7 @@ std::size_t position_of(const Sim& sim, peer_id at, zxid z) {
     return 0;
 }
 
-template <typename Sim>
-void settle(Sim& sim) {
-    REQUIRE(sim.run_until(
-        [&] {
-            if (leader_of(sim) == 0) return false;
-            for (const auto& n : sim.nodes())
-                if (n.peer && !n.peer->established()) return false;
-            return true;
-        },
-        sim.now() + 40'000'000));
-}
+using zab::test::settle;
 
 /// Every completion of a simulator of any machine, per replica and request id (clear it
 /// when a replica restarts: its new peer numbers requests from 1 again).
