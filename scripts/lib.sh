@@ -13,7 +13,7 @@
 zab_debian_packages=(
     libboost1.81-dev libfmt-dev catch2
     cmake ninja-build g++ clang libclang-rt-14-dev ccache
-    redis-tools libssl-dev openssl curl libjemalloc-dev python3-redis
+    redis-tools redis-server libssl-dev openssl curl libjemalloc-dev python3-redis
 )
 
 # The repository's root directory (this file lives in scripts/).

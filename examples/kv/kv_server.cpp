@@ -201,6 +201,7 @@
 #include "kv/output_budget.hpp"
 #include "kv/resp_session.hpp"
 #include "kv/write_pool.hpp"
+#include "zab/core/version.hpp"
 #include "zab/runtime/metrics_exposition.hpp"
 #include "zab/runtime/metrics_registry.hpp"
 #include "zab/runtime/node.hpp"
@@ -1671,6 +1672,7 @@ public:
         line("redis_version", "7.2.0");  // what HELLO answers: the commands clients may use
         line("redis_mode", "standalone");
         line("server_name", "kv_server");
+        line("zab_version", zab::version_text);
         line("process_id", static_cast<long>(::getpid()));
         line("run_id", runid_of(args_.id));
         line("tcp_port", args_.client_port);

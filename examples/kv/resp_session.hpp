@@ -98,6 +98,7 @@
 #include "kv_clients.hpp"
 #include "kv_command.hpp"
 #include "kv_requests.hpp"
+#include "resp3.hpp"
 #include "resp_parser.hpp"
 #include "resp_writer.hpp"
 
@@ -296,6 +297,9 @@ private:
         bool exec = false;           ///< an EXEC: `txn` is built from `calls` when it starts
         bool redirect = false;       ///< CLIENT REDIRECT was on when it was read
         bool resp3 = false;          ///< HELLO 3 was in force when it was read
+        /// In RESP3: its reply's shape (resp3.hpp), or with `per_call`, each queued call's.
+        std::vector<resp::resp3_shape> shapes;
+        bool per_call = false;       ///< an EXEC: `shapes` are its reply's elements
         local_op local = local_op::watch;
         std::optional<std::uint64_t> transfer_to;  ///< ZTRANSFER: its target (0: any)
         std::optional<reconfig_spec> reconfig;     ///< ZRECONFIG: the change, until asked
@@ -423,6 +427,7 @@ private:
             return push(request::read{std::move(args), false});  // every connection: the server
         if (name == "CLIENT") return push(client(args));
         if (name == "HELLO") return push(hello(args));
+        next_shapes_.assign(1, resp::resp3_shape_of(args));
         push(classify(args, options_.max_txn_bytes, backend_.now_ms()));
     }
 
@@ -452,7 +457,10 @@ private:
             slot s;
             s.what = kind::write;
             s.exec = true;
+            s.per_call = true;
             s.calls = std::move(calls);
+            next_shapes_.clear();
+            for (const auto& call : s.calls) next_shapes_.push_back(resp::resp3_shape_of(call));
             return push_slot(std::move(s));
         }
         if (name == "MULTI") return push(error_of("ERR MULTI calls can not be nested"));
@@ -682,6 +690,8 @@ private:
     void push_slot(slot&& s) {
         s.redirect = redirect_;
         s.resp3 = proto_ == 3;
+        if (s.resp3) s.shapes = std::move(next_shapes_);
+        next_shapes_.clear();
         std::size_t bytes = s.reply.size() + s.txn.size();
         for (const auto& arg : s.args) bytes += arg.size();
         for (const auto& call : s.calls)
@@ -878,7 +888,13 @@ private:
         bool flushed = false;
         while (!slots_.empty() && slots_.front().done) {
             slot& s = slots_.front();
-            output_ += s.resp3 ? resp::to_resp3(s.reply) : s.reply;
+            if (!s.resp3)
+                output_ += s.reply;
+            else if (s.per_call)
+                output_ += resp::exec_to_resp3(s.reply, s.shapes);
+            else
+                output_ += resp::to_resp3(
+                    s.reply, s.shapes.empty() ? resp::resp3_shape::same : s.shapes.front());
             hold(s, 0);
             if (s.tagged_client) tagged_outstanding_.erase(*s.tagged_client);
             flushed = true;
@@ -919,6 +935,8 @@ private:
     std::vector<resp::command> multi_calls_;
     std::size_t multi_bytes_ = 0;
     std::vector<watched_key> watches_;  ///< recorded by WATCH, carried by the next EXEC
+    /// The RESP3 shapes of the slot push_slot adds next (resp3.hpp); empty: `same`.
+    std::vector<resp::resp3_shape> next_shapes_;
     std::string name_;                  ///< CLIENT SETNAME
     bool redirect_ = false;             ///< CLIENT REDIRECT
     int proto_ = 2;                     ///< HELLO's protocol

@@ -25,13 +25,10 @@
 #include <utility>
 #include <vector>
 
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/thread_pool.hpp>
 #include <fmt/format.h>
 
+#include "demo_cluster.hpp"
 #include "lock/lock_machine.hpp"
-#include "zab/runtime/node.hpp"
-#include "zab/storage/file_log.hpp"
 
 namespace {
 
@@ -40,17 +37,9 @@ using zab::peer_id;
 using zab::zxid;
 using zab::lock::lock_answer;
 using zab::lock::lock_status;
-using node_type = zab::asio::node<zab::file_log, zab::lock::lock_service>;
-using clock_type = std::chrono::steady_clock;
 
 constexpr std::uint64_t cluster_id = 0x6c6f636b;  // "lock"
 constexpr peer_id replicas = 3;
-
-struct replica {
-    std::unique_ptr<zab::file_log> log;
-    std::unique_ptr<zab::lock::lock_service> machine;
-    std::unique_ptr<node_type> node;
-};
 
 /// A client: its session id and next sequence (one request outstanding at a time, §6.7).
 struct client {
@@ -65,14 +54,10 @@ struct written {
     lock_answer answer;
 };
 
-class demo {
+class demo : zab::demo::cluster<zab::lock::lock_service> {
 public:
-    explicit demo(std::filesystem::path directory) : directory_{std::move(directory)} {}
-    ~demo() {
-        for (auto& [id, r] : replicas_) r.node.reset();
-        io_.poll();
-        disk_.join();
-    }
+    explicit demo(const std::filesystem::path& directory)
+        : cluster{directory, replicas, cluster_id} {}
 
     int run() {
         for (peer_id id = 1; id <= replicas; ++id)
@@ -147,24 +132,12 @@ public:
     }
 
 private:
-    template <typename... Args>
-    void say(fmt::format_string<Args...> format, Args&&... args) {
-        const auto ms =
-            std::chrono::duration_cast<std::chrono::milliseconds>(clock_type::now() - started_);
-        fmt::print("[{:6.3f} s] {}\n", static_cast<double>(ms.count()) / 1000.0,
-                   fmt::format(format, std::forward<Args>(args)...));
-        std::fflush(stdout);
-    }
     bool expect(bool ok, std::string_view what) {
         if (!ok) say("FAILED: expected {}", what);
         return ok;
     }
 
-    std::uint64_t now_ms() const {
-        return static_cast<std::uint64_t>(
-            std::chrono::duration_cast<std::chrono::milliseconds>(clock_type::now() - started_)
-                .count());
-    }
+    std::uint64_t now_ms() const { return elapsed_ms(); }
     std::vector<std::byte> acquire(std::string name, std::string owner) const {
         return zab::lock::encode(
                    {zab::lock::lock_op::acquire, now_ms(), std::move(name), std::move(owner), 0})
@@ -193,76 +166,8 @@ private:
         return a.duplicate ? s + " [duplicate]" : s;
     }
 
-    zab::asio::node_options options_for(peer_id id) const {
-        zab::asio::node_options o;
-        o.config = zab::configuration::numbered(replicas).value();
-        o.tick = std::chrono::milliseconds{20};
-        o.cluster_id = cluster_id;
-        o.transport.self = id;
-        o.transport.reconnect_min = 10ms;
-        o.transport.reconnect_max = 200ms;
-        for (peer_id m = 1; m <= replicas; ++m) {
-            const auto port = ports_.find(m);
-            o.transport.peers[m] = {"127.0.0.1",
-                                    port == ports_.end() ? std::uint16_t{0} : port->second};
-        }
-        return o;
-    }
-
-    /// Opens replica `id`'s files and starts its node (the higher id of a pair dials the
-    /// lower, so the starts go in increasing order).
-    bool start(peer_id id) {
-        replica& r = replicas_[id];
-        zab::file_log_options fo;
-        fo.directory = (directory_ / fmt::format("replica-{}", id)).string();
-        fo.cluster_id = cluster_id;
-        fo.replica_id = id;
-        std::string why;
-        auto opened = zab::file_log::open(fo, &why);
-        if (!opened) {
-            say("replica {}: cannot open its log: {}", id, why);
-            return false;
-        }
-        r.log = std::make_unique<zab::file_log>(std::move(opened).value());
-        r.machine = std::make_unique<zab::lock::lock_service>();
-        r.node = std::make_unique<node_type>(io_.get_executor(), options_for(id), *r.log,
-                                             *r.machine, disk_.get_executor());
-        if (auto started = r.node->start(); !started) {
-            say("replica {}: cannot start: {}", id, started.error().message());
-            return false;
-        }
-        ports_[id] = r.node->transport().local_port();
-        return true;
-    }
-    void kill(peer_id id) {
-        replica& r = replicas_.at(id);
-        r.node.reset();
-        r.machine.reset();
-        r.log.reset();
-    }
-
-    bool wait(std::string_view what, const std::function<bool()>& done) {
-        const auto deadline = clock_type::now() + 10s;
-        while (!done()) {
-            if (clock_type::now() > deadline) {
-                say("FAILED: no {} within 10 s", what);
-                return false;
-            }
-            io_.run_one_for(20ms);
-        }
-        return true;
-    }
-
     /// The established leader, 0 if none; once one is, its live followers are serving too.
-    peer_id leader() const {
-        peer_id found = 0;
-        for (const auto& [id, r] : replicas_) {
-            if (!r.node) continue;
-            if (!r.node->status().established) return 0;
-            if (r.node->status().role == zab::peer_state::leading) found = id;
-        }
-        return found;
-    }
+    peer_id leader() const { return all_serving() ? cluster::leader() : 0; }
     peer_id follower() const {
         for (const auto& [id, r] : replicas_)
             if (r.node && id != leader()) return id;
@@ -311,33 +216,14 @@ private:
         return ok ? 0 : 1;
     }
 
-    clock_type::time_point started_ = clock_type::now();
-    std::filesystem::path directory_;
-    boost::asio::io_context io_;
-    boost::asio::thread_pool disk_{1};
-    std::map<peer_id, std::uint16_t> ports_;
-    std::map<peer_id, replica> replicas_;
 };
 
 }  // namespace
 
 int main(int argc, char** argv) {
-    const bool keep = argc > 1 && std::string_view{argv[1]} == "--keep";
-    std::string pattern = (std::filesystem::temp_directory_path() / "zab-lock-XXXXXX").string();
-    if (::mkdtemp(pattern.data()) == nullptr) {
-        std::perror("mkdtemp");
-        return 2;
-    }
-    zab::set_log_level(zab::log_level::error);
-    int status = 0;
-    {
-        demo d{pattern};
-        status = d.run();
-    }
-    if (!keep) {
-        std::error_code ignored;
-        std::filesystem::remove_all(pattern, ignored);
-    }
-    fmt::print("{}\n", status == 0 ? "lock_demo: OK" : "lock_demo: FAILED");
-    return status;
+    return zab::demo::run_demo("lock_demo", argc, argv,
+                               [](const std::filesystem::path& directory) {
+                                   demo d{directory};
+                                   return d.run();
+                               });
 }

@@ -8,4 +8,5 @@
 #include "zab/core/logging.hpp"
 #include "zab/core/messages.hpp"
 #include "zab/core/types.hpp"
+#include "zab/core/version.hpp"
 #include "zab/core/zxid.hpp"

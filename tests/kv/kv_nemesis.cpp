@@ -448,32 +448,8 @@ public:
         op.input = cas         ? model::cas(key, key, *w.expected, w.value)
                    : if_absent ? model::set_if_absent(key, key, w.value)
                                : model::put(key, key, w.value);
-        bool uncertain = false;  // an earlier attempt may have been applied
-        const auto give_up = clock_type::now() + 10s;
-        for (bool first = true;; first = false) {
-            if (!first) ++counters_.retries;
-            if (clock_type::now() > give_up) break;
-            if (!connection_.connected() && !connect()) {
-                std::this_thread::sleep_for(50ms);
-                continue;
-            }
-            const auto r = connection_.call(args, 2s);
-            if (!r) {
-                uncertain = true;  // timed out or the connection broke: reconnect, retry
-                continue;
-            }
-            if (r->is_error()) {
-                if (r->error_is("UNKNOWN")) {
-                    uncertain = true;
-                    connection_.close();  // another replica, maybe
-                } else if (!uncertain) {
-                    w.result = nm::write_record::fate::refused;
-                    w.refusal = r->text;
-                    break;
-                }
-                std::this_thread::sleep_for(50ms);
-                continue;
-            }
+        send_tagged(args, w, [&](const nm::reply* r) {
+            if (r == nullptr) return;
             const bool set_ok = r->kind == nm::reply::type::simple && r->text == "OK";
             const bool ok = cas ? r->kind == nm::reply::type::integer &&
                                       (r->integer == 0 || r->integer == 1)
@@ -482,8 +458,7 @@ public:
             if (!ok) {
                 problems_.push_back(fmt::format("write {}/{}: unexpected reply '{}'", id_,
                                                 w.tag.sequence, r->text));
-                uncertain = true;
-                break;
+                return;
             }
             w.result = nm::write_record::fate::acknowledged;
             w.cas_matched = (cas && r->integer == 1) || (if_absent && set_ok);
@@ -491,8 +466,7 @@ public:
             op.return_time = now_us();
             op.output = cas || if_absent ? model::cas_returned(w.cas_matched)
                                          : model::write_returned();
-            break;
-        }
+        });
         const bool not_set = (cas || if_absent) &&
                              w.result == nm::write_record::fate::acknowledged && !w.cas_matched;
         if (ttl_ms > 0 && w.result != nm::write_record::fate::refused && !not_set) {
@@ -566,6 +540,45 @@ public:
         }
     }
 
+    /// Sends the TAGGED write `args` (of `w`) until it has an answer, 10 s at most: a timeout,
+    /// a broken connection or -UNKNOWN (the write may have applied) reconnects and retries
+    /// with the same tag; a refusal before any attempt may have applied makes `w` refused.
+    /// Any other reply (WRONGTYPE included) goes to `on_reply`, which records `w`
+    /// acknowledged or reports a problem; on giving up it is called with nullptr (`w` stays
+    /// unknown).
+    template <typename OnReply>
+    void send_tagged(const std::vector<std::string>& args, nm::write_record& w,
+                     OnReply&& on_reply) {
+        bool uncertain = false;  // an earlier attempt may have been applied
+        const auto give_up = clock_type::now() + 10s;
+        for (bool first = true;; first = false) {
+            if (!first) ++counters_.retries;
+            if (clock_type::now() > give_up) return on_reply(nullptr);
+            if (!connection_.connected() && !connect()) {
+                std::this_thread::sleep_for(50ms);
+                continue;
+            }
+            const auto r = connection_.call(args, 2s);
+            if (!r) {
+                uncertain = true;  // timed out or the connection broke: reconnect, retry
+                continue;
+            }
+            if (r->is_error() && !r->error_is("WRONGTYPE")) {
+                if (r->error_is("UNKNOWN")) {
+                    uncertain = true;
+                    connection_.close();  // another replica, maybe
+                } else if (!uncertain) {
+                    w.result = nm::write_record::fate::refused;
+                    w.refusal = r->text;
+                    return;
+                }
+                std::this_thread::sleep_for(50ms);
+                continue;
+            }
+            return on_reply(&*r);
+        }
+    }
+
     /// A RPUSH, LPOP, SADD or SREM (`in`; `args` the command), TAGGED and retried with its
     /// tag until it has an answer (10 s at most), as write() does. The history gets it if it
     /// may have applied; the log check, its reply.
@@ -581,40 +594,15 @@ public:
         history_op op;
         op.client = id_;
         op.call_time = now_us();
-        bool uncertain = false;
-        const auto give_up = clock_type::now() + 10s;
-        for (bool first = true;; first = false) {
-            if (!first) ++counters_.retries;
-            if (clock_type::now() > give_up) break;
-            if (!connection_.connected() && !connect()) {
-                std::this_thread::sleep_for(50ms);
-                continue;
-            }
-            const auto r = connection_.call(args, 2s);
-            if (!r) {
-                uncertain = true;
-                continue;
-            }
+        send_tagged(args, w, [&](const nm::reply* r) {
+            if (r == nullptr) return;
             if (r->error_is("WRONGTYPE")) {
-                problem(fmt::format("{} {}: {} (only {} commands touch it)", w.verb, w.key,
-                                    r->text, in.what == model::kind::rpush ||
-                                                     in.what == model::kind::lpop
-                                                 ? "list"
-                                                 : "set"));
-                uncertain = true;
-                break;
-            }
-            if (r->is_error()) {
-                if (r->error_is("UNKNOWN")) {
-                    uncertain = true;
-                    connection_.close();
-                } else if (!uncertain) {
-                    w.result = nm::write_record::fate::refused;
-                    w.refusal = r->text;
-                    break;
-                }
-                std::this_thread::sleep_for(50ms);
-                continue;
+                return problem(fmt::format("{} {}: {} (only {} commands touch it)", w.verb,
+                                           w.key, r->text,
+                                           in.what == model::kind::rpush ||
+                                                   in.what == model::kind::lpop
+                                               ? "list"
+                                               : "set"));
             }
             std::string reply;
             if (in.what == model::kind::lpop && r->kind == nm::reply::type::bulk) {
@@ -628,15 +616,12 @@ public:
                 reply = fmt::format(":{}\r\n", r->integer);
                 op.output = model::integer_returned(r->integer);
             } else {
-                problem(fmt::format("{} {}: unexpected reply '{}'", w.verb, w.key, r->text));
-                uncertain = true;
-                break;
+                return problem(fmt::format("{} {}: unexpected reply '{}'", w.verb, w.key, r->text));
             }
             w.result = nm::write_record::fate::acknowledged;
             w.reply = std::move(reply);
             op.return_time = now_us();
-            break;
-        }
+        });
         switch (w.result) {
             case nm::write_record::fate::acknowledged: {
                 ++counters_.collection_writes;

@@ -38,8 +38,8 @@ const ioredis = (id) => {
 };
 
 /// Hashes, lists, sets and sorted sets through node-redis's methods on `c`, its keys under
-/// `prefix`. `resp2`: a RESP2 connection, where the replies whose RESP3 shape kv_server does
-/// not send (a map, a double; see the caller) are checked too.
+/// `prefix`. `resp2`: a RESP2 connection (else node-redis's default, RESP3: maps, sets and
+/// doubles, which node-redis decodes by their types).
 async function nodeRedisCollections(c, prefix, resp2) {
     log(`node-redis (${resp2 ? 'RESP2' : 'its defaults'}): hashes, lists, sets, sorted sets, TYPE, WRONGTYPE, MULTI/EXEC`);
     const k = (name) => `${prefix}:c:${name}`;
@@ -51,7 +51,7 @@ async function nodeRedisCollections(c, prefix, resp2) {
     assert.equal(await c.hGet(k('h'), 'none'), null);
     assert.equal(await c.hIncrBy(k('h'), 'n', 5), 5);
     assert.equal(await c.hIncrBy(k('h'), 'n', -2), 3);
-    if (resp2) assert.deepEqual({ ...(await c.hGetAll(k('h'))) }, hash);
+    assert.deepEqual({ ...(await c.hGetAll(k('h'))) }, hash);
     assert.deepEqual(await c.hmGet(k('h'), ['f1', 'f2', 'n', 'none']), ['A', 'b', '3', null]);
     assert.equal(await c.rPush(k('l'), ['b', 'c']), 2);
     assert.equal(await c.lPush(k('l'), 'a'), 3);
@@ -69,14 +69,13 @@ async function nodeRedisCollections(c, prefix, resp2) {
                                        { score: 0.5, value: 'half' }]), 3);
     assert.equal(await c.zAdd(k('z'), { score: 2.5, value: 'two' }), 0);
     assert.deepEqual(await c.zRange(k('z'), 0, -1), ['half', 'one', 'two']);
-    if (resp2) {
-        assert.deepEqual(await c.zRangeWithScores(k('z'), 0, -1),
-                         [{ value: 'half', score: 0.5 }, { value: 'one', score: 1 }, { value: 'two', score: 2.5 }]);
-        assert.equal(await c.zScore(k('z'), 'two'), 2.5);
-        assert.equal(await c.zScore(k('z'), 'none'), null);
-        assert.deepEqual(await c.zPopMin(k('z')), { value: 'half', score: 0.5 });
-        assert.deepEqual(await c.zRange(k('z'), 0, -1), ['one', 'two']);
-    }
+    assert.deepEqual(await c.zRangeWithScores(k('z'), 0, -1),
+                     [{ value: 'half', score: 0.5 }, { value: 'one', score: 1 }, { value: 'two', score: 2.5 }]);
+    assert.equal(await c.zScore(k('z'), 'two'), 2.5);
+    assert.equal(await c.zScore(k('z'), 'none'), null);
+    assert.equal(await c.zIncrBy(k('z'), 1, 'two'), 3.5);
+    assert.deepEqual(await c.zPopMin(k('z')), { value: 'half', score: 0.5 });
+    assert.deepEqual(await c.zRange(k('z'), 0, -1), ['one', 'two']);
     for (const [key, type] of [['h', 'hash'], ['l', 'list'], ['s', 'set'], ['z', 'zset'], ['a', 'string'], ['none', 'none']])
         assert.equal(await c.type(k(key)), type, `TYPE ${k(key)}`);
     await rejectsWrongType(c.lPush(k('h'), 'x'), ErrorReply);
@@ -87,11 +86,10 @@ async function nodeRedisCollections(c, prefix, resp2) {
     const block = c.multi().rPush(k('tl'), ['1', '2']).lPop(k('tl')).lRange(k('tl'), 0, -1)
         .sAdd(k('ts'), ['m1', 'm2']).sRem(k('ts'), 'm1').sMembers(k('ts')).type(k('ts'))
         .zAdd(k('tz'), { score: 3, value: 'm' }).hSet(k('th'), 'f', 'v').hGet(k('th'), 'f');
-    if (resp2) block.zScore(k('tz'), 'm').hGetAll(k('th'));
+    block.zScore(k('tz'), 'm').hGetAll(k('th'));
     const replies = (await block.exec()).map((reply) => (reply instanceof Set ? [...reply] : reply));
-    if (resp2) replies[replies.length - 1] = { ...replies[replies.length - 1] };
-    assert.deepEqual(replies, [2, '1', ['2'], 2, 1, ['m2'], 'set', 1, 1, 'v',
-                               ...(resp2 ? [3, { f: 'v' }] : [])]);
+    replies[replies.length - 1] = { ...replies[replies.length - 1] };
+    assert.deepEqual(replies, [2, '1', ['2'], 2, 1, ['m2'], 'set', 1, 1, 'v', 3, { f: 'v' }]);
     assert.deepEqual(await c.lRange(k('tl'), 0, -1), ['2']);
     assert.equal(await c.type(k('th')), 'hash');
 }
@@ -147,11 +145,8 @@ async function withNodeRedis() {
     assert.equal(await c.get(k('pipe')), '10000');
 
     await nodeRedisCollections(c, 'nr', false);
-    // kv_server answers the collections in RESP2's shapes under HELLO 3 too (HGETALL a flat
-    // array, not a map; SMEMBERS an array, not a set; ZSCORE and the scores of ZRANGE
-    // WITHSCORES bulk strings, not doubles), which node-redis's RESP3 default passes through
-    // as they are: every command is checked on a RESP2 connection, those whose reply is the
-    // same in both protocols on the default one too.
+    // The same on a RESP2 connection: each protocol's shapes (a map or a flat array for
+    // HGETALL, a double or a bulk string for ZSCORE, ...) decode to the same values.
     const c2 = createClient({ url: `redis://127.0.0.1:${port(follower)}`, RESP: 2 });
     c2.on('error', (e) => log('node-redis (RESP2) error event:', e.message));
     await c2.connect();

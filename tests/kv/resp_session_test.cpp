@@ -742,6 +742,87 @@ TEST_CASE("resp_session: HELLO, CLIENT, SELECT, RESET and CLIENT REDIRECT, as cl
     CHECK(session.take_output() == "+OK\r\n+RESET\r\n+OK\r\n$-1\r\n");
 }
 
+TEST_CASE("resp_session: after HELLO 3 the replies take RESP3's types as redis-server 7 sends "
+          "them, inside MULTI too") {
+    // Reads and writes against the real state machine; the expected bytes are what
+    // redis-server 7.0.15 answered to the same commands (tests/kv/redis_diff_test.sh compares
+    // the two servers directly).
+    struct machine_backend : fake_backend {
+        zab::kv::kv_state_machine machine;
+        std::string read(const zab::kv::resp::command& args) {
+            return zab::kv::execute_read(machine, args);
+        }
+    };
+    machine_backend backend;
+    resp_session<machine_backend> session{backend};
+    std::uint32_t counter = 0;
+    const auto run = [&](std::initializer_list<std::string_view> args) {
+        session.feed(request_bytes(args));
+        while (backend.proposed.size() > 0) {
+            const std::uint64_t ticket = backend.proposed.front();
+            const auto txn = backend.txns.front();
+            backend.proposed.erase(backend.proposed.begin());
+            backend.txns.erase(backend.txns.begin());
+            session.write_done(ticket, apply_and_reply(backend.machine, txn, counter));
+        }
+        return session.take_output();
+    };
+    // RESP2 first: the flat forms.
+    CHECK(run({"HSET", "h", "a", "1", "b", "2"}) == ":2\r\n");
+    CHECK(run({"HGETALL", "h"}) == "*4\r\n$1\r\na\r\n$1\r\n1\r\n$1\r\nb\r\n$1\r\n2\r\n");
+    CHECK(run({"ZADD", "z", "1.5", "m", "2", "n"}) == ":2\r\n");
+    CHECK(run({"ZSCORE", "z", "m"}) == "$3\r\n1.5\r\n");
+    run({"HELLO", "3"});
+    CHECK(run({"HGETALL", "h"}) == "%2\r\n$1\r\na\r\n$1\r\n1\r\n$1\r\nb\r\n$1\r\n2\r\n");
+    CHECK(run({"hgetall", "nx"}) == "%0\r\n");
+    CHECK(run({"SADD", "s", "x"}) == ":1\r\n");
+    CHECK(run({"SMEMBERS", "s"}) == "~1\r\n$1\r\nx\r\n");
+    CHECK(run({"SMEMBERS", "nx"}) == "~0\r\n");
+    CHECK(run({"SPOP", "s", "1"}) == "~1\r\n$1\r\nx\r\n");
+    CHECK(run({"SPOP", "nx"}) == "_\r\n");
+    CHECK(run({"ZSCORE", "z", "m"}) == ",1.5\r\n");
+    CHECK(run({"ZSCORE", "z", "q"}) == "_\r\n");
+    CHECK(run({"ZINCRBY", "z", "1", "m"}) == ",2.5\r\n");
+    CHECK(run({"ZADD", "z", "INCR", "1", "m"}) == ",3.5\r\n");
+    CHECK(run({"ZADD", "z", "XX", "incr", "1", "zz"}) == "_\r\n");
+    CHECK(run({"ZADD", "z", "5", "m"}) == ":0\r\n");  // no INCR: an integer still
+    CHECK(run({"ZADD", "z", "3.5", "m"}) == ":0\r\n");
+    const std::string pairs = "*2\r\n*2\r\n$1\r\nn\r\n,2\r\n*2\r\n$1\r\nm\r\n,3.5\r\n";
+    CHECK(run({"ZRANGE", "z", "0", "-1", "WITHSCORES"}) == pairs);
+    CHECK(run({"ZRANGEBYSCORE", "z", "-inf", "+inf", "withscores"}) == pairs);
+    CHECK(run({"ZRANGE", "z", "0", "-1"}) == "*2\r\n$1\r\nn\r\n$1\r\nm\r\n");
+    CHECK(run({"ZRANK", "z", "m", "WITHSCORE"}) == "*2\r\n:1\r\n,3.5\r\n");  // Redis 7.2
+    CHECK(run({"ZRANK", "z", "m"}) == ":1\r\n");
+    CHECK(run({"ZPOPMIN", "z"}) == "*2\r\n$1\r\nn\r\n,2\r\n");
+    CHECK(run({"ZADD", "z", "1", "a", "2", "b"}) == ":2\r\n");
+    CHECK(run({"ZPOPMIN", "z", "1"}) == "*1\r\n*2\r\n$1\r\na\r\n,1\r\n");
+    CHECK(run({"ZPOPMIN", "z", "5"}) == "*2\r\n*2\r\n$1\r\nb\r\n,2\r\n*2\r\n$1\r\nm\r\n,3.5\r\n");
+    CHECK(run({"ZPOPMIN", "nx"}) == "*0\r\n");
+    CHECK(run({"ZADD", "z", "inf", "a"}) == ":1\r\n");
+    CHECK(run({"ZSCORE", "z", "a"}) == ",inf\r\n");
+    // Errors keep their form whatever the command's shape.
+    CHECK(run({"ZSCORE", "h", "a"}).starts_with("-WRONGTYPE"));
+    // In a transaction each of EXEC's elements has its own command's shape.
+    CHECK(run({"MULTI"}) == "+OK\r\n");
+    CHECK(run({"HGETALL", "h"}) == "+QUEUED\r\n");
+    CHECK(run({"ZSCORE", "z", "a"}) == "+QUEUED\r\n");
+    CHECK(run({"GET", "missing"}) == "+QUEUED\r\n");
+    CHECK(run({"EXEC"}) ==
+          "*3\r\n%2\r\n$1\r\na\r\n$1\r\n1\r\n$1\r\nb\r\n$1\r\n2\r\n,inf\r\n_\r\n");
+    // Back in RESP2: flat again.
+    run({"HELLO", "2"});
+    CHECK(run({"ZSCORE", "z", "a"}) == "$3\r\ninf\r\n");
+
+    using zab::kv::resp::resp3_shape;
+    // A reply not of the shape's form changes only its nulls.
+    CHECK(zab::kv::resp::to_resp3("*3\r\n$1\r\na\r\n$-1\r\n$1\r\nb\r\n", resp3_shape::map) ==
+          "*3\r\n$1\r\na\r\n_\r\n$1\r\nb\r\n");
+    CHECK(zab::kv::resp::to_resp3(":1\r\n", resp3_shape::score) == ":1\r\n");
+    const resp3_shape two[] = {resp3_shape::score, resp3_shape::set};
+    CHECK(zab::kv::resp::exec_to_resp3("*-1\r\n", two) == "_\r\n");  // a WATCH abort
+    CHECK(zab::kv::resp::exec_to_resp3("*1\r\n$1\r\n2\r\n", two) == "*1\r\n$1\r\n2\r\n");
+}
+
 TEST_CASE("kv_requests: COMMAND lists the table; COUNT, INFO and DOCS answer from it") {
     const auto reply = [](zab::kv::resp::command args) {
         auto r = zab::kv::classify(args, 1 << 20);

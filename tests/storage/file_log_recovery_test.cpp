@@ -844,6 +844,37 @@ TEST_CASE("file_log corruption_policy::resync: the damaged files are moved aside
     }
 }
 
+TEST_CASE("file_log an epochs or identity file of another format version is "
+          "unsupported_version, named, and never moved aside, under resync too") {
+    temporary_directory dir;
+    auto options = small_options(dir.data());
+    {
+        file_log log = open_log(options);
+        log.write_epochs(1, {3, 2});
+        log.append(2, records(2, 1, 10));
+        flush_ok(log);
+    }
+    // As a later build might write it: version 2, and a longer layout (so neither the size
+    // nor the checksum of version 1 fit).
+    const auto newer = [](const std::string& file) {
+        auto bytes = read_file(file);
+        bytes[4] = std::byte{2};
+        bytes.resize(bytes.size() + 8, std::byte{0x5a});
+        write_file(file, bytes);
+    };
+    const std::string name = GENERATE(as<std::string>{}, "epochs", "identity");
+    newer(dir.data() + "/" + name);
+    const auto before = directory_state(dir.data());
+    for (const auto policy : {zab::corruption_policy::refuse, zab::corruption_policy::resync}) {
+        options.on_corruption = policy;
+        const auto failure = open_must_fail(options);
+        REQUIRE(failure.error == errc::unsupported_version);
+        REQUIRE_THAT(failure.why, Catch::Contains(name) &&
+                                      Catch::Contains("format version 2 (this build reads 1)"));
+        REQUIRE(directory_state(dir.data()) == before);
+    }
+}
+
 TEST_CASE("file_log corruption_policy::refuse is the default and changes nothing") {
     temporary_directory dir;
     const auto options = small_options(dir.data());

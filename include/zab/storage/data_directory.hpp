@@ -176,7 +176,8 @@ inline result<storage_format::identity> read_identity(const directory_handle& di
     auto id = storage_format::decode_identity(bytes.value(), problem);
     if (!id) {
         why = fmt::format("{}/{}: {}", dir.path, name, problem);
-        return make_error_code(errc::corrupt);
+        return id.error() == errc::unsupported_version ? id.error()
+                                                        : make_error_code(errc::corrupt);
     }
     return id;
 }
@@ -189,7 +190,8 @@ inline result<epochs> read_epochs(const directory_handle& dir, std::string& why)
     auto value = storage_format::decode_epochs(bytes.value(), problem);
     if (!value) {
         why = fmt::format("{}/{}: {}", dir.path, name, problem);
-        return make_error_code(errc::corrupt);
+        return value.error() == errc::unsupported_version ? value.error()
+                                                        : make_error_code(errc::corrupt);
     }
     return value;
 }

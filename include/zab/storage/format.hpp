@@ -334,11 +334,13 @@ inline bool snapshot_checksum_matches(byte_view header, byte_view state) noexcep
            crc32c(state, crc32c(header.first(60))) == get_u32(&header[60]);
 }
 
-/// The checks every small fixed-size file shares (epochs, identity): its size, its magic,
-/// the CRC32C of everything before the last 4 bytes (stored there), then its version.
+/// The checks every small fixed-size file shares (epochs, identity): its magic, then its
+/// version — before its size and checksum, which another version may lay out differently:
+/// a file written by a newer (or older) build is `unsupported_version`, never damage — then
+/// its size and the CRC32C of everything before the last 4 bytes (stored there).
 inline result<void> check_small_file(byte_view in, std::size_t size, std::uint32_t magic,
                                      std::string& problem) {
-    if (in.size() != size) {
+    if (in.size() < 8) {
         problem = fmt::format("file is {} bytes, expected {}", in.size(), size);
         return make_error_code(errc::malformed);
     }
@@ -346,14 +348,18 @@ inline result<void> check_small_file(byte_view in, std::size_t size, std::uint32
         problem = fmt::format("bad magic {:#010x} (expected {:#010x})", get_u32(&in[0]), magic);
         return make_error_code(errc::bad_magic);
     }
-    if (crc32c(in.first(size - 4)) != get_u32(&in[size - 4])) {
-        problem = "checksum mismatch";
-        return make_error_code(errc::bad_checksum);
-    }
     if (get_u32(&in[4]) != format_version) {
         problem = fmt::format("format version {} (this build reads {})", get_u32(&in[4]),
                               format_version);
         return make_error_code(errc::unsupported_version);
+    }
+    if (in.size() != size) {
+        problem = fmt::format("file is {} bytes, expected {}", in.size(), size);
+        return make_error_code(errc::malformed);
+    }
+    if (crc32c(in.first(size - 4)) != get_u32(&in[size - 4])) {
+        problem = "checksum mismatch";
+        return make_error_code(errc::bad_checksum);
     }
     return success();
 }

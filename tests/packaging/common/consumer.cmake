@@ -12,6 +12,10 @@ add_executable(consumer ${CMAKE_CURRENT_LIST_DIR}/main.cpp)
 target_link_libraries(consumer PRIVATE zab::zab zab::asio)
 # A consumer with strict warnings must not be broken by zab's headers.
 target_compile_options(consumer PRIVATE -Wall -Wextra -Wpedantic -Werror)
+# find_package's version (from zabConfigVersion.cmake) must be the headers' version.
+if(DEFINED zab_VERSION)
+    target_compile_definitions(consumer PRIVATE ZAB_PACKAGE_VERSION="${zab_VERSION}")
+endif()
 
 # README.md's minimal example, compiled as it is written (ZAB_README: the README to take it
 # from; given in one mode, since it compiles the whole runtime). The first ```cpp block after

@@ -1,5 +1,5 @@
 // The whole of a consumer's use of zab in the packaging tests: include the umbrella header, build
-// a zxid, format it. Exits non-zero (and says why) unless it prints as the seeds write it.
+// a zxid, format it; the headers' version is the package's. Exits non-zero (and says why) unless it prints as the seeds write it.
 #include <cstdio>
 #include <string>
 
@@ -14,6 +14,15 @@ int main() {
                      printed.c_str());
         return 1;
     }
-    std::printf("zab consumer: %s\n", printed.c_str());
+#ifdef ZAB_PACKAGE_VERSION
+    if (zab::version_text != ZAB_PACKAGE_VERSION) {
+        std::fprintf(stderr, "the zab package says version %s, its headers %.*s\n",
+                     ZAB_PACKAGE_VERSION, static_cast<int>(zab::version_text.size()),
+                     zab::version_text.data());
+        return 1;
+    }
+#endif
+    std::printf("zab consumer: %s (zab %.*s)\n", printed.c_str(),
+                static_cast<int>(zab::version_text.size()), zab::version_text.data());
     return 0;
 }
