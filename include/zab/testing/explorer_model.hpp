@@ -25,8 +25,9 @@
 // each within the bounds of `explorer_bounds`. One more kind is never offered by `enabled()`:
 //   settle           the fair drain (`drain_fairly`: every channel head and every pending
 //                    durability operation served in turn, no tick) until nothing is left;
-//                    a replayed path may take it to get past a stretch of the protocol
-//                    without the search paying for it one choice at a time.
+//                    a prefix (`explorer_bounds::prefix`) or a replayed path may take it to
+//                    get past a stretch of the protocol without the search paying for it
+//                    one choice at a time.
 //
 // Checks after every choice: the §10 invariant checker fed by protocol_observer (the same
 // feed as the simulator's sweeps), the client checker, and "no replica stopped on a storage
@@ -91,6 +92,13 @@ struct explorer_bounds {
     /// initial state is where a fair run (every channel and disk served in turn, every clock
     /// advancing together) first has an established leader followed by every voter.
     bool start_established = false;
+    /// A path (parse_path's syntax: "write 3; settle; crash 1; restart 1; settle") the model
+    /// takes after the initial state (after the warm-up if `start_established`): the search
+    /// starts where it leads. Its choices are taken within these bounds like any others (a
+    /// crash in it uses up the crash budget), so a path found from there, appended to it,
+    /// replays the same without it. A step that is not enabled stops it there:
+    /// `explorer_model::prefix_problem` says which (check it before searching).
+    std::string prefix;
     zab::options peer;                ///< every replica's options
 };
 
@@ -253,6 +261,7 @@ public:
                     deliver(from, to);
         run_checkers();
         if (bounds.start_established) warm_up();
+        take_prefix();
     }
 
     explorer_model(const explorer_model&) = delete;
@@ -425,6 +434,11 @@ public:
         const auto all = enabled();
         return std::find(all.begin(), all.end(), c) != all.end();
     }
+
+    /// Why `explorer_bounds::prefix` was not taken whole, if it was not: the text does not
+    /// parse, or the step it names (1-based) was not enabled there (and what was). The model
+    /// is then at the state before that step; a search from it would not be the one asked for.
+    const std::optional<std::string>& prefix_problem() const noexcept { return prefix_problem_; }
 
     // --- checks -----------------------------------------------------------------------------
 
@@ -781,6 +795,23 @@ private:
         return false;
     }
 
+    /// explorer_bounds::prefix, choice by choice, until one is not enabled (prefix_problem).
+    void take_prefix() {
+        if (bounds_.prefix.empty()) return;
+        const auto path = parse_path(bounds_.prefix);
+        if (!path) {
+            prefix_problem_ = fmt::format("cannot read the prefix '{}'", bounds_.prefix);
+            return;
+        }
+        for (std::size_t i = 0; i < path->size(); ++i)
+            if (!apply((*path)[i])) {
+                prefix_problem_ = fmt::format("prefix step {} ({}) is not enabled there; enabled: {}",
+                                              i + 1, to_string((*path)[i]),
+                                              enabled().empty() ? "nothing" : to_string(enabled()));
+                return;
+            }
+    }
+
     /// The fair run to an established group (start_established).
     void warm_up() {
         for (int t = 0; t < 200; ++t) {
@@ -856,6 +887,7 @@ private:
     bool leader_established_ = false;       // some leader was established on this path
     std::optional<std::string> start_failure_;  // a replica that could not start (boot)
     std::optional<std::string> settle_failure_;  // a settle choice that did not quiesce
+    std::optional<std::string> prefix_problem_;  // take_prefix's finding
     std::uint64_t steps_ = 0;
     bool transcripts_ = false;
     std::vector<model_trace_line> lines_;
