@@ -7,6 +7,9 @@
 // --writes N (2) --syncs N (0) --lease-syncs N (0) --reconfigs N (0) --transfers N (0)
 // --breaks N (0) --ticks N (8) --jumps N (0) --jump-ticks N (3) --no-crash-keep
 // --from-established (start where a fair run first established a group)
+// --prefix 'PATH' (take PATH first, after the warm-up if any, and search from where it leads:
+// explorer_bounds::prefix; PATH may use `settle`, the fair drain until quiescent, e.g.
+// --prefix 'write 3; settle; crash 1; restart 1; settle'; a step not enabled is an error)
 // --lease (read leases on: read_lease_ticks 4) --init-limit N --sync-limit N
 // --snapshot-every N (compaction every N applied)
 // Search: depth-first with state hashing and sleep sets by default;
@@ -16,7 +19,12 @@
 // Variants (tests/protocol/broken_variants.hpp): core (default), stale-ack, zk-3109,
 // zk-3911, zk-4646, zk-4643, truncless, mangling, skipping, stale-accepted, eager-commit,
 // eager-apply, gapped, unsynced-transfer.
-// Exit status: 0 when no violation is found — or, with --expect-violation, when one is.
+// With --prefix, --replay's path is the part after the prefix; a counterexample is printed
+// both ways: that part with --prefix, and the whole path from the initial state without it.
+// Exit status: 0 when no violation is found — or, with --expect-violation, when one is; 2 on
+// a bad command line (a prefix that does not apply included).
+#include <algorithm>
+#include <cctype>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -87,6 +95,11 @@ command_line parse(int argc, char** argv) {
         else if (a == "--jump-ticks") bound(b.jump_ticks);
         else if (a == "--no-crash-keep") b.crash_keep = false, flag();
         else if (a == "--from-established") b.start_established = true, flag();
+        else if (a == "--prefix") {
+            b.prefix = value();
+            cl.bound_args.push_back(a);
+            cl.bound_args.push_back(b.prefix);
+        }
         else if (a == "--lease") b.peer.read_lease_ticks = 4, flag();
         else if (a == "--init-limit") bound(b.peer.init_limit_ticks);
         else if (a == "--sync-limit") bound(b.peer.sync_limit_ticks);
@@ -129,19 +142,61 @@ std::string frame_text(const shared_bytes& frame) {
     return decoded ? zab::test::transcript::text(decoded.value().msg) : std::string{"<undecodable>"};
 }
 
-std::string replay_command(const command_line& cl, const std::vector<choice>& path) {
+/// `word` as one shell word: as it is if it is plain, else in single quotes.
+std::string shell_word(const std::string& word) {
+    const bool plain = !word.empty() && std::all_of(word.begin(), word.end(), [](char c) {
+        return std::isalnum(static_cast<unsigned char>(c)) || std::strchr("-_./=,", c) != nullptr;
+    });
+    if (plain) return word;
+    std::string out = "'";
+    for (const char c : word) out += c == '\'' ? std::string{"'\\''"} : std::string(1, c);
+    return out + "'";
+}
+
+/// The command that replays `path`: after the prefix with `--prefix` (`with_prefix`, the
+/// search's paths), or from the initial state without it (`path` then includes the prefix).
+std::string replay_command(const command_line& cl, const std::vector<choice>& path,
+                           bool with_prefix = true) {
     std::string out = "zab_explorer";
-    for (const auto& a : cl.bound_args) out += " " + a;
-    return out + " --replay '" + to_string(path) + "'";
+    for (std::size_t i = 0; i < cl.bound_args.size(); ++i) {
+        if (!with_prefix && cl.bound_args[i] == "--prefix") {
+            ++i;  // and its value
+            continue;
+        }
+        out += " " + shell_word(cl.bound_args[i]);
+    }
+    return out + " --replay " + shell_word(to_string(path));
+}
+
+/// The prefix's choices (bounds.prefix, already checked by prefix_problem) then `path`.
+std::vector<choice> whole_path(const command_line& cl, const std::vector<choice>& path) {
+    std::vector<choice> out = parse_path(cl.options.bounds.prefix).value_or(std::vector<choice>{});
+    out.insert(out.end(), path.begin(), path.end());
+    return out;
 }
 
 /// The path step by step, what each delivery carried, and the transcripts.
 template <typename Policies>
 void describe(const command_line& cl, const std::vector<choice>& path, bool liveness) {
-    explorer_model<Policies> model{cl.options.bounds};
+    // The prefix taken here rather than by the constructor: its steps go in the transcripts.
+    explorer_bounds from_start = cl.options.bounds;
+    from_start.prefix.clear();
+    explorer_model<Policies> model{from_start};
     model.frame_text = frame_text;
     model.record_transcripts(!cl.transcripts.empty());
     std::size_t step = 0;
+    if (!cl.options.bounds.prefix.empty()) {
+        for (const auto& c : whole_path(cl, {}))
+            if (!model.apply(c)) {  // prefix_problem said it does: the model is not deterministic
+                fmt::print("  prefix step {} NOT ENABLED\n", to_string(c));
+                return;
+            }
+        fmt::print("  after the prefix ({}): steps counted from there\n", cl.options.bounds.prefix);
+        if (auto v = model.violation()) {
+            fmt::print("  violation after the prefix: {}\n", *v);
+            return;
+        }
+    }
     for (const auto& c : path) {
         std::string what;
         if (c.what == choice::kind::deliver && !model.network().channel(c.a, c.b).empty()) {
@@ -200,10 +255,14 @@ void print_stats(std::string_view label, const explorer_stats& s) {
 
 template <typename Policies>
 int run(const command_line& cl) {
+    if (!cl.options.bounds.prefix.empty())
+        if (const auto problem = explorer_model<Policies>{cl.options.bounds}.prefix_problem())
+            usage("--prefix: " + *problem);
     if (cl.replay) {
         const auto path = parse_path(*cl.replay);
         if (!path) usage("cannot read the path to replay");
-        fmt::print("replaying {} choices ({})\n", path->size(), cl.variant);
+        fmt::print("replaying {} choices{} ({})\n", path->size(),
+                   cl.options.bounds.prefix.empty() ? "" : " after the prefix", cl.variant);
         describe<Policies>(cl, *path, cl.options.liveness);
         const auto v = violation_of<Policies>(cl.options, *path, cl.options.liveness);
         return v.has_value() == cl.expect_violation ? 0 : 1;
@@ -218,6 +277,7 @@ int run(const command_line& cl) {
         "to find the shortest path, then --replay it\n");
     explorer<Policies> search{options};
     const auto result = search.run();
+    if (result.invalid_prefix) usage("--prefix: " + *result.invalid_prefix);
     print_stats("total", result.stats);
     std::string growth;
     for (std::size_t d = 0; d < result.stats.distinct_by_depth.size(); ++d)
@@ -232,7 +292,25 @@ int run(const command_line& cl) {
     fmt::print("found at depth {}{}; minimised to {} choices:\n", found.found.size(),
                found.at_leaf_liveness ? " (by the leaf's liveness run)" : "", found.path.size());
     describe<Policies>(cl, found.path, found.at_leaf_liveness);
-    fmt::print("replay: {}\n", replay_command(cl, found.path));
+    if (cl.options.bounds.prefix.empty()) {
+        fmt::print("replay: {}\n", replay_command(cl, found.path));
+        return cl.expect_violation ? 0 : 1;
+    }
+    // The search's paths start after the prefix: both commands, and a check that the whole
+    // path, printed and read back, leads to a violation from the initial state as well.
+    const auto whole = whole_path(cl, found.path);
+    fmt::print("replay (the {} choices after the prefix, with --prefix): {}\n", found.path.size(),
+               replay_command(cl, found.path));
+    fmt::print("replay (the whole path, {} choices from the initial state, no --prefix): {}\n",
+               whole.size(), replay_command(cl, whole, false));
+    explorer_options from_start = cl.options;
+    from_start.bounds.prefix.clear();
+    const auto reread = parse_path(to_string(whole));
+    if (!reread || *reread != whole ||
+        !violation_of<Policies>(from_start, *reread, found.at_leaf_liveness)) {
+        fmt::print("BUG: the whole path does not replay to a violation without --prefix\n");
+        return 1;
+    }
     return cl.expect_violation ? 0 : 1;
 }
 

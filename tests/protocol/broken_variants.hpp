@@ -195,12 +195,29 @@ struct stale_ack_broadcast : zab_broadcast {
 /// A transfer's target synced after the last write never counts as caught up (issue 34
 /// defect 8, its fix reverted): the leader forgets what the learner's sync covered once its
 /// ACK of NEWLEADER is in, so only an ACK of the last proposal on the new link — which never
-/// comes when nothing was proposed since — lets the hand-over go.
+/// comes when nothing was proposed since — lets the hand-over go. Since 19ece75 a learner
+/// also ACKs its synced history's last proposal with its ACK of NEWLEADER, even one its log
+/// held before the sync (for the leader's view of its lag), which covers the defect too: with
+/// that ACK the variant behaved exactly as the core (the explorer reached the same states).
+/// So the learner here is as before 19ece75: it ACKs at NEWLEADER only proposals the sync
+/// brought it (`unapplied`), not a history it already held (a restarted target's, by DIFF).
 struct unsynced_transfer_synchronization : zab_synchronization {
     using zab_synchronization::zab_synchronization;
     void leader_on_newleader_ack(learner_link& link, const wire::ack& m) {
         zab_synchronization::leader_on_newleader_ack(link, m);
         link.synced_through = zxid{};
+    }
+    /// zab_synchronization::learner_advance as it was before 19ece75.
+    void learner_advance() {
+        auto& learner = *ctx_.learning;
+        if (!learner.newleader_pending || !ctx_.log_durable(learner.newleader_log_op)) return;
+        learner.newleader_pending = false;
+        learner.newleader_epoch_op = ctx_.write_epochs({learner.epoch, learner.epoch});
+        ctx_.send_after(learner.leader, wire::ack{zxid{learner.epoch, 0}}, 0, learner.newleader_epoch_op);
+        if (ctx_.self_type() == learner_type::participant && !learner.unapplied.empty() &&
+            learner.unapplied.back().id.epoch() == learner.epoch)
+            ctx_.send_after(learner.leader, wire::ack{learner.unapplied.back().id}, ctx_.last_log_op(),
+                            learner.newleader_epoch_op);
     }
 };
 

@@ -25,6 +25,14 @@
 //     counterexample found is one of the shortest; breadth-first is an option too;
 //   - a counterexample is minimised (every choice that can go while the violation stays,
 //     one at a time, until none can) and reported as a path `parse_path` reads back.
+//
+// From a prefix: `explorer_bounds::prefix` is a path every model takes in its constructor
+// (after the warm-up, if any), so the search starts where it leads and every path here —
+// the counterexample's too — is the part after it; appended to the prefix it replays the
+// same from the initial state (the prefix's choices use the same budgets). A prefix may
+// take `settle` (the fair drain until quiescent), which the search itself never offers: it
+// gets past a long but uninteresting stretch (a write committed everywhere, a restarted
+// replica synced again) in one step, so that the depth bound is spent where it matters.
 #pragma once
 
 #include <chrono>
@@ -88,7 +96,9 @@ struct counterexample {
 
 struct explorer_result {
     explorer_stats stats;
-    std::optional<counterexample> found;
+    std::optional<counterexample> found;  ///< its paths start after bounds.prefix
+    /// explorer_model::prefix_problem of bounds.prefix: nothing was searched.
+    std::optional<std::string> invalid_prefix;
 };
 
 /// Replays `path` on a fresh model; false if some choice was not enabled.
@@ -120,6 +130,14 @@ public:
     explorer_result run() {
         start_ = budget_start_ = clock::now();
         explorer_result result;
+        if (!options_.bounds.prefix.empty()) {
+            if (const auto problem = model_type{options_.bounds}.prefix_problem()) {  // a copy
+                result.invalid_prefix = *problem;
+                stats_.complete = false;
+                finish_stats(result);
+                return result;
+            }
+        }
         if (options_.breadth_first) {
             breadth_first(result);
         } else if (options_.iterative_deepening) {

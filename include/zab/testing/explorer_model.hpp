@@ -22,7 +22,12 @@
 //   transfer i       i is asked to hand its leadership to the lowest other voter (§6.4)
 //   break a b        the connection a-b resets (a new one follows at once)
 //   jump i           i's clock steps `jump_ticks` ahead at once (lease mode's clock fault)
-// each within the bounds of `explorer_bounds`.
+// each within the bounds of `explorer_bounds`. One more kind is never offered by `enabled()`:
+//   settle           the fair drain (`drain_fairly`: every channel head and every pending
+//                    durability operation served in turn, no tick) until nothing is left;
+//                    a prefix (`explorer_bounds::prefix`) or a replayed path may take it to
+//                    get past a stretch of the protocol without the search paying for it
+//                    one choice at a time.
 //
 // Checks after every choice: the §10 invariant checker fed by protocol_observer (the same
 // feed as the simulator's sweeps), the client checker, and "no replica stopped on a storage
@@ -30,6 +35,7 @@
 #pragma once
 
 #include <algorithm>
+#include <charconv>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -86,6 +92,13 @@ struct explorer_bounds {
     /// initial state is where a fair run (every channel and disk served in turn, every clock
     /// advancing together) first has an established leader followed by every voter.
     bool start_established = false;
+    /// A path (parse_path's syntax: "write 3; settle; crash 1; restart 1; settle") the model
+    /// takes after the initial state (after the warm-up if `start_established`): the search
+    /// starts where it leads. Its choices are taken within these bounds like any others (a
+    /// crash in it uses up the crash budget), so a path found from there, appended to it,
+    /// replays the same without it. A step that is not enabled stops it there:
+    /// `explorer_model::prefix_problem` says which (check it before searching).
+    std::string prefix;
     zab::options peer;                ///< every replica's options
 };
 
@@ -107,6 +120,7 @@ struct choice {
     enum class kind : std::uint8_t {
         deliver, durable_log, durable_epochs, tick, crash, crash_keep, restart, write, sync,
         lease_sync, reconfig, transfer, break_link, jump,
+        settle,  ///< the fair drain until quiescent: never in enabled(), only in a given path
     };
     kind what = kind::deliver;
     peer_id a = 0;
@@ -130,12 +144,14 @@ constexpr std::string_view to_string(choice::kind k) noexcept {
         case choice::kind::transfer: return "transfer";
         case choice::kind::break_link: return "break";
         case choice::kind::jump: return "jump";
+        case choice::kind::settle: return "settle";
     }
     return "?";
 }
 
-/// "deliver 1 2", "tick 3": the form `parse_path` reads back (the replay command's).
+/// "deliver 1 2", "tick 3", "settle": the form `parse_path` reads back (the replay command's).
 inline std::string to_string(const choice& c) {
+    if (c.what == choice::kind::settle) return std::string{to_string(c.what)};
     if (c.what == choice::kind::deliver || c.what == choice::kind::break_link)
         return fmt::format("{} {} {}", to_string(c.what), c.a, c.b);
     return fmt::format("{} {}", to_string(c.what), c.a);
@@ -150,7 +166,13 @@ inline std::string to_string(const std::vector<choice>& path) {
     return out;
 }
 
-/// Reads "deliver 1 2; tick 3; ..." back; nothing on a malformed entry.
+/// A replica id in a path's text: decimal digits only (nothing else: false).
+inline bool parse_id(std::string_view word, peer_id& out) {
+    const auto [end, error] = std::from_chars(word.data(), word.data() + word.size(), out);
+    return error == std::errc{} && end == word.data() + word.size();
+}
+
+/// Reads "deliver 1 2; tick 3; settle; ..." back; nothing on a malformed entry.
 inline std::optional<std::vector<choice>> parse_path(std::string_view text) {
     std::vector<choice> out;
     while (!text.empty()) {
@@ -166,14 +188,15 @@ inline std::optional<std::vector<choice>> parse_path(std::string_view text) {
         }
         if (words.empty()) continue;
         std::optional<choice::kind> kind;
-        for (int k = 0; k <= static_cast<int>(choice::kind::jump); ++k)
+        for (int k = 0; k <= static_cast<int>(choice::kind::settle); ++k)
             if (to_string(static_cast<choice::kind>(k)) == words[0]) kind = static_cast<choice::kind>(k);
         if (!kind) return std::nullopt;
         const bool pair = *kind == choice::kind::deliver || *kind == choice::kind::break_link;
-        if (words.size() != (pair ? 3u : 2u)) return std::nullopt;
+        const bool bare = *kind == choice::kind::settle;
+        if (words.size() != (bare ? 1u : pair ? 3u : 2u)) return std::nullopt;
         choice c{*kind};
-        c.a = std::stoull(std::string{words[1]});
-        if (pair) c.b = std::stoull(std::string{words[2]});
+        if (!bare && !parse_id(words[1], c.a)) return std::nullopt;
+        if (pair && !parse_id(words[2], c.b)) return std::nullopt;
         out.push_back(c);
     }
     return out;
@@ -238,6 +261,7 @@ public:
                     deliver(from, to);
         run_checkers();
         if (bounds.start_established) warm_up();
+        take_prefix();
     }
 
     explorer_model(const explorer_model&) = delete;
@@ -294,12 +318,16 @@ public:
         return out;
     }
 
-    /// Takes choice `c`; false (and nothing changed) if it is not enabled.
+    /// Takes choice `c`; false (and nothing changed) if it is not enabled (`settle` always is).
     bool apply(const choice& c) {
         if (!is_enabled(c)) return false;
         ++steps_;
         switch (c.what) {
             case choice::kind::deliver: deliver(c.a, c.b); break;
+            case choice::kind::settle:
+                if (!drain_fairly() && !settle_failure_)
+                    settle_failure_ = "settle: the cluster does not quiesce (a livelock of messages)";
+                break;
             case choice::kind::durable_log:
                 trace(c.a, "> durable  # explorer: durable-log");
                 at(c.a).log->complete_next_sync_now();
@@ -400,10 +428,17 @@ public:
         return true;
     }
 
+    /// Whether `apply(c)` would take it: `c` is in enabled(), or is a settle.
     bool is_enabled(const choice& c) const {
+        if (c.what == choice::kind::settle) return true;
         const auto all = enabled();
         return std::find(all.begin(), all.end(), c) != all.end();
     }
+
+    /// Why `explorer_bounds::prefix` was not taken whole, if it was not: the text does not
+    /// parse, or the step it names (1-based) was not enabled there (and what was). The model
+    /// is then at the state before that step; a search from it would not be the one asked for.
+    const std::optional<std::string>& prefix_problem() const noexcept { return prefix_problem_; }
 
     // --- checks -----------------------------------------------------------------------------
 
@@ -416,6 +451,7 @@ public:
         }
         if (!clients_.ok()) return fmt::format("client: {}", clients_.failures().front());
         if (start_failure_) return *start_failure_;
+        if (settle_failure_) return *settle_failure_;
         if (stuck_transfer_) return *stuck_transfer_;
         for (const node& x : nodes_)
             if (x.peer && x.peer->failed())
@@ -759,6 +795,23 @@ private:
         return false;
     }
 
+    /// explorer_bounds::prefix, choice by choice, until one is not enabled (prefix_problem).
+    void take_prefix() {
+        if (bounds_.prefix.empty()) return;
+        const auto path = parse_path(bounds_.prefix);
+        if (!path) {
+            prefix_problem_ = fmt::format("cannot read the prefix '{}'", bounds_.prefix);
+            return;
+        }
+        for (std::size_t i = 0; i < path->size(); ++i)
+            if (!apply((*path)[i])) {
+                prefix_problem_ = fmt::format("prefix step {} ({}) is not enabled there; enabled: {}",
+                                              i + 1, to_string((*path)[i]),
+                                              enabled().empty() ? "nothing" : to_string(enabled()));
+                return;
+            }
+    }
+
     /// The fair run to an established group (start_established).
     void warm_up() {
         for (int t = 0; t < 200; ++t) {
@@ -833,6 +886,8 @@ private:
     std::optional<std::string> stuck_transfer_;  // note_transfer_outcome's finding
     bool leader_established_ = false;       // some leader was established on this path
     std::optional<std::string> start_failure_;  // a replica that could not start (boot)
+    std::optional<std::string> settle_failure_;  // a settle choice that did not quiesce
+    std::optional<std::string> prefix_problem_;  // take_prefix's finding
     std::uint64_t steps_ = 0;
     bool transcripts_ = false;
     std::vector<model_trace_line> lines_;
