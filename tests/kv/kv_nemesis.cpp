@@ -74,6 +74,7 @@
 #include "nemesis/history_check.hpp"
 #include "nemesis/peer_proxy.hpp"
 #include "nemesis/resp_client.hpp"
+#include "zab/core/options.hpp"
 #include "zab/storage/file_log.hpp"
 #include "zab/testing/linearizability.hpp"
 
@@ -102,6 +103,7 @@ struct options {
     bool negative_control = false;
     /// kv_server --snapshot-every: logs compacted during the run. The checks that need the
     /// whole committed log (writes, sessions) then run only if some replica kept it whole.
+    /// 0: never (the servers get --snapshot-every-bytes 0 too, else they compact every 64 MiB).
     std::uint64_t snapshot_every = 0;
 };
 
@@ -222,7 +224,9 @@ public:
             std::to_string(r.client_port),     "--data",
             r.data,           "--tick-ms",     std::to_string(options_.tick_ms),
             "--log-level",    "warn",          "--snapshot-every",
-            std::to_string(options_.snapshot_every)};
+            std::to_string(options_.snapshot_every),
+            "--snapshot-every-bytes",
+            options_.snapshot_every == 0 ? "0" : std::to_string(zab::options{}.snapshot_every_bytes)};
         std::vector<char*> argv;
         for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
         argv.push_back(nullptr);
