@@ -1430,8 +1430,12 @@ int run(options o) {
         nm::check_writes(writes, replayed, problems);
         nm::check_sessions(sessions, replayed, problems);
     } else if (reference) {
-        say("every replica compacted its log: the writes' and the sessions' checks against the "
-            "committed log are skipped (linearizability and the digests still run)");
+        say("every replica's log starts at a snapshot (a compaction, or a sync by SNAP: a "
+            "leader sends one to a learner behind the history it holds in memory, or diverged "
+            "in another epoch, §11.7), the first at {}: the "
+            "writes' and the sessions' checks against the committed log are skipped "
+            "(linearizability and the digests still run)",
+            reference->snapshot->last_included);
     }
     const std::size_t moot = nm::drop_moot_expiries(history);
     say("expiries: {} reads of an expiring key answered nil; {} values overwritten before "

@@ -580,6 +580,17 @@ TEST_CASE("giving up is a failure, never a pass", "[linearizability]") {
         CHECK_FALSE(report.ok());
         CHECK_THAT(report.explanation, Catch::Contains("the limit of 5 memoised configurations"));
     }
+    SECTION("out of memo bytes (the bound a long history reaches first)") {
+        linearizability_options options;
+        options.max_memo_bytes = 4096;
+        const auto report = check(history, options);
+        CHECK(report.verdict == gave_up);
+        CHECK_FALSE(report.ok());
+        CHECK_THAT(report.explanation, Catch::Contains("MiB of memoised configurations"));
+        // The same search within a larger budget completes.
+        options.max_memo_bytes = std::size_t{64} << 20;
+        CHECK(check(history, options).ok());
+    }
     SECTION("a key proven wrong stays wrong when another key gives up") {
         std::vector<kv_op> kv_history{
             done<kv_model>(1, 0, 5, kv_model::get("a"), kv_model::get_returned("never"))};

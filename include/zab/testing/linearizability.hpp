@@ -119,9 +119,13 @@ struct linearizability_options {
     /// Search steps (one list entry examined) over the whole check, all partitions together.
     /// A step takes 0.1–0.2 µs in an optimised build: the default is a few seconds.
     std::uint64_t max_steps = 20'000'000;
-    /// Memoised configurations held for one partition (the memory bound: each costs about
-    /// `operations / 8 + sizeof(state) + 64` bytes). Freed when the partition is done.
+    /// Memoised configurations held for one partition. Freed when the partition is done.
     std::size_t max_configurations = 2'000'000;
+    /// The memory bound of one partition's memo: each configuration costs about
+    /// `operations / 8 + sizeof(state) + 64` bytes (the state's own heap not counted), so in
+    /// a long history (tens of thousands of operations in one partition) this bound, not
+    /// `max_configurations`, is the one reached.
+    std::size_t max_memo_bytes = std::size_t{1} << 30;
     /// Wall-clock limit of the whole check; zero for none. Makes the verdict depend on the
     /// machine, so seeded sweeps should rely on `max_steps` instead.
     std::chrono::milliseconds time_limit{0};
@@ -217,6 +221,16 @@ struct search_budget {
     std::uint64_t max_steps = 0;
     std::size_t max_configurations = 0;
     std::optional<std::chrono::steady_clock::time_point> deadline;
+    std::size_t max_memo_bytes = 0;
+
+    /// The memo limit reached by `configurations` holding `bytes`, as a gave-up reason.
+    std::string memo_limit(std::size_t configurations, std::size_t bytes) const {
+        if (configurations > max_configurations)
+            return fmt::format("{} memoised configurations", max_configurations);
+        return fmt::format("{:.1f} MiB of memoised configurations ({} of them, {} bytes)",
+                           static_cast<double>(max_memo_bytes) / (1 << 20), configurations,
+                           bytes);
+    }
 };
 
 /// How one partition's search ended.
@@ -306,8 +320,8 @@ public:
                 const entry& e = entries_[at];
                 if (e.is_call) {
                     if (auto pushed = try_linearize(at, true, 0, budget)) {
-                        if (!*pushed) return gave_up(out, fmt::format(
-                            "{} memoised configurations", budget.max_configurations));
+                        if (!*pushed)
+                            return gave_up(out, budget.memo_limit(configurations_, memo_bytes_));
                         at = entries_[0].next;
                     } else {
                         at = e.next;
@@ -326,8 +340,8 @@ public:
                     continue;
                 }
                 if (auto pushed = try_linearize(at, false, blocking_rank, budget)) {
-                    if (!*pushed) return gave_up(out, fmt::format(
-                        "{} memoised configurations", budget.max_configurations));
+                    if (!*pushed)
+                        return gave_up(out, budget.memo_limit(configurations_, memo_bytes_));
                     in_known_list = true;
                     at = entries_[0].next;
                 } else {
@@ -431,7 +445,10 @@ private:
         const std::size_t hash = static_cast<std::size_t>(splitmix64_next(mixed));
         auto [found, inserted] = memo_.try_emplace(memo_key{known_bits_, *after, hash});
         auto& reached_with = found->second;
-        if (!inserted) {
+        const std::size_t set_bytes = unknown_bits_.size() * sizeof(std::uint64_t) + 40;
+        if (inserted) {
+            memo_bytes_ += known_bits_.size() * sizeof(std::uint64_t) + sizeof(state_type) + 96;
+        } else {
             for (const bits& earlier : reached_with) {
                 if (subset(earlier, unknown_bits_)) {
                     if (consumed) flip(known ? known_bits_ : unknown_bits_, slot_[op]);
@@ -442,9 +459,12 @@ private:
             const auto before = reached_with.size();
             std::erase_if(reached_with, [&](const bits& b) { return subset(unknown_bits_, b); });
             configurations_ -= before - reached_with.size();
+            memo_bytes_ -= (before - reached_with.size()) * set_bytes;
         }
         reached_with.push_back(unknown_bits_);
-        if (++configurations_ > budget.max_configurations) return false;
+        memo_bytes_ += set_bytes;
+        if (++configurations_ > budget.max_configurations || memo_bytes_ > budget.max_memo_bytes)
+            return false;
         calls_.push_back({at, known, std::move(state_), known_hash_, blocking_rank});
         state_ = std::move(*after);
         known_hash_ = next_hash;
@@ -534,6 +554,7 @@ private:
     std::vector<frame> calls_;
     std::unordered_map<memo_key, std::vector<bits>, memo_hash> memo_;
     std::size_t configurations_ = 0;  ///< sets held by the memo
+    std::size_t memo_bytes_ = 0;      ///< what the memo holds, about (max_memo_bytes)
 };
 
 /// Searches one partition: first relaxed when it has unknown outcomes (a failure there is a
@@ -668,7 +689,8 @@ result<linearizability_report> check_linearizability(
     }
     report.partitions = parts.size();
 
-    detail::search_budget budget{0, options.max_steps, options.max_configurations, std::nullopt};
+    detail::search_budget budget{0, options.max_steps, options.max_configurations, std::nullopt,
+                                 options.max_memo_bytes};
     if (options.time_limit.count() > 0)
         budget.deadline = std::chrono::steady_clock::now() + options.time_limit;
 
