@@ -74,6 +74,7 @@
 #include "nemesis/history_check.hpp"
 #include "nemesis/peer_proxy.hpp"
 #include "nemesis/resp_client.hpp"
+#include "nemesis/settle_unknowns.hpp"
 #include "zab/core/options.hpp"
 #include "zab/storage/file_log.hpp"
 #include "zab/testing/linearizability.hpp"
@@ -1436,6 +1437,13 @@ int run(options o) {
             "writes' and the sessions' checks against the committed log are skipped "
             "(linearizability and the digests still run)",
             reference->snapshot->last_included);
+    }
+    if (reference) {
+        const auto settled =
+            nm::settle_unknown_blocks(history, replayed, reference->snapshot.has_value());
+        say("MULTI/EXEC blocks of unknown outcome, settled from the log: {} applied, {} never "
+            "applied, {} left unknown (called before the log can tell)",
+            settled.applied, settled.not_applied, settled.left);
     }
     const std::size_t moot = nm::drop_moot_expiries(history);
     say("expiries: {} reads of an expiring key answered nil; {} values overwritten before "

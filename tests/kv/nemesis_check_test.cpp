@@ -11,6 +11,7 @@
 #include "kv/kv_command.hpp"
 #include "nemesis/group_model.hpp"
 #include "nemesis/history_check.hpp"
+#include "nemesis/settle_unknowns.hpp"
 #include "zab/testing/linearizability.hpp"
 
 using namespace zab;
@@ -318,6 +319,57 @@ TEST_CASE("nemesis group model: expiring keys", "[kv][nemesis]") {
         CHECK(verdict(h) == linearizable);
         h.push_back(done(2, 320, 330, get("e"), model::read_returned({std::nullopt})));
         CHECK(verdict(h) == violation);
+    }
+}
+
+TEST_CASE("nemesis: blocks of unknown outcome are settled from the committed log where it "
+          "can tell", "[kv][nemesis]") {
+    // The log: blocks a (acknowledged), c (unknown outcome, applied), then nothing of d.
+    const auto blk = [](const std::string& v) {
+        return command{calls_op{{{"SET", "t0", v}, {"SET", "t1", v}, {"INCR", "tc"}}, {}, true},
+                       {}, 1000};
+    };
+    const auto log = make_log({blk("a"), blk("c")});
+    std::vector<op_t> h = {
+        done(1, 0, 10, block("a"), model::exec_returned({"OK", "OK", "1"})),
+        open(2, 20, block("c")),
+        open(3, 30, block("d")),
+        open(4, 5, block("early")),  // called before a returned: only a whole log can tell
+    };
+    SECTION("a whole log settles every block") {
+        auto history = h;
+        const auto settled = nemesis::settle_unknown_blocks(history, nemesis::replay_log(log), false);
+        CHECK(settled.applied == 1);
+        CHECK(settled.not_applied == 2);  // d and early: not in the log
+        CHECK(settled.left == 0);
+        REQUIRE(history.size() == 2);
+        REQUIRE(history[1].outcome_known());
+        CHECK(history[1].output->replies == std::vector<std::string>{"OK", "OK", "2"});
+        CHECK(*history[1].return_time > 30);  // at the end of the history
+        CHECK(verdict(history) == linearizable);
+        // A read of the state c left, after everything: explained.
+        history.push_back(done(5, 40, 50, mget(), model::read_returned({"c", "c", "2"})));
+        CHECK(verdict(history) == linearizable);
+        // One that says c never applied is not, now that the log says it did.
+        history.back().output = model::read_returned({"a", "a", "1"});
+        CHECK(verdict(history) == violation);
+    }
+    SECTION("a log from a snapshot settles only the blocks called after an acknowledged one "
+            "it holds") {
+        // The same transactions, the log's snapshot taken before a.
+        auto history = h;
+        const auto settled = nemesis::settle_unknown_blocks(history, nemesis::replay_log(log), true);
+        CHECK(settled.applied == 1);
+        CHECK(settled.not_applied == 1);  // d
+        CHECK(settled.left == 1);         // early: it may be in the snapshot
+        CHECK(history.size() == 3);
+        CHECK_FALSE(history.back().outcome_known());
+    }
+    SECTION("with no acknowledged block after the snapshot nothing is settled") {
+        std::vector<op_t> history = {open(2, 20, block("c")), open(3, 30, block("d"))};
+        const auto settled = nemesis::settle_unknown_blocks(history, nemesis::replay_log(log), true);
+        CHECK(settled.left == 2);
+        CHECK(history.size() == 2);
     }
 }
 
