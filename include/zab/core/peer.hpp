@@ -410,9 +410,9 @@ private:
         return run;
     }
 
-    /// A write the leader refused with `e`: definite, with the hint of who to ask instead.
-    void fail_refused(request_id id, errc e) {
-        ctx_.clients.fail_now(id, client_op::write, e,
+    /// A write the leader refused with `reason`: definite, with the hint of who to ask instead.
+    void fail_refused(request_id id, errc reason) {
+        ctx_.clients.fail_now(id, client_op::write, reason,
                               ctx_.leading->transfer ? ctx_.leading->transfer->target : ctx_.self());
     }
 
@@ -711,7 +711,7 @@ private:
 
     /// The user's log, seen through the non-template port the policies use.
     struct storage_adapter final : storage_port {
-        explicit storage_adapter(Log& l) : log{l} {}
+        explicit storage_adapter(Log& user_log) : log{user_log} {}
         void append(storage_op op, std::span<const log_record> records) override {
             log.append(op, records);
         }
@@ -721,7 +721,7 @@ private:
             log.install_snapshot(op, z, state, following);
         }
         void make_durable(storage_op op) override { log.make_durable(op); }
-        void write_epochs(storage_op op, epochs e) override { log.write_epochs(op, e); }
+        void write_epochs(storage_op op, epochs written) override { log.write_epochs(op, written); }
         result<std::vector<log_record>> read(zxid after, std::size_t max) const override {
             return log.read(after, max);
         }
@@ -738,7 +738,7 @@ private:
 
     /// The user's state machine, seen through the port the policies use.
     struct machine_adapter final : machine_port {
-        explicit machine_adapter(StateMachine& m) : machine{m} {}
+        explicit machine_adapter(StateMachine& user_machine) : machine{user_machine} {}
         shared_bytes apply(zxid z, byte_view txn) override {
             if constexpr (result_machine<StateMachine>) {
                 return machine.apply(z, txn);
@@ -1189,8 +1189,6 @@ private:
         return ctx_.learning->at;
     }
 
-    void ignore(peer_id from, ignore_reason why) { ctx_.ignore(from, why); }
-
     /// Whether this peer issued storage operation `op`. A completion for one it never issued
     /// (a log reporting work done before this peer existed, or a driver's bug) makes nothing
     /// durable: it is ignored, counted and logged, never taken for an unwritten record.
@@ -1211,7 +1209,7 @@ private:
     learner_route route_from_leader(peer_id from) {
         const auto at = from_my_leader(from);
         if (!at) {
-            ignore(from, ignore_reason::not_from_my_leader);
+            ctx_.ignore(from, ignore_reason::not_from_my_leader);
             return learner_route::none;
         }
         using stage = learner_state::stage;
@@ -1227,16 +1225,16 @@ private:
     }
 
     // Election notifications go to the election policy in every state (§3.4 step 7).
-    void dispatch(peer_id from, const wire::notification& n, const shared_bytes&) {
+    void dispatch(peer_id from, const wire::notification& notification, const shared_bytes&) {
         if (ctx_.removed) return witness_removal(from);
         if (!election_started_ && ctx_.state == peer_state::looking) {
             // Leaving a role (waiting for the log): keep only each sender's newest vote.
             std::erase_if(held_notifications_, [&](const auto& h) { return h.first == from; });
-            held_notifications_.emplace_back(from, n);
+            held_notifications_.emplace_back(from, notification);
             return;
         }
-        if (ctx_.leading) discovery_.leader_on_vote(from, n);
-        election_.on_notification(from, n);
+        if (ctx_.leading) discovery_.leader_on_vote(from, notification);
+        election_.on_notification(from, notification);
     }
 
     void dispatch(peer_id from, const wire::follower_info& m, const shared_bytes&) {
@@ -1257,7 +1255,7 @@ private:
         if (!ctx_.leading) {
             // It follows someone else: the learner must look again. Closing is what a
             // refused connection to ZooKeeper's leader port does.
-            ignore(from, ignore_reason::follows_another);
+            ctx_.ignore(from, ignore_reason::follows_another);
             ctx_.close(from);
             return;
         }
@@ -1265,37 +1263,37 @@ private:
     }
 
     void dispatch(peer_id from, const wire::leader_info& m, const shared_bytes&) {
-        if (!from_my_leader(from)) return ignore(from, ignore_reason::not_from_my_leader);
+        if (!from_my_leader(from)) return ctx_.ignore(from, ignore_reason::not_from_my_leader);
         discovery_.learner_on_leader_info(m);
     }
 
     void dispatch(peer_id from, const wire::ack_epoch& m, const shared_bytes&) {
-        if (!ctx_.leading) return ignore(from, ignore_reason::not_leading);
+        if (!ctx_.leading) return ctx_.ignore(from, ignore_reason::not_leading);
         discovery_.leader_on_ack_epoch(from, m);
     }
 
     void dispatch(peer_id from, const wire::diff& m, const shared_bytes&) {
-        if (!from_my_leader(from)) return ignore(from, ignore_reason::not_from_my_leader);
+        if (!from_my_leader(from)) return ctx_.ignore(from, ignore_reason::not_from_my_leader);
         synchronization_.learner_on_diff(m);
     }
     void dispatch(peer_id from, const wire::trunc& m, const shared_bytes&) {
-        if (!from_my_leader(from)) return ignore(from, ignore_reason::not_from_my_leader);
+        if (!from_my_leader(from)) return ctx_.ignore(from, ignore_reason::not_from_my_leader);
         synchronization_.learner_on_trunc(m);
     }
     void dispatch(peer_id from, const wire::snap& m, const shared_bytes& frame) {
-        if (!from_my_leader(from)) return ignore(from, ignore_reason::not_from_my_leader);
+        if (!from_my_leader(from)) return ctx_.ignore(from, ignore_reason::not_from_my_leader);
         synchronization_.learner_on_snap(m, frame);
         sync_progress();
     }
     void dispatch(peer_id from, const wire::snap_ack& m, const shared_bytes&) {
         learner_link* link = find_link(from);
-        if (link == nullptr) return ignore(from, ignore_reason::unknown_learner);
+        if (link == nullptr) return ctx_.ignore(from, ignore_reason::unknown_learner);
         synchronization_.leader_on_snap_ack(*link, m);
         sync_progress();
     }
     void dispatch(peer_id from, const wire::sync_ack& m, const shared_bytes&) {
         learner_link* link = find_link(from);
-        if (link == nullptr) return ignore(from, ignore_reason::unknown_learner);
+        if (link == nullptr) return ctx_.ignore(from, ignore_reason::unknown_learner);
         synchronization_.leader_on_sync_ack(*link, m);
         sync_progress();
     }
@@ -1320,24 +1318,24 @@ private:
         return std::nullopt;
     }
     void dispatch(peer_id from, const wire::new_leader& m, const shared_bytes&) {
-        if (!from_my_leader(from)) return ignore(from, ignore_reason::not_from_my_leader);
+        if (!from_my_leader(from)) return ctx_.ignore(from, ignore_reason::not_from_my_leader);
         synchronization_.learner_on_new_leader(m);
     }
     void dispatch(peer_id from, const wire::up_to_date&, const shared_bytes&) {
-        if (!from_my_leader(from)) return ignore(from, ignore_reason::not_from_my_leader);
+        if (!from_my_leader(from)) return ctx_.ignore(from, ignore_reason::not_from_my_leader);
         synchronization_.learner_on_up_to_date();
     }
 
     void dispatch(peer_id from, const wire::ack& m, const shared_bytes&) {
         learner_link* link = find_link(from);
-        if (link == nullptr) return ignore(from, ignore_reason::unknown_learner);
+        if (link == nullptr) return ctx_.ignore(from, ignore_reason::unknown_learner);
         using stage = learner_link::stage;
         if (link->at == stage::awaiting_newleader_ack)
             synchronization_.leader_on_newleader_ack(*link, m);
         else if (link->at == stage::awaiting_uptodate || link->at == stage::broadcasting)
             broadcast_.leader_on_ack(*link, m);
         else {
-            ignore(from, ignore_reason::ack_before_newleader);
+            ctx_.ignore(from, ignore_reason::ack_before_newleader);
             ctx_.drop_learner(from, "an ACK before NEWLEADER");
         }
     }
@@ -1393,7 +1391,7 @@ private:
             if (auto* link = find_link(from)) broadcast_.leader_on_ping(*link, m);
             return;
         }
-        if (!from_my_leader(from)) return ignore(from, ignore_reason::not_from_my_leader);
+        if (!from_my_leader(from)) return ctx_.ignore(from, ignore_reason::not_from_my_leader);
         broadcast_.learner_on_ping(m);
         // My NEWLEADER ACK is out: establishing now waits for the others' syncs, which
         // extend the leader's init_limit as they stream (sync_progress) but not mine. While
@@ -1408,17 +1406,17 @@ private:
 
     // Client requests forwarded by learners, and the leader's answers (§6.1, §7).
     void dispatch(peer_id from, const wire::forwarded_request& m, const shared_bytes&) {
-        if (!ctx_.leading) return ignore(from, ignore_reason::not_leading);  // it will learn
+        if (!ctx_.leading) return ctx_.ignore(from, ignore_reason::not_leading);  // it will learn
         if (auto* link = find_link(from)) broadcast_.leader_on_request(*link, m);
     }
     void dispatch(peer_id from, const wire::forwarded_reply& m, const shared_bytes&) {
         if (from_my_leader(from) != learner_state::stage::broadcasting)
-            return ignore(from, ignore_reason::not_serving);
+            return ctx_.ignore(from, ignore_reason::not_serving);
         broadcast_.learner_on_reply(m);
     }
     void dispatch(peer_id from, const zab::wire::sync_answer& m, const shared_bytes&) {
         if (from_my_leader(from) != learner_state::stage::broadcasting)
-            return ignore(from, ignore_reason::not_serving);
+            return ctx_.ignore(from, ignore_reason::not_serving);
         broadcast_.learner_on_sync_answer(m);
     }
 
@@ -1427,8 +1425,9 @@ private:
     // transaction of the epoch when it follows (or becomes) the new leader.
     void dispatch(peer_id from, const wire::handover& m, const shared_bytes&) {
         const auto at = from_my_leader(from);
-        if (!at) return ignore(from, ignore_reason::not_from_my_leader);
-        if (*at != learner_state::stage::broadcasting) return ignore(from, ignore_reason::out_of_stage);
+        if (!at) return ctx_.ignore(from, ignore_reason::not_from_my_leader);
+        if (*at != learner_state::stage::broadcasting)
+            return ctx_.ignore(from, ignore_reason::out_of_stage);
         if (m.leader == from || !ctx_.quorums().is_voter(m.leader)) {
             ctx_.leader_misbehaved("a HANDOVER to itself or to a peer that is not a voter");
             return;

@@ -71,8 +71,8 @@ enum class ignore_reason : std::uint8_t {
 };
 inline constexpr std::size_t ignore_reason_count = 9;
 
-constexpr std::string_view to_string(ignore_reason r) noexcept {
-    switch (r) {
+constexpr std::string_view to_string(ignore_reason reason) noexcept {
+    switch (reason) {
         case ignore_reason::not_from_my_leader: return "not from the leader this replica follows";
         case ignore_reason::not_leading: return "this replica does not lead";
         case ignore_reason::unknown_learner: return "not from a learner of this leader";
@@ -98,8 +98,8 @@ struct peer_counters {
     std::uint64_t unexpected_messages = 0;///< valid but not acceptable in the current state
     /// `unexpected_messages` by reason (`ignored_for`).
     std::array<std::uint64_t, ignore_reason_count> ignored{};
-    std::uint64_t ignored_for(ignore_reason r) const noexcept {
-        return ignored[static_cast<std::size_t>(r)];
+    std::uint64_t ignored_for(ignore_reason reason) const noexcept {
+        return ignored[static_cast<std::size_t>(reason)];
     }
     std::uint64_t notifications_sent = 0;
     std::uint64_t notifications_received = 0;
@@ -840,9 +840,9 @@ public:
         rebuild_quorums();
     }
     /// "1 (voter), 4 (observer)".
-    static std::string describe(const configuration& c) {
+    static std::string describe(const configuration& config) {
         std::string out;
-        for (const member& m : c.members())
+        for (const member& m : config.members())
             out += fmt::format("{}{} ({})", out.empty() ? "" : ", ", m.id,
                                m.type == learner_type::participant ? "voter" : "observer");
         return out;
@@ -1070,35 +1070,38 @@ private:
         return writes_pending() ? now_tick - writes_progressed_tick_ : 0;
     }
 
-    void check_leader(const leader_state& l) const {
-        ZAB_ASSERT(l.self_acked_count <= l.outstanding.size(),
+    void check_leader(const leader_state& leader) const {
+        ZAB_ASSERT(leader.self_acked_count <= leader.outstanding.size(),
                    "the leader's own acknowledgements run past its outstanding proposals");
-        ZAB_ASSERT(l.outstanding.empty() || l.outstanding.back().record.id == l.last_proposed,
+        ZAB_ASSERT(leader.outstanding.empty() ||
+                       leader.outstanding.back().record.id == leader.last_proposed,
                    "the newest outstanding proposal is not the last one proposed");
-        ZAB_ASSERT(l.committed.size() <= leader_state::committed_window_max,
+        ZAB_ASSERT(leader.committed.size() <= leader_state::committed_window_max,
                    "the committed window grew past its bound");
-        ZAB_ASSERT(!l.reached(leader_state::stage::writing_epoch) || l.accepted_write != 0,
+        ZAB_ASSERT(!leader.reached(leader_state::stage::writing_epoch) ||
+                       leader.accepted_write != 0,
                    "the leader's epoch closed without writing acceptedEpoch");
-        ZAB_ASSERT(!l.reached(leader_state::stage::writing_current_epoch) || l.current_write != 0,
+        ZAB_ASSERT(!leader.reached(leader_state::stage::writing_current_epoch) ||
+                       leader.current_write != 0,
                    "the leader's epoch quorum in without writing currentEpoch");
-        for (std::size_t i = 0; i < l.links.size(); ++i) {
-            const learner_link& link = l.links[i];
+        for (std::size_t i = 0; i < leader.links.size(); ++i) {
+            const learner_link& link = leader.links[i];
             ZAB_ASSERT(link.id != self_, "a learner link to the leader itself");
-            for (std::size_t j = i + 1; j < l.links.size(); ++j)
-                ZAB_ASSERT(l.links[j].id != link.id, "two links to one learner");
+            for (std::size_t j = i + 1; j < leader.links.size(); ++j)
+                ZAB_ASSERT(leader.links[j].id != link.id, "two links to one learner");
             ZAB_ASSERT(link.snapshot_acknowledged <= link.snapshot_queued,
                        "a learner acknowledged more of a snapshot than was queued");
             ZAB_ASSERT(!link.history_unacked.empty() || link.history_unacked_bytes == 0,
                        "unacknowledged history bytes without unacknowledged records");
         }
 #if defined(ZAB_EXPENSIVE_INVARIANTS)
-        for (std::size_t i = 1; i < l.outstanding.size(); ++i)
-            ZAB_ASSERT(l.outstanding[i - 1].record.id < l.outstanding[i].record.id,
+        for (std::size_t i = 1; i < leader.outstanding.size(); ++i)
+            ZAB_ASSERT(leader.outstanding[i - 1].record.id < leader.outstanding[i].record.id,
                        "outstanding proposals out of zxid order");
-        for (std::size_t i = 1; i < l.committed.size(); ++i)
-            ZAB_ASSERT(l.committed[i - 1].id < l.committed[i].id,
+        for (std::size_t i = 1; i < leader.committed.size(); ++i)
+            ZAB_ASSERT(leader.committed[i - 1].id < leader.committed[i].id,
                        "the committed window out of zxid order");
-        for (const learner_link& link : l.links) {
+        for (const learner_link& link : leader.links) {
             std::uint64_t bytes = 0;
             for (const auto& [id, size] : link.history_unacked) bytes += size;
             ZAB_ASSERT(bytes == link.history_unacked_bytes,
