@@ -577,9 +577,11 @@ public:
         if (election_started_) consider(election_.next_deadline());
         consider(establish_deadline());
         // Disk-stall fencing (§6.5): when pending writes would count as stalled.
-        if (ctx_.opts().disk_stall_ticks != 0 && !ctx_.disk_stalled && ctx_.writes_pending())
-            consider(std::max(ctx_.now_tick + 1, ctx_.now_tick - ctx_.writes_stalled_for() +
-                                                     ctx_.opts().disk_stall_ticks));
+        if (ctx_.opts().disk_stall_ticks != 0 && !ctx_.disk_stalled &&
+            ctx_.durability_.writes_pending())
+            consider(std::max(ctx_.now_tick + 1,
+                              ctx_.now_tick - ctx_.durability_.stalled_for(ctx_.now_tick) +
+                                  ctx_.opts().disk_stall_ticks));
         // §7.1: a LOOKING replica whose promise keeps it out of the election.
         if (ctx_.state == peer_state::looking && !election_started_ &&
             ctx_.now_tick < ctx_.promised_until_tick)
@@ -810,7 +812,7 @@ private:
     void watch_disk() {
         const std::uint32_t bound = ctx_.opts().disk_stall_ticks;
         if (bound == 0) return;
-        const std::uint64_t stalled_for = ctx_.writes_stalled_for();
+        const std::uint64_t stalled_for = ctx_.durability_.stalled_for(ctx_.now_tick);
         if (!ctx_.disk_stalled && stalled_for >= bound) {
             ctx_.disk_stalled = true;
             ++ctx_.counters.disk_stalls;
@@ -845,7 +847,7 @@ private:
 
     void maybe_start_election() {
         if (!started_ || election_started_ || ctx_.state != peer_state::looking ||
-            !ctx_.log_ops_.empty() || ctx_.removed || ctx_.disk_stalled)
+            ctx_.durability_.log_pending() || ctx_.removed || ctx_.disk_stalled)
             return;
         // §7.1: a promise to the last leader holds this replica out of every election (it
         // neither votes nor stands, and follows nobody) until it expires.
@@ -1078,7 +1080,7 @@ private:
         auto& leader = *ctx_.leading;
         // Its own log durable too: as a follower it advertises what a crash would recover (§2).
         if (!leader.transfer || !leader.established() || !leader.outstanding.empty() ||
-            !ctx_.log_ops_.empty())
+            ctx_.durability_.log_pending())
             return;
         const learner_link* target = leader.find_link(leader.transfer->target);
         if (target == nullptr || target->type != learner_type::participant ||
@@ -1475,7 +1477,7 @@ private:
                 hand_over_if_ready();
             }
             if (ctx_.learning) synchronization_.learner_advance();
-            if (ctx_.learning && ctx_.learning->handover && ctx_.log_ops_.empty())
+            if (ctx_.learning && ctx_.learning->handover && !ctx_.durability_.log_pending())
                 adopt_handover(*ctx_.learning->handover);
             on_config_changed();
             rejoin_as_voter_once_synced();
@@ -1551,8 +1553,9 @@ private:
             transport_.close(to, connection);
         auto& outbox = ctx_.outbox_;
         auto& blocked = ctx_.held_destinations_;
-        if (ctx_.held_at_log_op_ != ctx_.durable_log_op_ ||
-            ctx_.held_at_epoch_op_ != ctx_.durable_epoch_op_ || ctx_.held_frames_ > outbox.size())
+        if (ctx_.held_at_log_op_ != ctx_.durability_.durable_log_op() ||
+            ctx_.held_at_epoch_op_ != ctx_.durability_.durable_epoch_op() ||
+            ctx_.held_frames_ > outbox.size())
             ctx_.forget_held_frames();
         std::size_t kept = ctx_.held_frames_;
         // Per destination, the cumulative frame (send_cumulative) released last and not sent
@@ -1599,8 +1602,8 @@ private:
         waiting.clear();
         outbox.erase(outbox.begin() + static_cast<std::ptrdiff_t>(kept), outbox.end());
         ctx_.held_frames_ = kept;
-        ctx_.held_at_log_op_ = ctx_.durable_log_op_;
-        ctx_.held_at_epoch_op_ = ctx_.durable_epoch_op_;
+        ctx_.held_at_log_op_ = ctx_.durability_.durable_log_op();
+        ctx_.held_at_epoch_op_ = ctx_.durability_.durable_epoch_op();
     }
 
     void send_released(const peer_context::queued_frame& f) {

@@ -3,7 +3,9 @@
 // A peer is built from four phase policies (docs/design.md, "The shape"); they do not talk to each
 // other directly but read and change this one context. It holds no I/O: `send` encodes the
 // message into a frame and queues it; the peer hands the queue to the transport at the end
-// of the step (docs/design.md rule 2). It is not a template, so a policy is an ordinary class.
+// of the step (docs/design.md rule 2). The storage writes it issues are numbered and tracked
+// until durable by its durability tracker (durability.hpp, rule 3). It is not a template, so
+// a policy is an ordinary class.
 #pragma once
 
 #include <algorithm>
@@ -22,6 +24,7 @@
 #include "zab/core/codec.hpp"
 #include "zab/core/concepts.hpp"
 #include "zab/core/config.hpp"
+#include "zab/core/durability.hpp"
 #include "zab/core/logging.hpp"
 #include "zab/core/metrics.hpp"
 #include "zab/core/options.hpp"
@@ -545,8 +548,7 @@ public:
         ZAB_ASSERT(written_epochs.accepted >= durable_epochs.accepted &&
                        written_epochs.current >= durable_epochs.current,
                    "a durable epoch above the one written");
-        ZAB_ASSERT(durable_log_op_ <= last_op_ && durable_epoch_op_ <= last_op_,
-                   "durable beyond the operations issued");
+        durability_.check();
         if (leading) check_leader(*leading);
         if (learning) ZAB_ASSERT(learning->leader != self_, "a learner of itself");
     }
@@ -580,7 +582,7 @@ public:
     /// commit, docs/design.md rule 2). Returns the operation that will make it durable.
     storage_op append(log_record record) {
         ZAB_ASSERT(record.id > last_zxid_visible, "appends must follow the log");
-        if (batch_.empty()) last_log_op_ = batch_op_ = next_op();
+        if (batch_.empty()) batch_op_ = durability_.next_log_op();
         last_zxid_visible = record.id;
         note_logged(record);
         batch_.push_back(std::move(record));
@@ -590,7 +592,7 @@ public:
     /// Removes every record after `z` (TRUNC, §5.3).
     storage_op truncate_after(zxid z) {
         flush_batch();
-        const storage_op op = next_op();
+        const storage_op op = durability_.next_op();
         last_zxid_visible = std::min(last_zxid_visible, z);
         forget_logged_after(z);
         storage_->truncate_after(op, z);
@@ -603,7 +605,7 @@ public:
     storage_op install_snapshot(zxid z, const shared_bytes& state,
                                 std::span<const log_record> following) {
         flush_batch();
-        const storage_op op = next_op();
+        const storage_op op = durability_.next_op();
         last_zxid_visible = following.empty() ? z : following.back().id;
         // The old log goes whole: so do its reconfigurations. The snapshot is committed
         // state (a leader sends what it applied), so its configuration is the committed one
@@ -626,30 +628,28 @@ public:
     }
 
     /// Writes both epochs atomically. Durable once `epochs_durable(op)`.
-    storage_op write_epochs(epochs e) {
-        const storage_op op = next_op();
-        note_write_issued();
-        written_epochs = e;
-        last_epoch_op_ = op;
-        epoch_writes_.emplace_back(op, e);
-        storage_->write_epochs(op, e);
+    storage_op write_epochs(epochs written) {
+        const storage_op op = durability_.next_op();
+        written_epochs = written;
+        durability_.epochs_issued(op, written, now_tick);
+        storage_->write_epochs(op, written);
         return op;
     }
 
     /// The last epoch write issued (0: none).
-    storage_op last_epoch_op() const noexcept { return last_epoch_op_; }
+    storage_op last_epoch_op() const noexcept { return durability_.last_epoch_op(); }
 
     /// The last log operation issued (or allocated to this step's batch).
-    storage_op last_log_op() const noexcept { return last_log_op_; }
+    storage_op last_log_op() const noexcept { return durability_.last_log_op(); }
 
     /// The counter every epoch's first transaction has (§1: 1, unless a test starts
     /// counters elsewhere) — for the contiguity checks (zxid::continued_by).
     std::uint32_t first_counter() const noexcept { return opts().test_only.initial_counter + 1; }
 
     /// The last storage operation issued (0: none yet).
-    storage_op last_issued_op() const noexcept { return last_op_; }
-    bool log_durable(storage_op op) const noexcept { return op <= durable_log_op_; }
-    bool epochs_durable(storage_op op) const noexcept { return op <= durable_epoch_op_; }
+    storage_op last_issued_op() const noexcept { return durability_.last_issued_op(); }
+    bool log_durable(storage_op op) const noexcept { return durability_.log_durable(op); }
+    bool epochs_durable(storage_op op) const noexcept { return durability_.epochs_durable(op); }
 
     /// The last zxid appended (durable or not), and the epochs last written (durable or not).
     zxid last_zxid_visible;
@@ -1005,13 +1005,6 @@ private:
         std::uint8_t covers_earlier;  ///< the wire type of a send_cumulative frame, else 0
     };
 
-    storage_op next_op() { return ++last_op_; }
-
-    /// A write is issued: if none was pending, the stall clock starts now.
-    void note_write_issued() noexcept {
-        if (!writes_pending()) writes_progressed_tick_ = now_tick;
-    }
-
     /// Frames left the outbox other than by release: the next release rescans it whole.
     void forget_held_frames() noexcept {
         held_frames_ = 0;
@@ -1019,9 +1012,7 @@ private:
     }
 
     void note_log_op(storage_op op) {
-        note_write_issued();
-        last_log_op_ = std::max(last_log_op_, op);
-        log_ops_.emplace_back(op, last_zxid_visible);
+        durability_.log_issued(op, last_zxid_visible, now_tick);
         sync_needed_ = true;
     }
 
@@ -1037,37 +1028,17 @@ private:
     void flush_storage() {
         flush_batch();
         if (sync_needed_) {
-            storage_->make_durable(log_ops_.back().first);
+            storage_->make_durable(durability_.newest_pending_log_op());
             sync_needed_ = false;
         }
     }
 
+    /// Log operation `op` and every earlier one are durable: so is what they wrote (§2).
     void log_became_durable(storage_op op) {
-        ZAB_ASSERT(op <= last_op_, "a durability completion for a log operation never issued");
-        durable_log_op_ = std::max(durable_log_op_, op);
-        while (!log_ops_.empty() && log_ops_.front().first <= op) {
-            last_logged = log_ops_.front().second;
-            log_ops_.pop_front();
-        }
-        writes_progressed_tick_ = now_tick;
+        if (auto last = durability_.log_completed(op, now_tick)) last_logged = *last;
     }
-
     void epochs_became_durable(storage_op op) {
-        ZAB_ASSERT(op <= last_op_, "a durability completion for an epoch write never issued");
-        durable_epoch_op_ = std::max(durable_epoch_op_, op);
-        while (!epoch_writes_.empty() && epoch_writes_.front().first <= op) {
-            durable_epochs = epoch_writes_.front().second;
-            epoch_writes_.pop_front();
-        }
-        writes_progressed_tick_ = now_tick;
-    }
-
-    /// Some log or epoch write is issued and not durable yet.
-    bool writes_pending() const noexcept { return !log_ops_.empty() || !epoch_writes_.empty(); }
-    /// Ticks since storage last made progress while writes are pending (0 when none are):
-    /// what disk-stall fencing measures (§6.5).
-    std::uint64_t writes_stalled_for() const noexcept {
-        return writes_pending() ? now_tick - writes_progressed_tick_ : 0;
+        if (auto written = durability_.epochs_completed(op, now_tick)) durable_epochs = *written;
     }
 
     void check_leader(const leader_state& leader) const {
@@ -1163,17 +1134,11 @@ private:
     std::vector<std::pair<peer_id, connection_id>> connections_;
     std::vector<std::pair<peer_id, connection_id>> closes_;
 
-    storage_op last_op_ = 0;
-    storage_op last_log_op_ = 0;
-    storage_op last_epoch_op_ = 0;
+    /// Storage operation numbers, what is durable, the disk-stall clock (durability.hpp).
+    durability_tracker durability_;
     std::vector<log_record> batch_;
     storage_op batch_op_ = 0;
     bool sync_needed_ = false;
-    std::deque<std::pair<storage_op, zxid>> log_ops_;       // issued, not yet durable
-    std::deque<std::pair<storage_op, epochs>> epoch_writes_;  // issued, not yet durable
-    storage_op durable_log_op_ = 0;
-    storage_op durable_epoch_op_ = 0;
-    std::uint64_t writes_progressed_tick_ = 0;
     /// Leader, with a metrics sink: each outstanding proposal's `metrics->now()` when made.
     std::deque<std::pair<zxid, double>> proposal_times_;
 
