@@ -285,8 +285,7 @@ public:
             e.error = error;
             ctx_.metrics->on_event(e);
         }
-        ctx_.outbox_.clear();
-        ctx_.forget_held_frames();
+        ctx_.outbox_.clear_frames();
         ctx_.clients.abandon(errc::storage_failed, 0);
     }
 
@@ -1052,7 +1051,7 @@ private:
         ctx_.removed = true;
         leave_role();
         if (close_connections)
-            for (const auto& [id, connection] : std::vector(ctx_.connections_)) ctx_.close(id);
+            for (peer_id id : ctx_.connected_peers()) ctx_.close(id);
         ctx_.state = peer_state::looking;
         election_started_ = false;
         ctx_.clients.abandon(errc::not_a_member, 0);
@@ -1524,12 +1523,10 @@ private:
     /// back, and nobody else waits for it. Frames the release handed to the transport do
     /// not count: a sync streams under flow control, and is never dropped for its length.
     bool drop_learners_over_backlog() {
-        if (!ctx_.leading || ctx_.outbox_.size() <= ctx_.opts().max_learner_backlog) return false;
-        std::map<peer_id, std::size_t> held;
-        for (const auto& f : ctx_.outbox_) ++held[f.to];
+        if (!ctx_.leading) return false;
         bool dropped = false;
-        for (const auto& [id, count] : held) {
-            if (count <= ctx_.opts().max_learner_backlog) continue;
+        const std::size_t limit = ctx_.opts().max_learner_backlog;
+        for (const auto& [id, count] : ctx_.outbox_.destinations_over(limit)) {
             zab::log(log_level::warn, "peer {}: learner {} has {} frames held (max {}); dropped",
                      ctx_.self(), id, count, ctx_.opts().max_learner_backlog);
             ++ctx_.counters.learners_over_backlog;
@@ -1539,92 +1536,24 @@ private:
         return dropped;
     }
 
-    /// Hands every queued frame whose durability conditions hold to the transport, in order
-    /// per destination; a frame for a connection that is gone is dropped.
-    ///
-    /// A frame is held while its durability is missing or an earlier frame to the same
-    /// destination is held. Held frames are compacted to the front of the outbox in order.
-    /// If nothing became durable since the last release, every frame it held is still held
-    /// (durability only grows, and the first held frame of each destination is held by its
-    /// own durability), so only the frames queued since are looked at: a learner's ACKs
-    /// waiting for one fsync are not rescanned on every step.
+    /// Hands the closes asked for, then every queued frame whose durability conditions hold,
+    /// to the transport (outbox::release).
     void release_frames() {
-        for (const auto& [to, connection] : std::exchange(ctx_.closes_, {}))
+        for (const auto& [to, connection] : ctx_.outbox_.take_closes())
             transport_.close(to, connection);
-        auto& outbox = ctx_.outbox_;
-        auto& blocked = ctx_.held_destinations_;
-        if (ctx_.held_at_log_op_ != ctx_.durability_.durable_log_op() ||
-            ctx_.held_at_epoch_op_ != ctx_.durability_.durable_epoch_op() ||
-            ctx_.held_frames_ > outbox.size())
-            ctx_.forget_held_frames();
-        std::size_t kept = ctx_.held_frames_;
-        // Per destination, the cumulative frame (send_cumulative) released last and not sent
-        // yet: sent before the next frame to that destination, replaced by the next one of
-        // its kind, or sent at the end.
-        auto& waiting = ctx_.cumulative_waiting_;
-        const auto send_waiting = [&](peer_id to) {
-            for (auto w = waiting.begin(); w != waiting.end(); ++w)
-                if (w->to == to) {
-                    send_released(*w);
-                    waiting.erase(w);
-                    return;
-                }
-        };
-        for (std::size_t i = kept; i < outbox.size(); ++i) {
-            auto& f = outbox[i];
-            const bool held = std::find(blocked.begin(), blocked.end(), f.to) != blocked.end() ||
-                              !ctx_.log_durable(f.log_op) || !ctx_.epochs_durable(f.epoch_op);
-            if (held) {
-                if (std::find(blocked.begin(), blocked.end(), f.to) == blocked.end())
-                    blocked.push_back(f.to);
-                if (kept != i) outbox[kept] = std::move(f);
-                ++kept;
-                continue;
-            }
-            if (ctx_.connection_to(f.to) != f.connection) continue;  // that link is gone
-            if (f.covers_earlier != 0) {
-                const auto w = std::find_if(waiting.begin(), waiting.end(),
-                                            [&](const auto& x) { return x.to == f.to; });
-                if (w != waiting.end() && w->covers_earlier == f.covers_earlier &&
-                    w->connection == f.connection) {
-                    *w = std::move(f);  // the earlier one says less, and would leave now too
-                    ++ctx_.counters.frames_coalesced;
-                    continue;
-                }
-                send_waiting(f.to);
-                waiting.push_back(std::move(f));
-                continue;
-            }
-            send_waiting(f.to);
-            send_released(f);
-        }
-        for (const auto& w : waiting) send_released(w);
-        waiting.clear();
-        outbox.erase(outbox.begin() + static_cast<std::ptrdiff_t>(kept), outbox.end());
-        ctx_.held_frames_ = kept;
-        ctx_.held_at_log_op_ = ctx_.durability_.durable_log_op();
-        ctx_.held_at_epoch_op_ = ctx_.durability_.durable_epoch_op();
+        ctx_.counters.frames_coalesced += ctx_.outbox_.release(
+            ctx_.durability_, [&](const outbox::queued_frame& f) { send_released(f); });
     }
 
-    void send_released(const peer_context::queued_frame& f) {
+    void send_released(const outbox::queued_frame& f) {
         transport_.send(f.to, f.connection, f.frame);
         ++ctx_.counters.frames_sent;
     }
 
     void set_connection(peer_id peer, connection_id connection) {
-        for (auto& [id, c] : ctx_.connections_)
-            if (id == peer) {
-                c = connection;
-                ctx_.drop_frames_of_gone_connections(peer);
-                return;
-            }
-        ctx_.connections_.emplace_back(peer, connection);
-        ctx_.drop_frames_of_gone_connections(peer);
+        ctx_.outbox_.set_connection(peer, connection);
     }
-    void erase_connection(peer_id peer) {
-        std::erase_if(ctx_.connections_, [&](const auto& entry) { return entry.first == peer; });
-        ctx_.drop_frames_of_gone_connections(peer);
-    }
+    void erase_connection(peer_id peer) { ctx_.outbox_.erase_connection(peer); }
 
     peer_context ctx_;
     Transport& transport_;

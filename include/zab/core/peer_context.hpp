@@ -2,10 +2,10 @@
 //
 // A peer is built from four phase policies (docs/design.md, "The shape"); they do not talk to each
 // other directly but read and change this one context. It holds no I/O: `send` encodes the
-// message into a frame and queues it; the peer hands the queue to the transport at the end
-// of the step (docs/design.md rule 2). The storage writes it issues are numbered and tracked
-// until durable by its durability tracker (durability.hpp, rule 3). It is not a template, so
-// a policy is an ordinary class.
+// message into a frame and queues it in the outbox (outbox.hpp); the peer hands the queue to
+// the transport at the end of the step (docs/design.md rule 2). The storage writes it issues
+// are numbered and tracked until durable by its durability tracker (durability.hpp, rule 3).
+// It is not a template, so a policy is an ordinary class.
 #pragma once
 
 #include <algorithm>
@@ -28,6 +28,7 @@
 #include "zab/core/logging.hpp"
 #include "zab/core/metrics.hpp"
 #include "zab/core/options.hpp"
+#include "zab/core/outbox.hpp"
 #include "zab/core/quorum.hpp"
 #include "zab/core/reconfig.hpp"
 #include "zab/core/roles.hpp"
@@ -360,9 +361,7 @@ public:
     /// Queues an already encoded frame (a PROPOSAL is encoded once for every follower).
     void send_frame_after(peer_id to, shared_bytes frame, storage_op log_op = 0,
                           storage_op epoch_op = 0) {
-        const auto connection = connection_to(to);
-        if (!connection) return;  // no link: lost, as TCP would lose it
-        outbox_.push_back({to, *connection, std::move(frame), log_op, epoch_op, 0});
+        outbox_.queue(to, std::move(frame), log_op, epoch_op);
     }
 
     /// Like `send_after`, for an ACK of a proposal or a COMMIT to a serving follower: each
@@ -377,52 +376,26 @@ public:
                        (std::holds_alternative<wire::ack>(m) &&
                         !std::get<wire::ack>(m).acked.is_epoch_marker()),
                    "send_cumulative: only proposal ACKs and COMMITs cover earlier ones");
-        const auto connection = connection_to(to);
-        if (!connection) return;
-        outbox_.push_back({to, *connection, encode(frame_context{options_.group_id, config_.version()}, m),
-                           log_op, epoch_op, static_cast<std::uint8_t>(type_of(m))});
+        if (!connected(to)) return;  // not encoded for nothing
+        outbox_.queue(to, encode(frame_context{options_.group_id, config_.version()}, m), log_op,
+                      epoch_op, static_cast<std::uint8_t>(type_of(m)));
     }
 
     /// The connection to `peer` that is up now, if any.
     std::optional<connection_id> connection_to(peer_id peer) const {
-        for (const auto& [id, connection] : connections_)
-            if (id == peer) return connection;
-        return std::nullopt;
+        return outbox_.connection_to(peer);
     }
     bool connected(peer_id peer) const { return connection_to(peer).has_value(); }
     /// The peers with a connection up now, in the order they connected.
-    std::vector<peer_id> connected_peers() const {
-        std::vector<peer_id> ids;
-        for (const auto& [id, connection] : connections_) ids.push_back(id);
-        return ids;
-    }
+    std::vector<peer_id> connected_peers() const { return outbox_.connected_peers(); }
 
     /// Frames queued for `peer` and not handed to the transport yet (held for durability,
     /// or queued since the last release).
-    std::size_t queued_frames(peer_id peer) const noexcept {
-        return static_cast<std::size_t>(
-            std::count_if(outbox_.begin(), outbox_.end(), [&](const auto& f) { return f.to == peer; }));
-    }
-
-    /// `peer`'s connection ended or was replaced: the frames queued for any other connection
-    /// to it than the current one can never be sent, so they go now. Kept, the held ones
-    /// would hold back the new connection's frames (a destination's frames leave in order)
-    /// and count against its backlog (issue 34, defect 7).
-    void drop_frames_of_gone_connections(peer_id peer) {
-        const auto current = connection_to(peer);
-        const auto before = outbox_.size();
-        std::erase_if(outbox_, [&](const auto& f) { return f.to == peer && f.connection != current; });
-        if (outbox_.size() != before) forget_held_frames();
-    }
+    std::size_t queued_frames(peer_id peer) const noexcept { return outbox_.queued_for(peer); }
 
     /// Asks the transport to close the current connection to `peer` (a bad message, or a
-    /// learner the leader drops). The peer forgets it at once.
-    void close(peer_id peer) {
-        if (auto connection = connection_to(peer)) closes_.emplace_back(peer, *connection);
-        std::erase_if(connections_, [&](const auto& entry) { return entry.first == peer; });
-        std::erase_if(outbox_, [&](const auto& f) { return f.to == peer; });
-        forget_held_frames();
-    }
+    /// learner the leader drops). The peer forgets it at once, with the frames queued for it.
+    void close(peer_id peer) { outbox_.close(peer); }
 
     /// Leader: forgets learner `id` and closes its connection (a protocol violation, or
     /// silence; `why` says which). It may come back on a new connection with a new
@@ -996,21 +969,6 @@ private:
     template <transport, log_store, state_machine, typename>
     friend class peer;
 
-    struct queued_frame {
-        peer_id to;
-        connection_id connection;
-        shared_bytes frame;
-        storage_op log_op;
-        storage_op epoch_op;
-        std::uint8_t covers_earlier;  ///< the wire type of a send_cumulative frame, else 0
-    };
-
-    /// Frames left the outbox other than by release: the next release rescans it whole.
-    void forget_held_frames() noexcept {
-        held_frames_ = 0;
-        held_destinations_.clear();
-    }
-
     void note_log_op(storage_op op) {
         durability_.log_issued(op, last_zxid_visible, now_tick);
         sync_needed_ = true;
@@ -1119,21 +1077,8 @@ private:
     bool snapshot_work_outstanding_ = false;      ///< handed out, not yet ready
     machine_port* machine_ = nullptr;
 
-    std::vector<queued_frame> outbox_;
-    /// What the last `peer::release_frames` left: the first `held_frames_` of `outbox_` were
-    /// held with the durability below, and `held_destinations_` are their destinations. While
-    /// neither durable op moves, those frames stay held, so the next release only looks at
-    /// the frames queued since (a learner's held ACKs are not rescanned on every step).
-    /// Frames are only ever appended to `outbox_` between releases: anything that removes
-    /// some must call `forget_held_frames()` (close() and the storage failure do).
-    std::size_t held_frames_ = 0;
-    storage_op held_at_log_op_ = 0;
-    storage_op held_at_epoch_op_ = 0;
-    std::vector<peer_id> held_destinations_;
-    std::vector<queued_frame> cumulative_waiting_;  ///< peer::release_frames's, reused
-    std::vector<std::pair<peer_id, connection_id>> connections_;
-    std::vector<std::pair<peer_id, connection_id>> closes_;
-
+    /// Connections, queued frames and closes, for peer::release_frames (outbox.hpp).
+    zab::outbox outbox_;
     /// Storage operation numbers, what is durable, the disk-stall clock (durability.hpp).
     durability_tracker durability_;
     std::vector<log_record> batch_;
