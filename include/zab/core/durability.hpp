@@ -56,28 +56,14 @@ public:
     /// of the newest log operation that became durable by it, if any did.
     std::optional<zxid> log_completed(storage_op op, std::uint64_t now) {
         ZAB_ASSERT(op <= last_op_, "a durability completion for a log operation never issued");
-        durable_log_op_ = std::max(durable_log_op_, op);
-        std::optional<zxid> last;
-        while (!log_ops_.empty() && log_ops_.front().first <= op) {
-            last = log_ops_.front().second;
-            log_ops_.pop_front();
-        }
-        progressed_tick_ = now;
-        return last;
+        return complete(log_ops_, durable_log_op_, op, now);
     }
 
     /// Epoch write `op` and every earlier one are durable (at tick `now`): the epochs of the
     /// newest write that became durable by it, if any did.
     std::optional<epochs> epochs_completed(storage_op op, std::uint64_t now) {
         ZAB_ASSERT(op <= last_op_, "a durability completion for an epoch write never issued");
-        durable_epoch_op_ = std::max(durable_epoch_op_, op);
-        std::optional<epochs> last;
-        while (!epoch_writes_.empty() && epoch_writes_.front().first <= op) {
-            last = epoch_writes_.front().second;
-            epoch_writes_.pop_front();
-        }
-        progressed_tick_ = now;
-        return last;
+        return complete(epoch_writes_, durable_epoch_op_, op, now);
     }
 
     /// The last storage operation issued (0: none yet).
@@ -121,6 +107,21 @@ public:
     }
 
 private:
+    /// `op` and every earlier write of `pending`'s kind are durable: the durable mark moves
+    /// to it, they leave `pending`, and the stall clock restarts. The newest one's value.
+    template <typename Written>
+    std::optional<Written> complete(std::deque<std::pair<storage_op, Written>>& pending,
+                                    storage_op& durable, storage_op op, std::uint64_t now) {
+        durable = std::max(durable, op);
+        std::optional<Written> last;
+        while (!pending.empty() && pending.front().first <= op) {
+            last = pending.front().second;
+            pending.pop_front();
+        }
+        progressed_tick_ = now;
+        return last;
+    }
+
     /// A write is issued: if none was pending, the stall clock starts now.
     void write_issued(std::uint64_t now) noexcept {
         if (!writes_pending()) progressed_tick_ = now;
