@@ -1,5 +1,7 @@
 // Unit tests of zab::durability_tracker (zab/core/durability.hpp): operation numbers, what a
 // completion makes durable (docs/protocol.md §2), and the disk-stall clock (§6.5).
+#include <cstdint>
+
 #include <catch2/catch.hpp>
 
 #include "zab/core/durability.hpp"
@@ -8,6 +10,15 @@ using zab::durability_tracker;
 using zab::epochs;
 using zab::storage_op;
 using zab::zxid;
+
+namespace {
+/// Issues a log operation leaving the log at `last`, at tick `now`.
+storage_op issue_log(durability_tracker& d, zxid last, std::uint64_t now) {
+    const storage_op op = d.next_op();
+    d.log_issued(op, last, now);
+    return op;
+}
+}  // namespace
 
 TEST_CASE("durability: operation numbers only increase, log and epoch writes share them") {
     durability_tracker d;
@@ -25,10 +36,8 @@ TEST_CASE("durability: operation numbers only increase, log and epoch writes sha
 
 TEST_CASE("durability: a completion makes durable exactly the operations up to it") {
     durability_tracker d;
-    const storage_op first = d.next_op();
-    d.log_issued(first, zxid{1, 1}, 0);
-    const storage_op second = d.next_op();
-    d.log_issued(second, zxid{1, 2}, 0);
+    const storage_op first = issue_log(d, zxid{1, 1}, 0);
+    const storage_op second = issue_log(d, zxid{1, 2}, 0);
     CHECK_FALSE(d.log_durable(first));
     CHECK(d.log_durable(0));  // no condition
     CHECK(d.newest_pending_log_op() == second);
@@ -49,8 +58,7 @@ TEST_CASE("durability: a completion makes durable exactly the operations up to i
 
 TEST_CASE("durability: log and epoch completions are independent") {
     durability_tracker d;
-    const storage_op log_op = d.next_op();
-    d.log_issued(log_op, zxid{2, 1}, 0);
+    const storage_op log_op = issue_log(d, zxid{2, 1}, 0);
     const storage_op epoch_op = d.next_op();
     d.epochs_issued(epoch_op, epochs{2, 2}, 0);
     CHECK(d.epochs_completed(epoch_op, 1) == std::optional<epochs>{epochs{2, 2}});
@@ -64,14 +72,12 @@ TEST_CASE("durability: the stall clock runs only while a write is pending") {
     durability_tracker d;
     CHECK(d.stalled_for(100) == 0);  // nothing pending: never stalled
 
-    const storage_op op = d.next_op();
-    d.log_issued(op, zxid{1, 1}, 10);  // the clock starts at the issue
+    const storage_op op = issue_log(d, zxid{1, 1}, 10);  // the clock starts at the issue
     CHECK(d.stalled_for(10) == 0);
     CHECK(d.stalled_for(15) == 5);
 
     // A second write while one is pending does not restart the clock.
-    const storage_op later = d.next_op();
-    d.log_issued(later, zxid{1, 2}, 14);
+    const storage_op later = issue_log(d, zxid{1, 2}, 14);
     CHECK(d.stalled_for(15) == 5);
 
     // Progress restarts it; with writes still pending it keeps running from there.

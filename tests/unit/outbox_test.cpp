@@ -41,15 +41,29 @@ std::vector<sent> release(outbox& box, const durability_tracker& storage,
     return out;
 }
 
-}  // namespace
+/// A log operation issued and not durable yet: what a frame can wait for.
+storage_op pending_log_op(durability_tracker& storage) {
+    const storage_op op = storage.next_op();
+    storage.log_issued(op, zxid{1, 1}, 0);
+    return op;
+}
 
-TEST_CASE("outbox: frames leave in the order queued, per destination") {
+/// An outbox with connections 20 to peer 2 and 30 to peer 3, and two frames queued: 1 for
+/// peer 2, then 2 for peer 3.
+outbox two_peers_one_frame_each() {
     outbox box;
-    durability_tracker storage;
     box.set_connection(2, 20);
     box.set_connection(3, 30);
     box.queue(2, frame_of(1), 0, 0);
     box.queue(3, frame_of(2), 0, 0);
+    return box;
+}
+
+}  // namespace
+
+TEST_CASE("outbox: frames leave in the order queued, per destination") {
+    outbox box = two_peers_one_frame_each();
+    durability_tracker storage;
     box.queue(2, frame_of(3), 0, 0);
     CHECK(box.size() == 3);
     CHECK(box.queued_for(2) == 2);
@@ -64,8 +78,7 @@ TEST_CASE("outbox: a frame gated on a log operation waits until it is durable, a
     durability_tracker storage;
     box.set_connection(2, 20);
     box.set_connection(3, 30);
-    const storage_op op = storage.next_op();
-    storage.log_issued(op, zxid{1, 1}, 0);
+    const storage_op op = pending_log_op(storage);
     box.queue(2, frame_of(1), op, 0);  // an ACK: durable first
     box.queue(2, frame_of(2), 0, 0);   // behind it
     box.queue(3, frame_of(3), 0, 0);   // another destination: not held
@@ -102,8 +115,7 @@ TEST_CASE("outbox: without a connection a frame is lost; a replaced connection's
     CHECK(box.size() == 0);
 
     box.set_connection(2, 20);
-    const storage_op op = storage.next_op();
-    storage.log_issued(op, zxid{1, 1}, 0);
+    const storage_op op = pending_log_op(storage);
     box.queue(2, frame_of(2), op, 0);
     CHECK(release(box, storage).empty());
     box.set_connection(2, 21);  // reconnected: the held frame of the old link can never go
@@ -113,12 +125,8 @@ TEST_CASE("outbox: without a connection a frame is lost; a replaced connection's
 }
 
 TEST_CASE("outbox: close forgets the connection and its frames; the close is handed over once") {
-    outbox box;
+    outbox box = two_peers_one_frame_each();
     durability_tracker storage;
-    box.set_connection(2, 20);
-    box.set_connection(3, 30);
-    box.queue(2, frame_of(1), 0, 0);
-    box.queue(3, frame_of(2), 0, 0);
     box.close(2);
     CHECK_FALSE(box.connection_to(2).has_value());
     CHECK(box.connected_peers() == std::vector<peer_id>{3});
@@ -148,8 +156,7 @@ TEST_CASE("outbox: destinations over a backlog, ascending") {
     outbox box;
     durability_tracker storage;
     for (peer_id id : {4, 2, 3}) box.set_connection(id, id * 10);
-    const storage_op op = storage.next_op();
-    storage.log_issued(op, zxid{1, 1}, 0);
+    const storage_op op = pending_log_op(storage);
     for (int i = 0; i < 3; ++i) box.queue(4, frame_of(1), op, 0);
     for (int i = 0; i < 3; ++i) box.queue(2, frame_of(2), op, 0);
     box.queue(3, frame_of(3), op, 0);
