@@ -581,7 +581,7 @@ protected:  // the building blocks of the phase, for policies derived from this 
     /// The highest zxid that a quorum of voters (of every verifier) holds durably: each
     /// voter's progress is its link's `last_acked`, the leader's its own durable prefix of
     /// `outstanding` (etcd's tracker + quorum: per-member progress, not a set per proposal).
-    zxid quorum_acked(const leader_state& l) {
+    zxid quorum_acked(const leader_state& leader) {
         std::vector<std::pair<zxid, peer_id>>& progress = progress_scratch_;
         progress.clear();
         // The leader's own entry only once its log holds one of the outstanding proposals
@@ -593,10 +593,11 @@ protected:  // the building blocks of the phase, for policies derived from this 
         const quorum_system& quorums = ctx_.quorums();
         const bool all_count = ctx_.opts().test_only.broken_reconfig ==
                                options::test_hooks::reconfig_rule::voteless_acks_count;
-        if (l.self_acked_count > 0 && (all_count || quorums.is_voter(ctx_.self())))
-            progress.emplace_back(l.outstanding[l.self_acked_count - 1].record.id, ctx_.self());
-        for (const auto& link : l.links)
-            if (link.type == learner_type::participant && link.last_acked.epoch() == l.epoch &&
+        if (leader.self_acked_count > 0 && (all_count || quorums.is_voter(ctx_.self())))
+            progress.emplace_back(leader.outstanding[leader.self_acked_count - 1].record.id,
+                                  ctx_.self());
+        for (const auto& link : leader.links)
+            if (link.type == learner_type::participant && link.last_acked.epoch() == leader.epoch &&
                 (all_count || quorums.is_voter(link.id)))
                 progress.emplace_back(link.last_acked, link.id);
         if (const auto k = quorums.simple_majority()) {

@@ -285,8 +285,7 @@ public:
             e.error = error;
             ctx_.metrics->on_event(e);
         }
-        ctx_.outbox_.clear();
-        ctx_.forget_held_frames();
+        ctx_.outbox_.clear_frames();
         ctx_.clients.abandon(errc::storage_failed, 0);
     }
 
@@ -410,9 +409,9 @@ private:
         return run;
     }
 
-    /// A write the leader refused with `e`: definite, with the hint of who to ask instead.
-    void fail_refused(request_id id, errc e) {
-        ctx_.clients.fail_now(id, client_op::write, e,
+    /// A write the leader refused with `reason`: definite, with the hint of who to ask instead.
+    void fail_refused(request_id id, errc reason) {
+        ctx_.clients.fail_now(id, client_op::write, reason,
                               ctx_.leading->transfer ? ctx_.leading->transfer->target : ctx_.self());
     }
 
@@ -577,9 +576,11 @@ public:
         if (election_started_) consider(election_.next_deadline());
         consider(establish_deadline());
         // Disk-stall fencing (§6.5): when pending writes would count as stalled.
-        if (ctx_.opts().disk_stall_ticks != 0 && !ctx_.disk_stalled && ctx_.writes_pending())
-            consider(std::max(ctx_.now_tick + 1, ctx_.now_tick - ctx_.writes_stalled_for() +
-                                                     ctx_.opts().disk_stall_ticks));
+        if (ctx_.opts().disk_stall_ticks != 0 && !ctx_.disk_stalled &&
+            ctx_.durability_.writes_pending())
+            consider(std::max(ctx_.now_tick + 1,
+                              ctx_.now_tick - ctx_.durability_.stalled_for(ctx_.now_tick) +
+                                  ctx_.opts().disk_stall_ticks));
         // §7.1: a LOOKING replica whose promise keeps it out of the election.
         if (ctx_.state == peer_state::looking && !election_started_ &&
             ctx_.now_tick < ctx_.promised_until_tick)
@@ -711,7 +712,7 @@ private:
 
     /// The user's log, seen through the non-template port the policies use.
     struct storage_adapter final : storage_port {
-        explicit storage_adapter(Log& l) : log{l} {}
+        explicit storage_adapter(Log& user_log) : log{user_log} {}
         void append(storage_op op, std::span<const log_record> records) override {
             log.append(op, records);
         }
@@ -721,7 +722,7 @@ private:
             log.install_snapshot(op, z, state, following);
         }
         void make_durable(storage_op op) override { log.make_durable(op); }
-        void write_epochs(storage_op op, epochs e) override { log.write_epochs(op, e); }
+        void write_epochs(storage_op op, epochs written) override { log.write_epochs(op, written); }
         result<std::vector<log_record>> read(zxid after, std::size_t max) const override {
             return log.read(after, max);
         }
@@ -738,7 +739,7 @@ private:
 
     /// The user's state machine, seen through the port the policies use.
     struct machine_adapter final : machine_port {
-        explicit machine_adapter(StateMachine& m) : machine{m} {}
+        explicit machine_adapter(StateMachine& user_machine) : machine{user_machine} {}
         shared_bytes apply(zxid z, byte_view txn) override {
             if constexpr (result_machine<StateMachine>) {
                 return machine.apply(z, txn);
@@ -810,7 +811,7 @@ private:
     void watch_disk() {
         const std::uint32_t bound = ctx_.opts().disk_stall_ticks;
         if (bound == 0) return;
-        const std::uint64_t stalled_for = ctx_.writes_stalled_for();
+        const std::uint64_t stalled_for = ctx_.durability_.stalled_for(ctx_.now_tick);
         if (!ctx_.disk_stalled && stalled_for >= bound) {
             ctx_.disk_stalled = true;
             ++ctx_.counters.disk_stalls;
@@ -845,7 +846,7 @@ private:
 
     void maybe_start_election() {
         if (!started_ || election_started_ || ctx_.state != peer_state::looking ||
-            !ctx_.log_ops_.empty() || ctx_.removed || ctx_.disk_stalled)
+            ctx_.durability_.log_pending() || ctx_.removed || ctx_.disk_stalled)
             return;
         // §7.1: a promise to the last leader holds this replica out of every election (it
         // neither votes nor stands, and follows nobody) until it expires.
@@ -1050,7 +1051,7 @@ private:
         ctx_.removed = true;
         leave_role();
         if (close_connections)
-            for (const auto& [id, connection] : std::vector(ctx_.connections_)) ctx_.close(id);
+            for (peer_id id : ctx_.connected_peers()) ctx_.close(id);
         ctx_.state = peer_state::looking;
         election_started_ = false;
         ctx_.clients.abandon(errc::not_a_member, 0);
@@ -1078,7 +1079,7 @@ private:
         auto& leader = *ctx_.leading;
         // Its own log durable too: as a follower it advertises what a crash would recover (§2).
         if (!leader.transfer || !leader.established() || !leader.outstanding.empty() ||
-            !ctx_.log_ops_.empty())
+            ctx_.durability_.log_pending())
             return;
         const learner_link* target = leader.find_link(leader.transfer->target);
         if (target == nullptr || target->type != learner_type::participant ||
@@ -1189,8 +1190,6 @@ private:
         return ctx_.learning->at;
     }
 
-    void ignore(peer_id from, ignore_reason why) { ctx_.ignore(from, why); }
-
     /// Whether this peer issued storage operation `op`. A completion for one it never issued
     /// (a log reporting work done before this peer existed, or a driver's bug) makes nothing
     /// durable: it is ignored, counted and logged, never taken for an unwritten record.
@@ -1211,7 +1210,7 @@ private:
     learner_route route_from_leader(peer_id from) {
         const auto at = from_my_leader(from);
         if (!at) {
-            ignore(from, ignore_reason::not_from_my_leader);
+            ctx_.ignore(from, ignore_reason::not_from_my_leader);
             return learner_route::none;
         }
         using stage = learner_state::stage;
@@ -1227,16 +1226,16 @@ private:
     }
 
     // Election notifications go to the election policy in every state (§3.4 step 7).
-    void dispatch(peer_id from, const wire::notification& n, const shared_bytes&) {
+    void dispatch(peer_id from, const wire::notification& notification, const shared_bytes&) {
         if (ctx_.removed) return witness_removal(from);
         if (!election_started_ && ctx_.state == peer_state::looking) {
             // Leaving a role (waiting for the log): keep only each sender's newest vote.
             std::erase_if(held_notifications_, [&](const auto& h) { return h.first == from; });
-            held_notifications_.emplace_back(from, n);
+            held_notifications_.emplace_back(from, notification);
             return;
         }
-        if (ctx_.leading) discovery_.leader_on_vote(from, n);
-        election_.on_notification(from, n);
+        if (ctx_.leading) discovery_.leader_on_vote(from, notification);
+        election_.on_notification(from, notification);
     }
 
     void dispatch(peer_id from, const wire::follower_info& m, const shared_bytes&) {
@@ -1257,7 +1256,7 @@ private:
         if (!ctx_.leading) {
             // It follows someone else: the learner must look again. Closing is what a
             // refused connection to ZooKeeper's leader port does.
-            ignore(from, ignore_reason::follows_another);
+            ctx_.ignore(from, ignore_reason::follows_another);
             ctx_.close(from);
             return;
         }
@@ -1265,37 +1264,37 @@ private:
     }
 
     void dispatch(peer_id from, const wire::leader_info& m, const shared_bytes&) {
-        if (!from_my_leader(from)) return ignore(from, ignore_reason::not_from_my_leader);
+        if (!from_my_leader(from)) return ctx_.ignore(from, ignore_reason::not_from_my_leader);
         discovery_.learner_on_leader_info(m);
     }
 
     void dispatch(peer_id from, const wire::ack_epoch& m, const shared_bytes&) {
-        if (!ctx_.leading) return ignore(from, ignore_reason::not_leading);
+        if (!ctx_.leading) return ctx_.ignore(from, ignore_reason::not_leading);
         discovery_.leader_on_ack_epoch(from, m);
     }
 
     void dispatch(peer_id from, const wire::diff& m, const shared_bytes&) {
-        if (!from_my_leader(from)) return ignore(from, ignore_reason::not_from_my_leader);
+        if (!from_my_leader(from)) return ctx_.ignore(from, ignore_reason::not_from_my_leader);
         synchronization_.learner_on_diff(m);
     }
     void dispatch(peer_id from, const wire::trunc& m, const shared_bytes&) {
-        if (!from_my_leader(from)) return ignore(from, ignore_reason::not_from_my_leader);
+        if (!from_my_leader(from)) return ctx_.ignore(from, ignore_reason::not_from_my_leader);
         synchronization_.learner_on_trunc(m);
     }
     void dispatch(peer_id from, const wire::snap& m, const shared_bytes& frame) {
-        if (!from_my_leader(from)) return ignore(from, ignore_reason::not_from_my_leader);
+        if (!from_my_leader(from)) return ctx_.ignore(from, ignore_reason::not_from_my_leader);
         synchronization_.learner_on_snap(m, frame);
         sync_progress();
     }
     void dispatch(peer_id from, const wire::snap_ack& m, const shared_bytes&) {
         learner_link* link = find_link(from);
-        if (link == nullptr) return ignore(from, ignore_reason::unknown_learner);
+        if (link == nullptr) return ctx_.ignore(from, ignore_reason::unknown_learner);
         synchronization_.leader_on_snap_ack(*link, m);
         sync_progress();
     }
     void dispatch(peer_id from, const wire::sync_ack& m, const shared_bytes&) {
         learner_link* link = find_link(from);
-        if (link == nullptr) return ignore(from, ignore_reason::unknown_learner);
+        if (link == nullptr) return ctx_.ignore(from, ignore_reason::unknown_learner);
         synchronization_.leader_on_sync_ack(*link, m);
         sync_progress();
     }
@@ -1320,24 +1319,24 @@ private:
         return std::nullopt;
     }
     void dispatch(peer_id from, const wire::new_leader& m, const shared_bytes&) {
-        if (!from_my_leader(from)) return ignore(from, ignore_reason::not_from_my_leader);
+        if (!from_my_leader(from)) return ctx_.ignore(from, ignore_reason::not_from_my_leader);
         synchronization_.learner_on_new_leader(m);
     }
     void dispatch(peer_id from, const wire::up_to_date&, const shared_bytes&) {
-        if (!from_my_leader(from)) return ignore(from, ignore_reason::not_from_my_leader);
+        if (!from_my_leader(from)) return ctx_.ignore(from, ignore_reason::not_from_my_leader);
         synchronization_.learner_on_up_to_date();
     }
 
     void dispatch(peer_id from, const wire::ack& m, const shared_bytes&) {
         learner_link* link = find_link(from);
-        if (link == nullptr) return ignore(from, ignore_reason::unknown_learner);
+        if (link == nullptr) return ctx_.ignore(from, ignore_reason::unknown_learner);
         using stage = learner_link::stage;
         if (link->at == stage::awaiting_newleader_ack)
             synchronization_.leader_on_newleader_ack(*link, m);
         else if (link->at == stage::awaiting_uptodate || link->at == stage::broadcasting)
             broadcast_.leader_on_ack(*link, m);
         else {
-            ignore(from, ignore_reason::ack_before_newleader);
+            ctx_.ignore(from, ignore_reason::ack_before_newleader);
             ctx_.drop_learner(from, "an ACK before NEWLEADER");
         }
     }
@@ -1393,7 +1392,7 @@ private:
             if (auto* link = find_link(from)) broadcast_.leader_on_ping(*link, m);
             return;
         }
-        if (!from_my_leader(from)) return ignore(from, ignore_reason::not_from_my_leader);
+        if (!from_my_leader(from)) return ctx_.ignore(from, ignore_reason::not_from_my_leader);
         broadcast_.learner_on_ping(m);
         // My NEWLEADER ACK is out: establishing now waits for the others' syncs, which
         // extend the leader's init_limit as they stream (sync_progress) but not mine. While
@@ -1408,17 +1407,17 @@ private:
 
     // Client requests forwarded by learners, and the leader's answers (§6.1, §7).
     void dispatch(peer_id from, const wire::forwarded_request& m, const shared_bytes&) {
-        if (!ctx_.leading) return ignore(from, ignore_reason::not_leading);  // it will learn
+        if (!ctx_.leading) return ctx_.ignore(from, ignore_reason::not_leading);  // it will learn
         if (auto* link = find_link(from)) broadcast_.leader_on_request(*link, m);
     }
     void dispatch(peer_id from, const wire::forwarded_reply& m, const shared_bytes&) {
         if (from_my_leader(from) != learner_state::stage::broadcasting)
-            return ignore(from, ignore_reason::not_serving);
+            return ctx_.ignore(from, ignore_reason::not_serving);
         broadcast_.learner_on_reply(m);
     }
     void dispatch(peer_id from, const zab::wire::sync_answer& m, const shared_bytes&) {
         if (from_my_leader(from) != learner_state::stage::broadcasting)
-            return ignore(from, ignore_reason::not_serving);
+            return ctx_.ignore(from, ignore_reason::not_serving);
         broadcast_.learner_on_sync_answer(m);
     }
 
@@ -1427,8 +1426,9 @@ private:
     // transaction of the epoch when it follows (or becomes) the new leader.
     void dispatch(peer_id from, const wire::handover& m, const shared_bytes&) {
         const auto at = from_my_leader(from);
-        if (!at) return ignore(from, ignore_reason::not_from_my_leader);
-        if (*at != learner_state::stage::broadcasting) return ignore(from, ignore_reason::out_of_stage);
+        if (!at) return ctx_.ignore(from, ignore_reason::not_from_my_leader);
+        if (*at != learner_state::stage::broadcasting)
+            return ctx_.ignore(from, ignore_reason::out_of_stage);
         if (m.leader == from || !ctx_.quorums().is_voter(m.leader)) {
             ctx_.leader_misbehaved("a HANDOVER to itself or to a peer that is not a voter");
             return;
@@ -1476,7 +1476,7 @@ private:
                 hand_over_if_ready();
             }
             if (ctx_.learning) synchronization_.learner_advance();
-            if (ctx_.learning && ctx_.learning->handover && ctx_.log_ops_.empty())
+            if (ctx_.learning && ctx_.learning->handover && !ctx_.durability_.log_pending())
                 adopt_handover(*ctx_.learning->handover);
             on_config_changed();
             rejoin_as_voter_once_synced();
@@ -1523,12 +1523,10 @@ private:
     /// back, and nobody else waits for it. Frames the release handed to the transport do
     /// not count: a sync streams under flow control, and is never dropped for its length.
     bool drop_learners_over_backlog() {
-        if (!ctx_.leading || ctx_.outbox_.size() <= ctx_.opts().max_learner_backlog) return false;
-        std::map<peer_id, std::size_t> held;
-        for (const auto& f : ctx_.outbox_) ++held[f.to];
+        if (!ctx_.leading) return false;
         bool dropped = false;
-        for (const auto& [id, count] : held) {
-            if (count <= ctx_.opts().max_learner_backlog) continue;
+        const std::size_t limit = ctx_.opts().max_learner_backlog;
+        for (const auto& [id, count] : ctx_.outbox_.destinations_over(limit)) {
             zab::log(log_level::warn, "peer {}: learner {} has {} frames held (max {}); dropped",
                      ctx_.self(), id, count, ctx_.opts().max_learner_backlog);
             ++ctx_.counters.learners_over_backlog;
@@ -1538,91 +1536,24 @@ private:
         return dropped;
     }
 
-    /// Hands every queued frame whose durability conditions hold to the transport, in order
-    /// per destination; a frame for a connection that is gone is dropped.
-    ///
-    /// A frame is held while its durability is missing or an earlier frame to the same
-    /// destination is held. Held frames are compacted to the front of the outbox in order.
-    /// If nothing became durable since the last release, every frame it held is still held
-    /// (durability only grows, and the first held frame of each destination is held by its
-    /// own durability), so only the frames queued since are looked at: a learner's ACKs
-    /// waiting for one fsync are not rescanned on every step.
+    /// Hands the closes asked for, then every queued frame whose durability conditions hold,
+    /// to the transport (outbox::release).
     void release_frames() {
-        for (const auto& [to, connection] : std::exchange(ctx_.closes_, {}))
+        for (const auto& [to, connection] : ctx_.outbox_.take_closes())
             transport_.close(to, connection);
-        auto& outbox = ctx_.outbox_;
-        auto& blocked = ctx_.held_destinations_;
-        if (ctx_.held_at_log_op_ != ctx_.durable_log_op_ ||
-            ctx_.held_at_epoch_op_ != ctx_.durable_epoch_op_ || ctx_.held_frames_ > outbox.size())
-            ctx_.forget_held_frames();
-        std::size_t kept = ctx_.held_frames_;
-        // Per destination, the cumulative frame (send_cumulative) released last and not sent
-        // yet: sent before the next frame to that destination, replaced by the next one of
-        // its kind, or sent at the end.
-        auto& waiting = ctx_.cumulative_waiting_;
-        const auto send_waiting = [&](peer_id to) {
-            for (auto w = waiting.begin(); w != waiting.end(); ++w)
-                if (w->to == to) {
-                    send_released(*w);
-                    waiting.erase(w);
-                    return;
-                }
-        };
-        for (std::size_t i = kept; i < outbox.size(); ++i) {
-            auto& f = outbox[i];
-            const bool held = std::find(blocked.begin(), blocked.end(), f.to) != blocked.end() ||
-                              !ctx_.log_durable(f.log_op) || !ctx_.epochs_durable(f.epoch_op);
-            if (held) {
-                if (std::find(blocked.begin(), blocked.end(), f.to) == blocked.end())
-                    blocked.push_back(f.to);
-                if (kept != i) outbox[kept] = std::move(f);
-                ++kept;
-                continue;
-            }
-            if (ctx_.connection_to(f.to) != f.connection) continue;  // that link is gone
-            if (f.covers_earlier != 0) {
-                const auto w = std::find_if(waiting.begin(), waiting.end(),
-                                            [&](const auto& x) { return x.to == f.to; });
-                if (w != waiting.end() && w->covers_earlier == f.covers_earlier &&
-                    w->connection == f.connection) {
-                    *w = std::move(f);  // the earlier one says less, and would leave now too
-                    ++ctx_.counters.frames_coalesced;
-                    continue;
-                }
-                send_waiting(f.to);
-                waiting.push_back(std::move(f));
-                continue;
-            }
-            send_waiting(f.to);
-            send_released(f);
-        }
-        for (const auto& w : waiting) send_released(w);
-        waiting.clear();
-        outbox.erase(outbox.begin() + static_cast<std::ptrdiff_t>(kept), outbox.end());
-        ctx_.held_frames_ = kept;
-        ctx_.held_at_log_op_ = ctx_.durable_log_op_;
-        ctx_.held_at_epoch_op_ = ctx_.durable_epoch_op_;
+        ctx_.counters.frames_coalesced += ctx_.outbox_.release(
+            ctx_.durability_, [&](const outbox::queued_frame& f) { send_released(f); });
     }
 
-    void send_released(const peer_context::queued_frame& f) {
+    void send_released(const outbox::queued_frame& f) {
         transport_.send(f.to, f.connection, f.frame);
         ++ctx_.counters.frames_sent;
     }
 
     void set_connection(peer_id peer, connection_id connection) {
-        for (auto& [id, c] : ctx_.connections_)
-            if (id == peer) {
-                c = connection;
-                ctx_.drop_frames_of_gone_connections(peer);
-                return;
-            }
-        ctx_.connections_.emplace_back(peer, connection);
-        ctx_.drop_frames_of_gone_connections(peer);
+        ctx_.outbox_.set_connection(peer, connection);
     }
-    void erase_connection(peer_id peer) {
-        std::erase_if(ctx_.connections_, [&](const auto& entry) { return entry.first == peer; });
-        ctx_.drop_frames_of_gone_connections(peer);
-    }
+    void erase_connection(peer_id peer) { ctx_.outbox_.erase_connection(peer); }
 
     peer_context ctx_;
     Transport& transport_;

@@ -2,8 +2,10 @@
 //
 // A peer is built from four phase policies (docs/design.md, "The shape"); they do not talk to each
 // other directly but read and change this one context. It holds no I/O: `send` encodes the
-// message into a frame and queues it; the peer hands the queue to the transport at the end
-// of the step (docs/design.md rule 2). It is not a template, so a policy is an ordinary class.
+// message into a frame and queues it in the outbox (outbox.hpp); the peer hands the queue to
+// the transport at the end of the step (docs/design.md rule 2). The storage writes it issues
+// are numbered and tracked until durable by its durability tracker (durability.hpp, rule 3).
+// It is not a template, so a policy is an ordinary class.
 #pragma once
 
 #include <algorithm>
@@ -22,9 +24,11 @@
 #include "zab/core/codec.hpp"
 #include "zab/core/concepts.hpp"
 #include "zab/core/config.hpp"
+#include "zab/core/durability.hpp"
 #include "zab/core/logging.hpp"
 #include "zab/core/metrics.hpp"
 #include "zab/core/options.hpp"
+#include "zab/core/outbox.hpp"
 #include "zab/core/quorum.hpp"
 #include "zab/core/reconfig.hpp"
 #include "zab/core/roles.hpp"
@@ -71,8 +75,8 @@ enum class ignore_reason : std::uint8_t {
 };
 inline constexpr std::size_t ignore_reason_count = 9;
 
-constexpr std::string_view to_string(ignore_reason r) noexcept {
-    switch (r) {
+constexpr std::string_view to_string(ignore_reason reason) noexcept {
+    switch (reason) {
         case ignore_reason::not_from_my_leader: return "not from the leader this replica follows";
         case ignore_reason::not_leading: return "this replica does not lead";
         case ignore_reason::unknown_learner: return "not from a learner of this leader";
@@ -98,8 +102,8 @@ struct peer_counters {
     std::uint64_t unexpected_messages = 0;///< valid but not acceptable in the current state
     /// `unexpected_messages` by reason (`ignored_for`).
     std::array<std::uint64_t, ignore_reason_count> ignored{};
-    std::uint64_t ignored_for(ignore_reason r) const noexcept {
-        return ignored[static_cast<std::size_t>(r)];
+    std::uint64_t ignored_for(ignore_reason reason) const noexcept {
+        return ignored[static_cast<std::size_t>(reason)];
     }
     std::uint64_t notifications_sent = 0;
     std::uint64_t notifications_received = 0;
@@ -357,9 +361,7 @@ public:
     /// Queues an already encoded frame (a PROPOSAL is encoded once for every follower).
     void send_frame_after(peer_id to, shared_bytes frame, storage_op log_op = 0,
                           storage_op epoch_op = 0) {
-        const auto connection = connection_to(to);
-        if (!connection) return;  // no link: lost, as TCP would lose it
-        outbox_.push_back({to, *connection, std::move(frame), log_op, epoch_op, 0});
+        outbox_.queue(to, std::move(frame), log_op, epoch_op);
     }
 
     /// Like `send_after`, for an ACK of a proposal or a COMMIT to a serving follower: each
@@ -374,52 +376,26 @@ public:
                        (std::holds_alternative<wire::ack>(m) &&
                         !std::get<wire::ack>(m).acked.is_epoch_marker()),
                    "send_cumulative: only proposal ACKs and COMMITs cover earlier ones");
-        const auto connection = connection_to(to);
-        if (!connection) return;
-        outbox_.push_back({to, *connection, encode(frame_context{options_.group_id, config_.version()}, m),
-                           log_op, epoch_op, static_cast<std::uint8_t>(type_of(m))});
+        if (!connected(to)) return;  // not encoded for nothing
+        outbox_.queue(to, encode(frame_context{options_.group_id, config_.version()}, m), log_op,
+                      epoch_op, static_cast<std::uint8_t>(type_of(m)));
     }
 
     /// The connection to `peer` that is up now, if any.
     std::optional<connection_id> connection_to(peer_id peer) const {
-        for (const auto& [id, connection] : connections_)
-            if (id == peer) return connection;
-        return std::nullopt;
+        return outbox_.connection_to(peer);
     }
     bool connected(peer_id peer) const { return connection_to(peer).has_value(); }
     /// The peers with a connection up now, in the order they connected.
-    std::vector<peer_id> connected_peers() const {
-        std::vector<peer_id> ids;
-        for (const auto& [id, connection] : connections_) ids.push_back(id);
-        return ids;
-    }
+    std::vector<peer_id> connected_peers() const { return outbox_.connected_peers(); }
 
     /// Frames queued for `peer` and not handed to the transport yet (held for durability,
     /// or queued since the last release).
-    std::size_t queued_frames(peer_id peer) const noexcept {
-        return static_cast<std::size_t>(
-            std::count_if(outbox_.begin(), outbox_.end(), [&](const auto& f) { return f.to == peer; }));
-    }
-
-    /// `peer`'s connection ended or was replaced: the frames queued for any other connection
-    /// to it than the current one can never be sent, so they go now. Kept, the held ones
-    /// would hold back the new connection's frames (a destination's frames leave in order)
-    /// and count against its backlog (issue 34, defect 7).
-    void drop_frames_of_gone_connections(peer_id peer) {
-        const auto current = connection_to(peer);
-        const auto before = outbox_.size();
-        std::erase_if(outbox_, [&](const auto& f) { return f.to == peer && f.connection != current; });
-        if (outbox_.size() != before) forget_held_frames();
-    }
+    std::size_t queued_frames(peer_id peer) const noexcept { return outbox_.queued_for(peer); }
 
     /// Asks the transport to close the current connection to `peer` (a bad message, or a
-    /// learner the leader drops). The peer forgets it at once.
-    void close(peer_id peer) {
-        if (auto connection = connection_to(peer)) closes_.emplace_back(peer, *connection);
-        std::erase_if(connections_, [&](const auto& entry) { return entry.first == peer; });
-        std::erase_if(outbox_, [&](const auto& f) { return f.to == peer; });
-        forget_held_frames();
-    }
+    /// learner the leader drops). The peer forgets it at once, with the frames queued for it.
+    void close(peer_id peer) { outbox_.close(peer); }
 
     /// Leader: forgets learner `id` and closes its connection (a protocol violation, or
     /// silence; `why` says which). It may come back on a new connection with a new
@@ -545,8 +521,7 @@ public:
         ZAB_ASSERT(written_epochs.accepted >= durable_epochs.accepted &&
                        written_epochs.current >= durable_epochs.current,
                    "a durable epoch above the one written");
-        ZAB_ASSERT(durable_log_op_ <= last_op_ && durable_epoch_op_ <= last_op_,
-                   "durable beyond the operations issued");
+        durability_.check();
         if (leading) check_leader(*leading);
         if (learning) ZAB_ASSERT(learning->leader != self_, "a learner of itself");
     }
@@ -580,7 +555,7 @@ public:
     /// commit, docs/design.md rule 2). Returns the operation that will make it durable.
     storage_op append(log_record record) {
         ZAB_ASSERT(record.id > last_zxid_visible, "appends must follow the log");
-        if (batch_.empty()) last_log_op_ = batch_op_ = next_op();
+        if (batch_.empty()) batch_op_ = durability_.next_log_op();
         last_zxid_visible = record.id;
         note_logged(record);
         batch_.push_back(std::move(record));
@@ -590,7 +565,7 @@ public:
     /// Removes every record after `z` (TRUNC, §5.3).
     storage_op truncate_after(zxid z) {
         flush_batch();
-        const storage_op op = next_op();
+        const storage_op op = durability_.next_op();
         last_zxid_visible = std::min(last_zxid_visible, z);
         forget_logged_after(z);
         storage_->truncate_after(op, z);
@@ -603,7 +578,7 @@ public:
     storage_op install_snapshot(zxid z, const shared_bytes& state,
                                 std::span<const log_record> following) {
         flush_batch();
-        const storage_op op = next_op();
+        const storage_op op = durability_.next_op();
         last_zxid_visible = following.empty() ? z : following.back().id;
         // The old log goes whole: so do its reconfigurations. The snapshot is committed
         // state (a leader sends what it applied), so its configuration is the committed one
@@ -626,30 +601,28 @@ public:
     }
 
     /// Writes both epochs atomically. Durable once `epochs_durable(op)`.
-    storage_op write_epochs(epochs e) {
-        const storage_op op = next_op();
-        note_write_issued();
-        written_epochs = e;
-        last_epoch_op_ = op;
-        epoch_writes_.emplace_back(op, e);
-        storage_->write_epochs(op, e);
+    storage_op write_epochs(epochs written) {
+        const storage_op op = durability_.next_op();
+        written_epochs = written;
+        durability_.epochs_issued(op, written, now_tick);
+        storage_->write_epochs(op, written);
         return op;
     }
 
     /// The last epoch write issued (0: none).
-    storage_op last_epoch_op() const noexcept { return last_epoch_op_; }
+    storage_op last_epoch_op() const noexcept { return durability_.last_epoch_op(); }
 
     /// The last log operation issued (or allocated to this step's batch).
-    storage_op last_log_op() const noexcept { return last_log_op_; }
+    storage_op last_log_op() const noexcept { return durability_.last_log_op(); }
 
     /// The counter every epoch's first transaction has (§1: 1, unless a test starts
     /// counters elsewhere) — for the contiguity checks (zxid::continued_by).
     std::uint32_t first_counter() const noexcept { return opts().test_only.initial_counter + 1; }
 
     /// The last storage operation issued (0: none yet).
-    storage_op last_issued_op() const noexcept { return last_op_; }
-    bool log_durable(storage_op op) const noexcept { return op <= durable_log_op_; }
-    bool epochs_durable(storage_op op) const noexcept { return op <= durable_epoch_op_; }
+    storage_op last_issued_op() const noexcept { return durability_.last_issued_op(); }
+    bool log_durable(storage_op op) const noexcept { return durability_.log_durable(op); }
+    bool epochs_durable(storage_op op) const noexcept { return durability_.epochs_durable(op); }
 
     /// The last zxid appended (durable or not), and the epochs last written (durable or not).
     zxid last_zxid_visible;
@@ -840,9 +813,9 @@ public:
         rebuild_quorums();
     }
     /// "1 (voter), 4 (observer)".
-    static std::string describe(const configuration& c) {
+    static std::string describe(const configuration& config) {
         std::string out;
-        for (const member& m : c.members())
+        for (const member& m : config.members())
             out += fmt::format("{}{} ({})", out.empty() ? "" : ", ", m.id,
                                m.type == learner_type::participant ? "voter" : "observer");
         return out;
@@ -996,32 +969,8 @@ private:
     template <transport, log_store, state_machine, typename>
     friend class peer;
 
-    struct queued_frame {
-        peer_id to;
-        connection_id connection;
-        shared_bytes frame;
-        storage_op log_op;
-        storage_op epoch_op;
-        std::uint8_t covers_earlier;  ///< the wire type of a send_cumulative frame, else 0
-    };
-
-    storage_op next_op() { return ++last_op_; }
-
-    /// A write is issued: if none was pending, the stall clock starts now.
-    void note_write_issued() noexcept {
-        if (!writes_pending()) writes_progressed_tick_ = now_tick;
-    }
-
-    /// Frames left the outbox other than by release: the next release rescans it whole.
-    void forget_held_frames() noexcept {
-        held_frames_ = 0;
-        held_destinations_.clear();
-    }
-
     void note_log_op(storage_op op) {
-        note_write_issued();
-        last_log_op_ = std::max(last_log_op_, op);
-        log_ops_.emplace_back(op, last_zxid_visible);
+        durability_.log_issued(op, last_zxid_visible, now_tick);
         sync_needed_ = true;
     }
 
@@ -1037,68 +986,51 @@ private:
     void flush_storage() {
         flush_batch();
         if (sync_needed_) {
-            storage_->make_durable(log_ops_.back().first);
+            storage_->make_durable(durability_.newest_pending_log_op());
             sync_needed_ = false;
         }
     }
 
+    /// Log operation `op` and every earlier one are durable: so is what they wrote (§2).
     void log_became_durable(storage_op op) {
-        ZAB_ASSERT(op <= last_op_, "a durability completion for a log operation never issued");
-        durable_log_op_ = std::max(durable_log_op_, op);
-        while (!log_ops_.empty() && log_ops_.front().first <= op) {
-            last_logged = log_ops_.front().second;
-            log_ops_.pop_front();
-        }
-        writes_progressed_tick_ = now_tick;
+        if (auto last = durability_.log_completed(op, now_tick)) last_logged = *last;
     }
-
     void epochs_became_durable(storage_op op) {
-        ZAB_ASSERT(op <= last_op_, "a durability completion for an epoch write never issued");
-        durable_epoch_op_ = std::max(durable_epoch_op_, op);
-        while (!epoch_writes_.empty() && epoch_writes_.front().first <= op) {
-            durable_epochs = epoch_writes_.front().second;
-            epoch_writes_.pop_front();
-        }
-        writes_progressed_tick_ = now_tick;
+        if (auto written = durability_.epochs_completed(op, now_tick)) durable_epochs = *written;
     }
 
-    /// Some log or epoch write is issued and not durable yet.
-    bool writes_pending() const noexcept { return !log_ops_.empty() || !epoch_writes_.empty(); }
-    /// Ticks since storage last made progress while writes are pending (0 when none are):
-    /// what disk-stall fencing measures (§6.5).
-    std::uint64_t writes_stalled_for() const noexcept {
-        return writes_pending() ? now_tick - writes_progressed_tick_ : 0;
-    }
-
-    void check_leader(const leader_state& l) const {
-        ZAB_ASSERT(l.self_acked_count <= l.outstanding.size(),
+    void check_leader(const leader_state& leader) const {
+        ZAB_ASSERT(leader.self_acked_count <= leader.outstanding.size(),
                    "the leader's own acknowledgements run past its outstanding proposals");
-        ZAB_ASSERT(l.outstanding.empty() || l.outstanding.back().record.id == l.last_proposed,
+        ZAB_ASSERT(leader.outstanding.empty() ||
+                       leader.outstanding.back().record.id == leader.last_proposed,
                    "the newest outstanding proposal is not the last one proposed");
-        ZAB_ASSERT(l.committed.size() <= leader_state::committed_window_max,
+        ZAB_ASSERT(leader.committed.size() <= leader_state::committed_window_max,
                    "the committed window grew past its bound");
-        ZAB_ASSERT(!l.reached(leader_state::stage::writing_epoch) || l.accepted_write != 0,
+        ZAB_ASSERT(!leader.reached(leader_state::stage::writing_epoch) ||
+                       leader.accepted_write != 0,
                    "the leader's epoch closed without writing acceptedEpoch");
-        ZAB_ASSERT(!l.reached(leader_state::stage::writing_current_epoch) || l.current_write != 0,
+        ZAB_ASSERT(!leader.reached(leader_state::stage::writing_current_epoch) ||
+                       leader.current_write != 0,
                    "the leader's epoch quorum in without writing currentEpoch");
-        for (std::size_t i = 0; i < l.links.size(); ++i) {
-            const learner_link& link = l.links[i];
+        for (std::size_t i = 0; i < leader.links.size(); ++i) {
+            const learner_link& link = leader.links[i];
             ZAB_ASSERT(link.id != self_, "a learner link to the leader itself");
-            for (std::size_t j = i + 1; j < l.links.size(); ++j)
-                ZAB_ASSERT(l.links[j].id != link.id, "two links to one learner");
+            for (std::size_t j = i + 1; j < leader.links.size(); ++j)
+                ZAB_ASSERT(leader.links[j].id != link.id, "two links to one learner");
             ZAB_ASSERT(link.snapshot_acknowledged <= link.snapshot_queued,
                        "a learner acknowledged more of a snapshot than was queued");
             ZAB_ASSERT(!link.history_unacked.empty() || link.history_unacked_bytes == 0,
                        "unacknowledged history bytes without unacknowledged records");
         }
 #if defined(ZAB_EXPENSIVE_INVARIANTS)
-        for (std::size_t i = 1; i < l.outstanding.size(); ++i)
-            ZAB_ASSERT(l.outstanding[i - 1].record.id < l.outstanding[i].record.id,
+        for (std::size_t i = 1; i < leader.outstanding.size(); ++i)
+            ZAB_ASSERT(leader.outstanding[i - 1].record.id < leader.outstanding[i].record.id,
                        "outstanding proposals out of zxid order");
-        for (std::size_t i = 1; i < l.committed.size(); ++i)
-            ZAB_ASSERT(l.committed[i - 1].id < l.committed[i].id,
+        for (std::size_t i = 1; i < leader.committed.size(); ++i)
+            ZAB_ASSERT(leader.committed[i - 1].id < leader.committed[i].id,
                        "the committed window out of zxid order");
-        for (const learner_link& link : l.links) {
+        for (const learner_link& link : leader.links) {
             std::uint64_t bytes = 0;
             for (const auto& [id, size] : link.history_unacked) bytes += size;
             ZAB_ASSERT(bytes == link.history_unacked_bytes,
@@ -1145,32 +1077,13 @@ private:
     bool snapshot_work_outstanding_ = false;      ///< handed out, not yet ready
     machine_port* machine_ = nullptr;
 
-    std::vector<queued_frame> outbox_;
-    /// What the last `peer::release_frames` left: the first `held_frames_` of `outbox_` were
-    /// held with the durability below, and `held_destinations_` are their destinations. While
-    /// neither durable op moves, those frames stay held, so the next release only looks at
-    /// the frames queued since (a learner's held ACKs are not rescanned on every step).
-    /// Frames are only ever appended to `outbox_` between releases: anything that removes
-    /// some must call `forget_held_frames()` (close() and the storage failure do).
-    std::size_t held_frames_ = 0;
-    storage_op held_at_log_op_ = 0;
-    storage_op held_at_epoch_op_ = 0;
-    std::vector<peer_id> held_destinations_;
-    std::vector<queued_frame> cumulative_waiting_;  ///< peer::release_frames's, reused
-    std::vector<std::pair<peer_id, connection_id>> connections_;
-    std::vector<std::pair<peer_id, connection_id>> closes_;
-
-    storage_op last_op_ = 0;
-    storage_op last_log_op_ = 0;
-    storage_op last_epoch_op_ = 0;
+    /// Connections, queued frames and closes, for peer::release_frames (outbox.hpp).
+    zab::outbox outbox_;
+    /// Storage operation numbers, what is durable, the disk-stall clock (durability.hpp).
+    durability_tracker durability_;
     std::vector<log_record> batch_;
     storage_op batch_op_ = 0;
     bool sync_needed_ = false;
-    std::deque<std::pair<storage_op, zxid>> log_ops_;       // issued, not yet durable
-    std::deque<std::pair<storage_op, epochs>> epoch_writes_;  // issued, not yet durable
-    storage_op durable_log_op_ = 0;
-    storage_op durable_epoch_op_ = 0;
-    std::uint64_t writes_progressed_tick_ = 0;
     /// Leader, with a metrics sink: each outstanding proposal's `metrics->now()` when made.
     std::deque<std::pair<zxid, double>> proposal_times_;
 
