@@ -60,6 +60,8 @@
 #include <mutex>
 #include <optional>
 #include <random>
+#include <set>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -171,12 +173,35 @@ void nap(std::chrono::milliseconds d, const std::atomic<bool>& stop) {
 
 // --- the replicas ----------------------------------------------------------------------------
 
-/// A port nobody listens on now (the kernel's choice for port 0).
+/// A port nobody listens on now, for a replica to bind later, each handed out once. Below the
+/// kernel's ephemeral range (ip_local_port_range), as tests/kv/cluster_lib.sh picks them: the
+/// kernel's choice for port 0 comes from that range, and so does the local end of every
+/// outgoing connection (the proxy makes thousands), which took a replica's port before it
+/// bound it once ("Address already in use": the replica never started).
 std::uint16_t free_port() {
-    boost::asio::io_context io;
-    boost::asio::ip::tcp::acceptor a{
-        io, boost::asio::ip::tcp::endpoint{boost::asio::ip::address_v4::loopback(), 0}};
-    return a.local_endpoint().port();
+    static std::set<std::uint16_t> handed_out;
+    static std::mt19937 random{std::random_device{}()};
+    int high = 32767;
+    if (std::ifstream range{"/proc/sys/net/ipv4/ip_local_port_range"}; range) {
+        int ephemeral_low = 0;
+        if (range >> ephemeral_low && ephemeral_low > 10001) high = std::min(high, ephemeral_low - 1);
+    }
+    std::uniform_int_distribution<int> pick{10000, high};
+    for (int attempt = 0; attempt < 10000; ++attempt) {
+        const auto port = static_cast<std::uint16_t>(pick(random));
+        if (handed_out.contains(port)) continue;
+        boost::asio::io_context io;
+        boost::asio::ip::tcp::acceptor a{io};
+        boost::system::error_code error;
+        a.open(boost::asio::ip::tcp::v4(), error);
+        if (!error)
+            a.bind(boost::asio::ip::tcp::endpoint{boost::asio::ip::address_v4::loopback(), port},
+                   error);
+        if (error) continue;  // taken (or in TIME_WAIT): another
+        handed_out.insert(port);
+        return port;
+    }
+    throw std::runtime_error("no free loopback port below the ephemeral range");
 }
 
 struct replica {
