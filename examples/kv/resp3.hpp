@@ -43,22 +43,17 @@ inline bool has_option(const command& args, std::string_view option) {
 /// false if it is not a complete line with a number.
 inline bool read_header(std::string_view in, std::size_t at, char& type, std::int64_t& n,
                         std::size_t& next) {
-    if (at >= in.size()) return false;
-    const std::size_t eol = in.find("\r\n", at);
-    if (eol == std::string_view::npos) return false;
-    type = in[at];
-    const std::string_view head = in.substr(at + 1, eol - at - 1);
-    next = eol + 2;
-    if (head == "-1") {
+    const auto header = header_at(in, at);
+    if (!header) return false;
+    type = header->type;
+    next = header->next;
+    if (header->head == "-1") {
         n = -1;
         return true;
     }
-    if (head.empty() || head.size() > 12) return false;
-    n = 0;
-    for (const char c : head) {
-        if (c < '0' || c > '9') return false;
-        n = n * 10 + (c - '0');
-    }
+    const auto count = header_count(header->head);
+    if (!count || header->head.empty()) return false;
+    n = static_cast<std::int64_t>(*count);
     return true;
 }
 

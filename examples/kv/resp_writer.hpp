@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <iterator>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -70,27 +71,49 @@ inline void write_null_array(std::string& out) { out.append("*-1\r\n"); }
 
 namespace detail {
 
+/// The header line of the RESP value at `in[at]`: its type byte, the rest of the line, and
+/// where the value's body starts; nullopt if the line is not complete.
+struct value_header {
+    char type;
+    std::string_view head;
+    std::size_t next;
+};
+inline std::optional<value_header> header_at(std::string_view in, std::size_t at) {
+    if (at >= in.size()) return std::nullopt;
+    const std::size_t eol = in.find("\r\n", at);
+    if (eol == std::string_view::npos) return std::nullopt;
+    return value_header{in[at], in.substr(at + 1, eol - at - 1), eol + 2};
+}
+
+/// A header's count or length (an array's elements, a bulk string's bytes): nullopt if
+/// `head` is not a decimal number of at most about 2^40.
+inline std::optional<std::size_t> header_count(std::string_view head) {
+    std::size_t n = 0;
+    for (const char c : head) {
+        if (c < '0' || c > '9' || n > (std::size_t{1} << 40)) return std::nullopt;
+        n = n * 10 + static_cast<std::size_t>(c - '0');
+    }
+    return n;
+}
+
 /// Copies the RESP value at `in[at]` to `out` with its nulls in RESP3's form; false (and
 /// `out` unspecified) if it is not a complete value.
 inline bool copy_as_resp3(std::string_view in, std::size_t& at, std::string& out, int depth) {
-    if (at >= in.size() || depth > 64) return false;
-    const std::size_t eol = in.find("\r\n", at);
-    if (eol == std::string_view::npos) return false;
-    const char type = in[at];
-    const std::string_view head = in.substr(at + 1, eol - at - 1);
+    if (depth > 64) return false;
+    const auto header = header_at(in, at);
+    if (!header) return false;
+    const auto [type, head, next] = *header;
     if ((type == '$' || type == '*') && head == "-1") {
         out.append("_\r\n");
-        at = eol + 2;
+        at = next;
         return true;
     }
-    out.append(in.substr(at, eol + 2 - at));
-    at = eol + 2;
+    out.append(in.substr(at, next - at));
+    at = next;
     if (type != '$' && type != '*' && type != '%') return true;
-    std::size_t n = 0;
-    for (const char c : head) {
-        if (c < '0' || c > '9' || n > (std::size_t{1} << 40)) return false;
-        n = n * 10 + static_cast<std::size_t>(c - '0');
-    }
+    const auto count = header_count(head);
+    if (!count) return false;
+    const std::size_t n = *count;
     if (type == '$') {
         if (in.size() - at < n + 2) return false;
         out.append(in.substr(at, n + 2));
