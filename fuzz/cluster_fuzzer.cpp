@@ -340,6 +340,23 @@ private:
     // agrees with them unless the next byte says otherwise (then the decoder refuses it).
     void fill(wire::proposal_batch& m, std::vector<shared_bytes>& keep) {
         m.first = zxid_field();
+        m.txns = entries_field(keep, m.count);
+    }
+    // REQUESTS (§0.2): a request id, then entries as a batch's.
+    void fill(wire::forwarded_batch& m, std::vector<shared_bytes>& keep) {
+        m.first_request_id = counter_field();
+        m.txns = entries_field(keep, m.count);
+    }
+    void fill(wire::reply_batch& m, std::vector<shared_bytes>&) {
+        m.first_request_id = counter_field();
+        m.count = in_.byte() % 9;  // 0 now and then: malformed
+        m.outcome = enum_field<wire::reply_outcome>();
+        m.first = zxid_field();
+    }
+    /// count % 5 entries of bytes fields, each a u32 length and its bytes, and in `count` a
+    /// number that agrees with them unless the next byte says otherwise (then the decoder
+    /// refuses the frame).
+    byte_view entries_field(std::vector<shared_bytes>& keep, std::uint32_t& count) {
         const std::uint32_t entries = in_.byte() % 5;
         std::vector<std::byte> out;
         for (std::uint32_t i = 0; i < entries; ++i) {
@@ -348,9 +365,9 @@ private:
             for (int b = 0; b < 4; ++b) out.push_back(static_cast<std::byte>(size >> (8 * b)));
             out.insert(out.end(), txn.begin(), txn.end());
         }
-        m.count = in_.byte() < 224 ? entries : entries + 1;
+        count = in_.byte() < 224 ? entries : entries + 1;
         keep.push_back(shared_bytes{std::move(out)});
-        m.txns = keep.back().view();
+        return keep.back().view();
     }
 
     program_reader& in_;

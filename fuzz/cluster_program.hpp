@@ -33,7 +33,8 @@
 //     stranger_reset k                  the stranger's connection to k breaks (a fresh one follows)
 //   Replica operands are id bytes: 1 + byte % replicas.
 //
-//   frame    1 byte   form: f < 189: message variant index f % 22, encoded as is;
+//   frame    1 byte   form: f < 189: message variant index f % 24 (wire::message's size;
+//                     22 before REQUESTS and REPLIES), encoded as is;
 //                     189..209: the same, then one byte of it flipped (position, xor: 2 bytes);
 //                     210..230: the same, cut short (length: 1 byte); 231..255: raw bytes
 //                     (length: 1 byte, then that many bytes)

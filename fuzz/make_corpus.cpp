@@ -89,6 +89,8 @@ std::vector<std::pair<std::string, bytes>> seeds() {
         wire::forwarded_reply{9, wire::reply_outcome::backpressure, zxid{}},
         wire::handover{2, zxid{2, 1}, 2, 3},
         wire::proposal_batch{zxid{2, 1}, 2, batch_entries},
+        wire::forwarded_batch{7, 2, batch_entries},
+        wire::reply_batch{7, 2, wire::reply_outcome::accepted, zxid{2, 1}},
     };
     for (const auto& m : valid) {
         std::string name{to_string(type_of(m))};
@@ -148,6 +150,18 @@ std::vector<std::pair<std::string, bytes>> seeds() {
     payload = payload_of(batch_frame);
     payload[0] = std::byte{0};
     out.emplace_back("invalid-batch_counter_zero", with_payload(batch_frame, payload));
+    // docs/protocol.md §0.2: a type of frame version 6 in a frame of version 5, one of 5 in
+    // 6; REQUESTS that miscount their writes, REPLIES that refuse with a zxid.
+    const bytes requests_frame = encoded(wire::forwarded_batch{7, 2, batch_entries});
+    out.emplace_back("invalid-requests_in_v5", patched(requests_frame, 4, 5));
+    out.emplace_back("invalid-commit_in_v6", patched(commit_frame, 4, 6));
+    payload = payload_of(requests_frame);
+    payload[8] = std::byte{3};
+    out.emplace_back("invalid-requests_count", with_payload(requests_frame, payload));
+    const bytes replies_frame = encoded(wire::reply_batch{7, 2, wire::reply_outcome::backpressure, zxid{}});
+    payload = payload_of(replies_frame);
+    payload[13] = std::byte{1};  // the first zxid of a refusal is not zero
+    out.emplace_back("invalid-replies_refusal_zxid", with_payload(replies_frame, payload));
     return out;
 }
 
@@ -228,7 +242,7 @@ bytes to_seed(const program_writer& p) {
 /// last logged, 7 the one after it, 5 with epoch byte 3/4 the epoch marker of the accepted
 /// epoch/the next; epoch byte 3 is the receiver's accepted epoch).
 program forged(std::size_t index) {
-    static const std::array<program, 22> fields{{
+    static const std::array<program, 24> fields{{
         {0, 1, 1, 0, 3},        // NOTIFICATION: LOOKING, for 1, the receiver's zxid and epoch
         {3, 0},                 // FOLLOWERINFO: accepted epoch, protocol version
         {3, 0},                 // OBSERVERINFO
@@ -251,16 +265,18 @@ program forged(std::size_t index) {
         {1, 0, 1},              // REPLY: accepted
         {2, 1, 3, 0},           // HANDOVER to 2
         {7, 2, 3, 42, 3, 43, 0},  // PROPOSALS: the next two zxids, short txns
+        {1, 2, 3, 42, 3, 43, 0},  // REQUESTS: two short writes
+        {1, 2, 0, 7},             // REPLIES: two accepted from the zxid after the receiver's
     }};
     program out{static_cast<std::uint8_t>(index), 0};
     out.insert(out.end(), fields[index].begin(), fields[index].end());
     return out;
 }
 
-constexpr const char* message_names[22] = {
+constexpr const char* message_names[24] = {
     "notification", "followerinfo", "observerinfo", "leaderinfo", "ackepoch", "diff", "trunc",
     "snap", "snapack", "syncack", "newleader", "ack", "uptodate", "proposal", "commit", "inform",
-    "request", "ping", "sync", "reply", "handover", "proposals"};
+    "request", "ping", "sync", "reply", "handover", "proposals", "requests", "replies"};
 static_assert(std::size(message_names) == std::variant_size_v<wire::message>);
 
 program operands(std::initializer_list<std::uint8_t> first, const program& rest) {

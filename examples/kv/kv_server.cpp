@@ -1673,6 +1673,13 @@ public:
         line("redis_mode", "standalone");
         line("server_name", "kv_server");
         line("zab_version", zab::version_text);
+        if (const auto* peer = node_.protocol_peer()) {
+            // docs/protocol.md §0.2: what this replica speaks, and what it speaks with its
+            // leader (0x0 unless it follows one).
+            const auto versions = peer->status();
+            line("zab_protocol", fmt::format("{:#x}", versions.protocol));
+            line("zab_leader_protocol", fmt::format("{:#x}", versions.leader_protocol));
+        }
         line("process_id", static_cast<long>(::getpid()));
         line("run_id", runid_of(args_.id));
         line("tcp_port", args_.client_port);
@@ -1838,6 +1845,7 @@ public:
             line("proposals", c.proposals);
             line("commits", c.commits);
             line("requests_forwarded", c.requests_forwarded);
+            line("forwarded_batches", c.forwarded_batches);
             line("syncs_diff", c.syncs_diff);
             line("syncs_trunc", c.syncs_trunc);
             line("syncs_snap", c.syncs_snap);

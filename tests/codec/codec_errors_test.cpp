@@ -118,11 +118,103 @@ TEST_CASE("errors: unsupported version", "[codec][errors]") {
         const auto frame = raw_frame(type_byte(wire::message_type::commit), payload,
                                      {.version = static_cast<std::uint8_t>(version)});
         INFO("version " << version);
-        if (version == frame_version) {
+        if (version == 5) {
             CHECK(status(decode(frame)) == "ok");
+        } else if (version == 6) {
+            // COMMIT is a type of version 5: one encoding per message (docs/protocol.md §0.2).
+            CHECK(status(decode(frame)) == status(errc::malformed));
         } else {
             CHECK(status(decode(frame)) == status(errc::unsupported_version));
         }
+        // A replica that reads as the previous release did (frame version 5 only).
+        const codec_limits previous{.newest_frame_version = 5};
+        CHECK(status(decode(frame, previous)) ==
+              (version == 5 ? "ok" : status(errc::unsupported_version)));
+    }
+}
+
+TEST_CASE("errors: REQUESTS and REPLIES in a frame of version 5 are unknown types",
+          "[codec][errors][versions]") {
+    // docs/protocol.md §0.2: they appeared in version 6; version 5 has no such types.
+    const std::vector<std::byte> requests =
+        test::payload_of(encode({}, wire::forwarded_batch{1, 1, test::bytes_of({0, 0, 0, 0})}));
+    const std::vector<std::byte> replies =
+        test::payload_of(encode({}, wire::reply_batch{1, 1, wire::reply_outcome::backpressure, zxid{}}));
+    for (const auto& [type, payload] : {std::pair{wire::message_type::forwarded_batch, requests},
+                                        std::pair{wire::message_type::reply_batch, replies}}) {
+        INFO(to_string(type));
+        CHECK(status(decode(raw_frame(type_byte(type), payload, {.version = 6}))) == "ok");
+        CHECK(status(decode(raw_frame(type_byte(type), payload, {.version = 5}))) ==
+              status(errc::unknown_message_type));
+        CHECK(status(decode(raw_frame(type_byte(type), payload, {.version = 6}),
+                            codec_limits{.newest_frame_version = 5})) ==
+              status(errc::unsupported_version));
+    }
+}
+
+TEST_CASE("errors: a REQUESTS frame that is empty, wraps its request ids or miscounts its "
+          "entries is malformed", "[codec][errors][versions]") {
+    const std::string malformed = status(errc::malformed);
+    auto decode_requests = [](std::uint64_t first, std::uint32_t count, std::vector<std::byte> entries) {
+        std::vector<std::byte> payload;
+        for (int i = 0; i < 8; ++i) payload.push_back(static_cast<std::byte>(first >> (8 * i)));
+        for (int i = 0; i < 4; ++i) payload.push_back(static_cast<std::byte>(count >> (8 * i)));
+        const auto size = static_cast<std::uint32_t>(entries.size());
+        for (int i = 0; i < 4; ++i) payload.push_back(static_cast<std::byte>(size >> (8 * i)));
+        payload.insert(payload.end(), entries.begin(), entries.end());
+        return status(decode(raw_frame(type_byte(wire::message_type::forwarded_batch), payload)));
+    };
+    const std::vector<std::byte> two = test::bytes_of({1, 0, 0, 0, 7, 0, 0, 0, 0});
+    CHECK(decode_requests(5, 2, two) == "ok");
+    CHECK(decode_requests(UINT64_MAX - 1, 2, two) == "ok");
+    CHECK(decode_requests(UINT64_MAX, 2, two) == malformed);  // ids past 2^64 - 1
+    CHECK(decode_requests(5, 3, two) == malformed);
+    CHECK(decode_requests(5, 1, two) == malformed);
+    CHECK(decode_requests(5, 0, {}) == malformed);
+}
+
+TEST_CASE("errors: a REPLIES frame that is empty, refuses with a zxid or accepts a run "
+          "outside one epoch is malformed", "[codec][errors][versions]") {
+    const std::string malformed = status(errc::malformed);
+    auto decode_replies = [](const wire::reply_batch& m) {
+        // Encoded field by field (the encoder asserts nothing about a reply's contents).
+        return status(decode(raw_frame(type_byte(wire::message_type::reply_batch),
+                                       test::payload_of(encode({}, m)))));
+    };
+    using wire::reply_outcome;
+    CHECK(decode_replies({1, 2, reply_outcome::accepted, zxid{3, 1}}) == "ok");
+    CHECK(decode_replies({1, 2, reply_outcome::accepted, zxid{3, zxid::counter_max - 1}}) == "ok");
+    CHECK(decode_replies({1, 2, reply_outcome::accepted, zxid{3, zxid::counter_max}}) == malformed);
+    CHECK(decode_replies({1, 2, reply_outcome::accepted, zxid{3, 0}}) == malformed);
+    CHECK(decode_replies({1, 2, reply_outcome::backpressure, zxid{}}) == "ok");
+    CHECK(decode_replies({1, 2, reply_outcome::backpressure, zxid{3, 1}}) == malformed);
+    CHECK(decode_replies({1, 0, reply_outcome::backpressure, zxid{}}) == malformed);
+    CHECK(decode_replies({UINT64_MAX, 2, reply_outcome::not_leader, zxid{}}) == malformed);
+}
+
+TEST_CASE("codec: encode_forwarded_batch writes what encode writes", "[codec][versions]") {
+    test::message_factory factory{39};
+    for (int round = 0; round < 50; ++round) {
+        const auto count = static_cast<std::uint32_t>(1 + factory.rng().below(20));
+        std::vector<byte_view> txns;
+        for (std::uint32_t i = 0; i < count; ++i) txns.push_back(factory.bytes());
+        const std::uint64_t first = factory.rng().u64() % (UINT64_MAX - count);
+        const frame_context context = factory.context();
+        const shared_bytes frame = encode_forwarded_batch(context, first, txns);
+        const auto decoded = decode(frame.view());
+        REQUIRE(status(decoded) == "ok");
+        const auto& batch = std::get<wire::forwarded_batch>(decoded.value().msg);
+        CHECK(batch.first_request_id == first);
+        CHECK(batch.count == count);
+        CHECK(test::to_vector(encode(context, batch).view()) == test::to_vector(frame.view()));
+        std::uint32_t seen = 0;
+        for_each_forwarded_txn(batch, [&](std::uint64_t request, byte_view txn) {
+            CHECK(request == first + seen);
+            CHECK(test::to_vector(txn) == test::to_vector(txns[seen]));
+            ++seen;
+            return true;
+        });
+        CHECK(seen == count);
     }
 }
 

@@ -102,6 +102,12 @@ TEST_CASE("golden: the payload of every message type", "[codec][golden]") {
         {wire::proposal_batch{zxid{2, 7}, 2, as_bytes(std::string_view{"\x02\0\0\0ab\0\0\0\0", 10})},
          wire::message_type::proposal_batch,
          "0700000002000000 02000000 0a000000 02000000 6162 00000000"},
+        // Requests 9 and 10: "ab", then empty (frame version 6).
+        {wire::forwarded_batch{9, 2, as_bytes(std::string_view{"\x02\0\0\0ab\0\0\0\0", 10})},
+         wire::message_type::forwarded_batch,
+         "0900000000000000 02000000 0a000000 02000000 6162 00000000"},
+        {wire::reply_batch{9, 2, wire::reply_outcome::accepted, zxid{2, 9}}, wire::message_type::reply_batch,
+         "0900000000000000 02000000 00 0900000002000000"},
     };
 
     // Every type has a golden payload (a new message must add one here).
@@ -138,4 +144,27 @@ TEST_CASE("golden: wire type numbers are stable", "[codec][golden]") {
     CHECK(test::type_byte(wire::message_type::forwarded_reply) == 36);
     CHECK(test::type_byte(wire::message_type::handover) == 37);
     CHECK(test::type_byte(wire::message_type::proposal_batch) == 38);
+    CHECK(test::type_byte(wire::message_type::forwarded_batch) == 39);
+    CHECK(test::type_byte(wire::message_type::reply_batch) == 40);
+}
+
+TEST_CASE("golden: each frame carries the version its type appeared in", "[codec][golden][versions]") {
+    // docs/protocol.md §0.2: the types of frame version 5 are written at 5, byte for byte as
+    // the release before (which reads 5 only); REQUESTS and REPLIES at 6.
+    test::message_factory factory{7};
+    for (const auto type : test::all_message_types()) {
+        INFO(to_string(type));
+        const bool added_in_6 =
+            type == wire::message_type::forwarded_batch || type == wire::message_type::reply_batch;
+        CHECK(frame_version_of(type) == (added_in_6 ? 6 : 5));
+    }
+    for (int round = 0; round < 200; ++round) {
+        const wire::message m = factory.any();
+        const shared_bytes frame = encode({}, m);
+        INFO(to_string(type_of(m)));
+        CHECK(std::to_integer<int>(frame.view()[4]) == frame_version_of(type_of(m)));
+        const auto decoded = decode(frame.view());
+        REQUIRE(status(decoded) == "ok");
+        CHECK(decoded.value().header.version == frame_version_of(type_of(m)));
+    }
 }

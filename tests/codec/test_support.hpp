@@ -103,6 +103,25 @@ public:
         return {zxid{rng_.u32(), counter}, count, buffer};
     }
 
+    /// A valid REQUESTS frame of `count` (≥ 1) random writes, its request ids often at the
+    /// top of their range.
+    wire::forwarded_batch forwarded(std::uint32_t count) {
+        const wire::proposal_batch entries = batch(count);
+        const std::uint64_t last_first = UINT64_MAX - (count - 1);
+        return {rng_.one_in(4) ? last_first : rng_.u64() % last_first, count, entries.txns};
+    }
+
+    /// A valid REPLIES frame: an accepted run inside one epoch, or a refusal of all.
+    wire::reply_batch replies() {
+        const auto count = static_cast<std::uint32_t>(1 + rng_.below(rng_.one_in(4) ? 300 : 8));
+        const std::uint64_t first_request = rng_.u64() % (UINT64_MAX - (count - 1));
+        const auto outcome = static_cast<wire::reply_outcome>(rng_.below(10));
+        if (outcome != wire::reply_outcome::accepted) return {first_request, count, outcome, zxid{}};
+        const std::uint32_t last_first = zxid::counter_max - (count - 1);
+        const auto counter = static_cast<std::uint32_t>(1 + rng_.below(last_first));
+        return {first_request, count, outcome, zxid{rng_.u32(), counter}};
+    }
+
     template <typename M>
     M make() {
         if constexpr (std::is_same_v<M, wire::notification>) {
@@ -135,6 +154,10 @@ public:
             return {rng_.u64(), static_cast<wire::reply_outcome>(rng_.below(6)), any_zxid()};
         } else if constexpr (std::is_same_v<M, wire::proposal_batch>) {
             return batch(static_cast<std::uint32_t>(1 + rng_.below(rng_.one_in(4) ? 300 : 8)));
+        } else if constexpr (std::is_same_v<M, wire::forwarded_batch>) {
+            return forwarded(static_cast<std::uint32_t>(1 + rng_.below(rng_.one_in(4) ? 300 : 8)));
+        } else if constexpr (std::is_same_v<M, wire::reply_batch>) {
+            return replies();
         } else {
             static_assert(std::is_same_v<M, wire::handover>, "message_factory: add the new message type");
             return {rng_.u64(), any_zxid(), rng_.u32(), rng_.u64()};
@@ -164,7 +187,8 @@ private:
 /// Header fields for `raw_frame`; defaults make a valid header.
 struct raw_header {
     std::uint32_t magic = frame_magic;
-    std::uint8_t version = frame_version;
+    /// Default: the version of the frame's type (frame_version_of).
+    std::optional<std::uint8_t> version = std::nullopt;
     std::uint16_t flags = 0;
     std::uint64_t group_id = 0;
     std::uint64_t config_version = 0;
@@ -181,7 +205,7 @@ inline std::vector<std::byte> raw_frame(std::uint8_t type, byte_view payload,
         for (int i = 0; i < size; ++i) out.push_back(static_cast<std::byte>(value >> (8 * i)));
     };
     put(h.magic, 4);
-    put(h.version, 1);
+    put(h.version.value_or(frame_version_of(static_cast<wire::message_type>(type))), 1);
     put(type, 1);
     put(h.flags, 2);
     put(h.group_id, 8);

@@ -127,6 +127,18 @@ versions_equal_within() {
     done
 }
 
+# redis_py_python: a python3 that imports redis-py, printed (nothing if none): Debian's
+# python3-redis is for Debian's python3, which need not be the first python3 on PATH.
+redis_py_python() {
+    local candidate
+    for candidate in python3 /usr/bin/python3; do
+        if command -v "$candidate" >/dev/null 2>&1 && "$candidate" -c 'import redis' 2>/dev/null; then
+            echo "$candidate"
+            return 0
+        fi
+    done
+}
+
 cli() {
     local id="$1"
     shift

@@ -27,17 +27,12 @@ cache="${3:-}"
 [[ -x "$server" ]] || { echo "error: $server is not executable" >&2; exit 1; }
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 command -v redis-cli >/dev/null 2>&1 || { echo "skipped: redis-cli is not installed"; exit 77; }
+# shellcheck source=tests/kv/cluster_lib.sh
+source "$here/cluster_lib.sh"
 
 case "$client" in
     redis-py)
-        # Debian's python3-redis is for Debian's python3: try it if the first python3 lacks it.
-        python=""
-        for candidate in python3 /usr/bin/python3; do
-            if command -v "$candidate" >/dev/null 2>&1 && "$candidate" -c 'import redis' 2>/dev/null; then
-                python="$candidate"
-                break
-            fi
-        done
+        python=$(redis_py_python)
         [[ -n "$python" ]] || { echo "skipped: redis-py is not installed (Debian: python3-redis)"; exit 77; }
         ;;
     ioredis | node-redis)
@@ -49,8 +44,6 @@ case "$client" in
     *) echo "error: unknown client '$client' (redis-py, ioredis or node-redis)" >&2; exit 1 ;;
 esac
 
-# shellcheck source=tests/kv/cluster_lib.sh
-source "$here/cluster_lib.sh"
 [[ "$client" == redis-py ]] || npm_clients "$cache"
 addresses="1=127.0.0.1:${client_port[1]},2=127.0.0.1:${client_port[2]},3=127.0.0.1:${client_port[3]}"
 say "starting 3 replicas in $work (client ports ${client_port[*]})"

@@ -234,7 +234,8 @@ TEST_CASE("bounds: requests in flight, outstanding proposals, forwarded per lear
 }
 
 TEST_CASE("batched writes (§6.1): at the leader one PROPOSALS frame and one ACK per follower; "
-          "at a follower each is forwarded; every one completes once, applied in order") {
+          "at a follower one REQUESTS frame, proposed as one batch and answered by one REPLIES; "
+          "every one completes once, applied in order") {
     cluster_options o;
     o.seed = 157;
     sim_type sim{o};
@@ -273,16 +274,33 @@ TEST_CASE("batched writes (§6.1): at the leader one PROPOSALS frame and one ACK
         CHECK(applied_with(sim, follower, c->outcome.value(), txns[id - *first]));
     }
 
-    // At a follower: forwarded one REQUEST each (the leader batches only its own clients').
+    // At a follower: one REQUESTS frame (protocol 0x10001, §0.2), one PROPOSALS batch, and
+    // one REPLIES naming the batch's zxids.
     to_leader.clear();
+    std::map<wire::message_type, int> to_follower;
+    sim.set_message_observer([&](peer_id receiver, peer_id, const wire::message& m) {
+        if (receiver == leader) ++to_leader[type_of(m)];
+        if (receiver == follower) ++to_follower[type_of(m)];
+    });
     const auto forwarded = sim.submit_batch(follower, views);
     REQUIRE(forwarded);
     REQUIRE(sim.run_until([&] { return out.done(follower, *forwarded + 19) && everywhere(40); },
                           sim.now() + 5'000'000));
-    CHECK(to_leader[wire::message_type::forwarded_request] == 20);
+    CHECK(to_leader[wire::message_type::forwarded_batch] == 1);
+    CHECK(to_leader[wire::message_type::forwarded_request] == 0);
+    CHECK(to_follower[wire::message_type::reply_batch] == 1);
+    CHECK(to_follower[wire::message_type::forwarded_reply] == 0);
+    CHECK(sim.peer_of(follower)->counters().forwarded_batches == 1);
+    CHECK(sim.peer_of(follower)->counters().requests_forwarded == 20);
+    CHECK(sim.peer_of(leader)->counters().proposal_batches == 2);
+    previous = zxid{};
     for (request_id id = *forwarded; id < *forwarded + 20; ++id) {
-        REQUIRE(out.find(follower, id)->outcome.has_value());
+        const client_completion* c = out.find(follower, id);
+        REQUIRE(c->outcome.has_value());
         CHECK(out.seen.at({follower, id}).size() == 1);
+        if (id > *forwarded) CHECK(previous.continued_by(c->outcome.value()));
+        previous = c->outcome.value();
+        CHECK(applied_with(sim, leader, c->outcome.value(), txns[id - *forwarded]));
     }
     sim.run_for(1'000'000);
     for (const auto& node : sim.nodes()) CHECK(node.machine->applied().size() == 40);
@@ -1382,4 +1400,151 @@ TEST_CASE("options::agreed_fingerprint (§4.5): a replica whose application opti
     CHECK_FALSE(sim.peer_of(3)->status().refused_leader);
     REQUIRE(sim.run_until([&] { return applied_with(sim, 3, written, "without 3"); },
                           sim.now() + 5'000'000));
+}
+
+namespace {
+
+/// §0.2: a group of the previous release (protocol 0x10000, frame version 5 only) upgraded
+/// one replica at a time: a simulated group, the first id of every batch of five writes
+/// submitted, and their completions.
+struct rolling_upgrade {
+    sim_type sim;
+    outcomes out{sim};
+    std::vector<std::pair<peer_id, request_id>> batches;  ///< the first id of each batch
+
+    explicit rolling_upgrade(cluster_options o) : sim{o} {}
+
+    /// Five writes at every replica running, as one submit_batch each.
+    void write_everywhere(int step) {
+        for (const auto& node : sim.nodes()) {
+            if (!node.peer) continue;
+            std::vector<std::string> mine;
+            for (int i = 0; i < 5; ++i) mine.push_back(fmt::format("s{}-r{}-w{}", step, node.id, i));
+            std::vector<byte_view> v;
+            for (const auto& t : mine) v.push_back(as_bytes(t));
+            // The core copies each write into its frame within the call.
+            const auto first = sim.submit_batch(node.id, std::span<const byte_view>{v});
+            REQUIRE(first);
+            batches.emplace_back(node.id, *first);
+        }
+    }
+
+    bool all_answered() const {
+        for (const auto& [at, first] : batches)
+            for (request_id id = first; id < first + 5; ++id)
+                if (!out.done(at, id)) return false;
+        return true;
+    }
+
+    /// Every write of this step succeeded, once; then forgets them (a restarted replica
+    /// numbers its requests from 1 again).
+    void check_and_forget() {
+        for (const auto& [at, first] : batches)
+            for (request_id id = first; id < first + 5; ++id) {
+                INFO("replica " << at << " request " << id);
+                REQUIRE(out.find(at, id)->outcome.has_value());
+                CHECK(out.seen.at({at, id}).size() == 1);
+                ++succeeded;
+            }
+        batches.clear();
+        out.seen.clear();
+    }
+    std::size_t succeeded = 0;
+
+    bool all_serving() {
+        if (leader_of(sim) == 0) return false;
+        for (const auto& n : sim.nodes())
+            if (!n.peer || !n.peer->established()) return false;
+        return true;
+    }
+};
+
+}  // namespace
+
+TEST_CASE("mixed versions (§0.2): a group of the previous release upgraded one replica at a "
+          "time, the leader last, with writes at every replica before and after each step: "
+          "every write applied once everywhere, no frame refused, REQUESTS only to a leader "
+          "that speaks them") {
+    cluster_options o;
+    o.seed = 361;
+    o.peer.test_only.protocol = oldest_protocol_version;  // every replica starts as 0.1
+    rolling_upgrade u{o};
+    settled(u.sim);
+    zab::options upgraded = o.peer;
+    upgraded.test_only.protocol = 0;
+    const peer_id old_leader = leader_of(u.sim);
+    std::vector<peer_id> order;
+    for (const auto& n : u.sim.nodes())
+        if (n.id != old_leader) order.push_back(n.id);
+    order.push_back(old_leader);
+
+    int step = 0;
+    for (const peer_id id : order) {
+        INFO("upgrading replica " << id);
+        u.write_everywhere(step++);
+        REQUIRE(u.sim.run_until([&] { return u.all_answered(); }, u.sim.now() + 10'000'000));
+        u.check_and_forget();
+        u.sim.crash(id);
+        u.sim.restart(id, upgraded);
+        REQUIRE(u.sim.run_until([&] { return u.all_serving(); }, u.sim.now() + 30'000'000));
+        CHECK(u.sim.peer_of(id)->status().protocol == protocol_version);
+        const peer_id leader = leader_of(u.sim);
+        for (const auto& n : u.sim.nodes()) {
+            // Each link speaks the lower version of its two ends.
+            const std::uint32_t expected = std::min(n.peer->status().protocol,
+                                                    u.sim.peer_of(leader)->status().protocol);
+            if (n.id != leader) CHECK(n.peer->status().leader_protocol == expected);
+        }
+        u.write_everywhere(step++);
+        REQUIRE(u.sim.run_until([&] { return u.all_answered(); }, u.sim.now() + 10'000'000));
+        u.check_and_forget();
+        // While the leader is of the previous release, nobody sent it a REQUESTS frame: its
+        // decoder would have refused it (bad_frames) and dropped the learner.
+        for (const auto& n : u.sim.nodes()) CHECK(n.peer->counters().bad_frames == 0);
+        if (u.sim.peer_of(leader)->status().protocol == oldest_protocol_version)
+            for (const auto& n : u.sim.nodes()) CHECK(n.peer->counters().forwarded_batches == 0);
+    }
+    // All upgraded: the followers' batches now go as REQUESTS.
+    std::uint64_t batched = 0;
+    for (const auto& n : u.sim.nodes()) batched += n.peer->counters().forwarded_batches;
+    CHECK(batched >= 2);
+    u.sim.run_for(1'000'000);
+    const auto& reference = u.sim.nodes().front().machine->applied();
+    CHECK(reference.size() == u.succeeded);
+    CHECK(u.succeeded == 6 * 3 * 5);
+    for (const auto& n : u.sim.nodes()) {
+        INFO("replica " << n.id);
+        REQUIRE(n.machine->applied().size() == reference.size());
+        for (std::size_t i = 0; i < reference.size(); ++i) {
+            CHECK(n.machine->applied()[i].id == reference[i].id);
+            CHECK(as_string_view(n.machine->applied()[i].txn.view()) ==
+                  as_string_view(reference[i].txn.view()));
+        }
+    }
+}
+
+TEST_CASE("mixed versions, negative control (§0.2): an upgraded follower that ignores its "
+          "leader's protocol version sends REQUESTS to a leader of the previous release, which "
+          "refuses the frame and drops it; its writes do not succeed") {
+    cluster_options o;
+    o.seed = 362;
+    o.peer.test_only.protocol = oldest_protocol_version;
+    rolling_upgrade u{o};
+    settled(u.sim);
+    zab::options broken = o.peer;
+    broken.test_only.protocol = 0;
+    broken.test_only.no_version_negotiation = true;
+    const peer_id leader = leader_of(u.sim);
+    const peer_id follower = some_follower(u.sim);
+    u.sim.crash(follower);
+    u.sim.restart(follower, broken);
+    REQUIRE(u.sim.run_until([&] { return u.all_serving(); }, u.sim.now() + 30'000'000));
+    std::vector<std::string> txns{"x1", "x2", "x3"};
+    std::vector<byte_view> views;
+    for (const auto& t : txns) views.push_back(as_bytes(t));
+    const auto first = u.sim.submit_batch(follower, std::span<const byte_view>{views});
+    REQUIRE(first);
+    REQUIRE(u.sim.run_until([&] { return u.out.done(follower, *first + 2); }, u.sim.now() + 30'000'000));
+    CHECK(u.sim.peer_of(leader)->counters().bad_frames >= 1);
+    for (request_id id = *first; id < *first + 3; ++id) CHECK(!u.out.find(follower, id)->outcome.has_value());
 }

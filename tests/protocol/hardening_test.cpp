@@ -95,6 +95,45 @@ struct hand_leader {
     }
 };
 
+/// Replica 1 of three voters, following 3 by configuration, driven by hand.
+struct hand_follower {
+    recording_transport transport;
+    hand_log log;
+    testing::recording_state_machine machine;
+    std::unique_ptr<leader_peer> p;
+
+    hand_follower() {
+        options opts;
+        opts.fixed_leader = 3;
+        auto created = leader_peer::create(1, voters(3), opts, transport, log, machine);
+        REQUIRE(created.has_value());
+        p = std::move(created).value();
+        p->on_connected(3, 7);
+        p->start();
+        REQUIRE(p->state() == peer_state::following);
+    }
+
+    void from_leader(const wire::message& m) { p->on_receive(3, 7, encode(frame_context{}, m)); }
+
+    /// Makes every log operation and epoch write issued so far durable.
+    void disk_catches_up() {
+        if (!log.epoch_writes.empty()) p->on_epochs_durable(log.epoch_writes.back());
+        if (!log.syncs.empty()) p->on_log_durable(log.syncs.back());
+    }
+
+    /// Discovery with `info`, then an empty DIFF sync: serving.
+    void serve(const wire::leader_info& info) {
+        from_leader(info);
+        disk_catches_up();
+        from_leader(wire::diff{zxid{}});
+        from_leader(wire::new_leader{zxid{info.new_epoch, 0}});
+        disk_catches_up();
+        from_leader(wire::up_to_date{});
+        disk_catches_up();
+        REQUIRE(p->established());
+    }
+};
+
 }  // namespace
 
 // Issue 15 defect 1. Learner 1 acknowledged z; its link is replaced, and the new sync TRUNCs
@@ -507,30 +546,13 @@ TEST_CASE("a follower whose one fsync covers several PROPOSALs acknowledges them
     // Replica 1, following 3 by configuration, driven by hand through discovery and a DIFF
     // sync to serving; then three PROPOSALs arrive, each a step of its own, and the disk
     // reports them durable at once.
-    options opts;
-    opts.fixed_leader = 3;
-    recording_transport transport;
-    hand_log log;
-    testing::recording_state_machine machine;
-    auto created = leader_peer::create(1, voters(3), opts, transport, log, machine);
-    REQUIRE(created.has_value());
-    auto& f = *created.value();
-    f.on_connected(3, 7);
-    f.start();
-    REQUIRE(f.state() == peer_state::following);
-    const auto from_leader = [&](const wire::message& m) { f.on_receive(3, 7, encode(frame_context{}, m)); };
-    const auto disk_catches_up = [&] {
-        if (!log.epoch_writes.empty()) f.on_epochs_durable(log.epoch_writes.back());
-        if (!log.syncs.empty()) f.on_log_durable(log.syncs.back());
-    };
-    from_leader(wire::leader_info{1});
-    disk_catches_up();
-    from_leader(wire::diff{zxid{}});
-    from_leader(wire::new_leader{zxid{1, 0}});
-    disk_catches_up();
-    from_leader(wire::up_to_date{});
-    disk_catches_up();
-    REQUIRE(f.established());
+    hand_follower h;
+    h.serve(wire::leader_info{1});
+    auto& f = *h.p;
+    auto& transport = h.transport;
+    auto& machine = h.machine;
+    const auto from_leader = [&](const wire::message& m) { h.from_leader(m); };
+    const auto disk_catches_up = [&] { h.disk_catches_up(); };
     transport.sent.clear();
 
     for (std::uint32_t c = 1; c <= 3; ++c)
@@ -619,4 +641,92 @@ TEST_CASE("a SNAP's configuration is in force from NEWLEADER, not only from UPTO
     CHECK(f.configuration_in_force().version() == zxid{1, 5}.value());
     CHECK(f.status().removed);
     CHECK(f.state() != peer_state::following);
+}
+
+// docs/protocol.md §0.2: versions.
+TEST_CASE("REQUESTS (§6.1, §0.2): a learner's forwarded writes go out as PROPOSALS batches, "
+          "each run answered by one REPLIES; one too large, or past the learner's bound, is "
+          "answered alone") {
+    options opts;
+    opts.max_txn_bytes = 4;
+    opts.max_forwarded_per_learner = 4;
+    hand_leader l{0, opts};
+    l.establish();
+    const epoch_t e = l.p->durable_epochs().current;
+    const std::vector<std::string> txns{"a", "b", "toolong", "c", "d", "e"};
+    const std::vector<byte_view> views = views_of(txns);
+    l.p->on_receive(1, *zab::testing::internals(*l.p).connection_to(1),
+                    encode_forwarded_batch(frame_context{}, 100, views));
+    const auto replies = sent_to<wire::reply_batch>(l.transport, 1);
+    using wire::reply_outcome;
+    CHECK(replies == std::vector<wire::reply_batch>{
+                         {100, 2, reply_outcome::accepted, zxid{e, 1}},
+                         {102, 1, reply_outcome::too_large, zxid{}},
+                         {103, 2, reply_outcome::accepted, zxid{e, 3}},
+                         {105, 1, reply_outcome::backpressure, zxid{}}});  // 4 outstanding for it
+    CHECK(sent_to<wire::forwarded_reply>(l.transport, 1).empty());
+    const auto batches = sent_to<wire::proposal_batch>(l.transport, 2);
+    REQUIRE(batches.size() == 2);
+    CHECK(batches[0].first == zxid{e, 1});
+    CHECK(batches[1].first == zxid{e, 3});
+    CHECK(l.p->counters().requests_refused == 2);
+    CHECK(l.p->counters().proposal_batches == 2);
+}
+
+TEST_CASE("FOLLOWERINFO (§0.2): a protocol version older than any this build speaks is refused "
+          "with both versions, counted and shown; a newer one is spoken at this build's") {
+    hand_leader l;
+    const connection_id one = *zab::testing::internals(*l.p).connection_to(1);
+    l.from(1, wire::follower_info{0, 0xffff});
+    CHECK(l.p->counters().protocol_refusals == 1);
+    CHECK(l.p->status().last_protocol_refusal == protocol_refusal{1, 0xffff});
+    CHECK(std::find(l.transport.closed.begin(), l.transport.closed.end(), std::pair{peer_id{1}, one}) !=
+          l.transport.closed.end());
+    l.from(2, wire::follower_info{0, 0x20000});  // a later release
+    l.reconnect(1);
+    l.from(1, wire::follower_info{0, oldest_protocol_version});  // the previous release
+    std::map<peer_id, std::uint32_t> spoken;
+    for (const auto& learner : l.p->status().learners) spoken[learner.id] = learner.protocol;
+    CHECK(spoken == std::map<peer_id, std::uint32_t>{{1, oldest_protocol_version}, {2, protocol_version}});
+    CHECK(l.p->counters().protocol_refusals == 1);
+    // LEADERINFO announces this build's version to both.
+    for (const peer_id id : {1, 2}) {
+        l.disk_catches_up();
+        const auto infos = sent_to<wire::leader_info>(l.transport, id);
+        REQUIRE(infos.size() == 1);
+        CHECK(infos[0].protocol == protocol_version);
+    }
+}
+
+TEST_CASE("LEADERINFO (§0.2): a leader of a protocol version older than any this build speaks "
+          "is refused, counted and shown; the previous release's is followed, and REQUESTS "
+          "never go to it") {
+    const std::uint32_t theirs = GENERATE(0xffffu, oldest_protocol_version, protocol_version);
+    hand_follower h;
+    auto& f = *h.p;
+    auto& transport = h.transport;
+    const auto infos = sent_to<wire::follower_info>(transport, 3);
+    REQUIRE(infos.size() == 1);
+    CHECK(infos[0].protocol == protocol_version);
+    if (theirs < oldest_protocol_version) {
+        h.from_leader(wire::leader_info{1, theirs});
+        CHECK(f.counters().protocol_refusals == 1);
+        CHECK(f.status().last_protocol_refusal == protocol_refusal{3, theirs});
+        CHECK(sent_to<wire::ack_epoch>(transport, 3).empty());
+        return;
+    }
+    h.serve(wire::leader_info{1, theirs});
+    CHECK(f.status().leader_protocol == theirs);
+    transport.sent.clear();
+    const std::vector<std::string> txns{"a", "b", "c"};
+    f.submit_batch(views_of(txns));
+    const std::size_t batches = sent_to<wire::forwarded_batch>(transport, 3).size();
+    const std::size_t singles = sent_to<wire::forwarded_request>(transport, 3).size();
+    if (theirs == oldest_protocol_version) {
+        CHECK(batches == 0);
+        CHECK(singles == 3);
+    } else {
+        CHECK(batches == 1);
+        CHECK(singles == 0);
+    }
 }

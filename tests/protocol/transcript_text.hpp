@@ -69,6 +69,11 @@ inline std::string text(const wire::message& m) {
             else if constexpr (std::is_same_v<T, wire::forwarded_reply>)
                 return fmt::format("id {}, outcome {}, zxid {}", v.request_id,
                                    static_cast<int>(v.outcome), text(v.id));
+            else if constexpr (std::is_same_v<T, wire::forwarded_batch>)
+                return fmt::format("first id {}, count {}", v.first_request_id, v.count);
+            else if constexpr (std::is_same_v<T, wire::reply_batch>)
+                return fmt::format("first id {}, count {}, outcome {}, first {}", v.first_request_id,
+                                   v.count, static_cast<int>(v.outcome), text(v.first));
             else
                 return "?";
         },

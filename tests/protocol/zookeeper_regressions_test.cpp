@@ -58,13 +58,12 @@ struct observer_counting_discovery : zab_discovery {
         padded_voters = padded_acks = 0;
         zab_discovery::leader_start(decision);
     }
-    void leader_on_info(peer_id from, learner_type claimed, epoch_t accepted,
-                        const wire::agreed_options& agreed) {
+    void leader_on_info(peer_id from, const learner_announcement& info) {
         auto& l = *ctx_.leading;
         const bool open = l.at == leader_state::stage::gathering_epoch;
-        zab_discovery::leader_on_info(from, claimed, accepted, agreed);
-        if (open && claimed == learner_type::observer && ctx_.config().type_of(from) == claimed) {
-            l.epoch = std::max(l.epoch, accepted + 1);
+        zab_discovery::leader_on_info(from, info);
+        if (open && info.type == learner_type::observer && ctx_.config().type_of(from) == info.type) {
+            l.epoch = std::max(l.epoch, info.accepted_epoch + 1);
             observers_in.insert(from);
         }
     }

@@ -80,6 +80,32 @@ public:
         return first;
     }
 
+    /// How many of `txns`, from the first, may go out in one PROPOSALS batch now, at most
+    /// `room` (the caller's own bound: its pending requests, or a learner's forwarded ones):
+    /// an established leader taking requests, each an application write within
+    /// max_txn_bytes, the run within max_batch_bytes, max_outstanding_proposals and the
+    /// epoch's counters left before its last one, which is never proposed (§1: at the end of
+    /// an epoch the batch shrinks, and the write that finds none left is refused alone,
+    /// zxid_exhausted, which starts the next epoch). 0 when none may.
+    std::size_t batchable(std::span<const byte_view> txns, std::size_t room) const {
+        if (!ctx_.leading || !ctx_.leading->established() || ctx_.leading->transfer) return 0;
+        const std::size_t outstanding = ctx_.leading->outstanding.size();
+        const std::size_t limit = ctx_.opts().max_outstanding_proposals;
+        const std::uint64_t counters_left =
+            zxid::counter_max - 1 - std::uint64_t{ctx_.leading->last_proposed.counter()};
+        room = static_cast<std::size_t>(std::min<std::uint64_t>(
+            {room, outstanding < limit ? limit - outstanding : 0, counters_left, UINT32_MAX}));
+        std::size_t run = 0;
+        std::uint64_t bytes = 0;
+        for (const byte_view txn : txns) {
+            if (run == room || txn.size() > ctx_.opts().max_txn_bytes || is_system_txn(txn)) break;
+            bytes += 4 + txn.size();
+            if (bytes > ctx_.opts().max_batch_bytes) break;
+            ++run;
+        }
+        return run;
+    }
+
     /// Whether `count` more proposals may be made now: `not_leader`, `transferring`,
     /// `backpressure`, `zxid_exhausted` (§1, ZOOKEEPER-1277: never the last counter; asks for
     /// a new epoch, which starts again at 0).
@@ -201,6 +227,49 @@ public:
         ++ctx_.counters.requests_refused;
         ctx_.send(link.id, wire::forwarded_reply{m.request_id,
                                  refusal_reply(static_cast<errc>(proposed.error().value())), zxid{}});
+    }
+
+    /// REQUESTS from `link` (§6.1, protocol 0x10001 on): the writes the learner forwarded in
+    /// one turn. Each run that may be proposed together (`batchable`, within the learner's
+    /// max_forwarded_per_learner) is one PROPOSALS batch answered by one REPLIES; a write that
+    /// must go alone (a reconfiguration, one past a bound) is proposed or refused as a REQUEST
+    /// is, and answered by a REPLIES of one. Every write gets exactly one answer, in order.
+    void leader_on_request_batch(learner_link& link, const wire::forwarded_batch& m) {
+        if (link.at != learner_link::stage::broadcasting) {
+            ctx_.ignore(link.id, ignore_reason::out_of_stage);  // learners forward once UPTODATE
+            ctx_.drop_learner(link.id, "a request before UPTODATE");
+            return;
+        }
+        forwarded_scratch_.clear();
+        for_each_forwarded_txn(m, [&](std::uint64_t, byte_view txn) {
+            forwarded_scratch_.push_back(txn);
+            return true;
+        });
+        ZAB_ASSERT(forwarded_scratch_.size() == m.count, "REQUESTS: entries and count disagree");
+        const std::span<const byte_view> txns{forwarded_scratch_};
+        const std::size_t limit = ctx_.opts().max_forwarded_per_learner;
+        std::uint64_t request = m.first_request_id;
+        for (std::size_t i = 0; i < txns.size();) {
+            const std::size_t room = link.forwarded_outstanding < limit ? limit - link.forwarded_outstanding : 0;
+            const std::size_t run = batchable(txns.subspan(i), room);
+            result<zxid> proposed = make_error_code(errc::backpressure);
+            const std::size_t answered = std::max<std::size_t>(run, 1);
+            if (run >= 2)
+                proposed = propose_batch(txns.subspan(i, run), link.id);
+            else if (room > 0)
+                proposed = propose(txns[i], link.id);
+            if (proposed) {
+                ctx_.send(link.id, wire::reply_batch{request, static_cast<std::uint32_t>(answered),
+                                                     wire::reply_outcome::accepted, proposed.value()});
+            } else {
+                ctx_.counters.requests_refused += answered;
+                ctx_.send(link.id, wire::reply_batch{request, static_cast<std::uint32_t>(answered),
+                                                     refusal_reply(static_cast<errc>(proposed.error().value())),
+                                                     zxid{}});
+            }
+            i += answered;
+            request += answered;
+        }
     }
 
     /// A sync at the leader itself: answered once a quorum answers a heartbeat round that
@@ -387,6 +456,30 @@ public:
         ++ctx_.counters.requests_forwarded;
     }
 
+    /// Forwards the client writes `txns` (request ids `first`, `first + 1`, …), submitted in
+    /// one turn, to the leader as REQUESTS frames of at most options::max_batch_bytes each
+    /// (§6.1): only to a leader that speaks protocol 0x10001 (§0.2; the caller checks).
+    void learner_forward_batch(request_id first, std::span<const byte_view> txns) {
+        ZAB_ASSERT(ctx_.learning->leader_protocol >= protocol_forwarded_batches,
+                   "REQUESTS to a leader of a protocol version without them");
+        const frame_context context{ctx_.opts().group_id, ctx_.config().version()};
+        for (std::size_t i = 0; i < txns.size();) {
+            std::size_t run = 0;
+            std::uint64_t bytes = 0;
+            while (i + run < txns.size() && run < UINT32_MAX) {
+                bytes += 4 + txns[i + run].size();
+                if (run > 0 && bytes > ctx_.opts().max_batch_bytes) break;
+                ++run;
+            }
+            ctx_.send_frame_after(ctx_.learning->leader,
+                                  encode_forwarded_batch(context, first + i, txns.subspan(i, run)));
+            for (std::size_t k = 0; k < run; ++k) ctx_.clients.add_write(first + i + k, std::nullopt);
+            ctx_.counters.requests_forwarded += run;
+            ++ctx_.counters.forwarded_batches;
+            i += run;
+        }
+    }
+
     /// Forwards a client sync (or lease sync, §7.1) to the leader (§7).
     void learner_forward_sync(request_id id, wire::request_kind kind = wire::request_kind::sync) {
         ctx_.send(ctx_.learning->leader, wire::forwarded_request{id, kind, {}});
@@ -403,6 +496,17 @@ public:
         ctx_.clients.assign(m.request_id, m.id);
         // Perhaps applied already (a quick COMMIT): nothing is lost, the table checks.
         if (m.id <= ctx_.last_applied) ctx_.clients.applied_through(ctx_.last_applied);
+    }
+
+    /// REPLIES: the leader's answer to `count` forwarded writes of one REQUESTS frame, all
+    /// proposed as consecutive zxids or all refused for good (§6.1).
+    void learner_on_reply_batch(const wire::reply_batch& m) {
+        const bool accepted = m.outcome == wire::reply_outcome::accepted;
+        for (std::uint32_t k = 0; k < m.count; ++k) {
+            // The decoder checked that an accepted run stays inside the epoch.
+            const zxid id = accepted ? zxid{m.first.epoch(), m.first.counter() + k} : zxid{};
+            learner_on_reply(wire::forwarded_reply{m.first_request_id + k, m.outcome, id});
+        }
     }
 
     /// SYNC from the leader: a quorum confirmed its leadership after my sync reached it, and
@@ -643,6 +747,7 @@ protected:  // the building blocks of the phase, for policies derived from this 
     peer_set holders_scratch_;                                ///< quorum_acked's, reused
     std::vector<std::pair<std::uint64_t, peer_id>> lease_scratch_;  ///< update_read_lease's
     std::vector<byte_view> placed_scratch_;                   ///< propose_batch's, reused
+    std::vector<byte_view> forwarded_scratch_;                ///< leader_on_request_batch's
 };
 
 }  // namespace zab

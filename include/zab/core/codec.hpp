@@ -5,7 +5,7 @@
 //
 //   offset size field
 //        0    4 magic            0x3142415A: the bytes 'Z' 'A' 'B' '1'
-//        4    1 version          frame_version (5)
+//        4    1 version          the version its type appeared in (5 or 6, frame_version_of)
 //        5    1 type             message_type (messages.hpp)
 //        6    2 flags            0; reserved for a later version, so nonzero is malformed now
 //        8    8 group_id         which zab group the message belongs to: several groups may
@@ -29,7 +29,10 @@
 // only sees zab's own messages, so its preconditions are ZAB_ASSERTs.
 //
 // To add a message: give it a wire type in messages.hpp and one `detail::fields` overload
-// here. Sizing, encoding and decoding all follow from that one list of fields.
+// here. Sizing, encoding and decoding all follow from that one list of fields. A new type
+// raises `frame_version` and is written with it (frame_version_of); the types before it keep
+// the version they had, so a replica of the previous release reads them (docs/protocol.md
+// §0.2), and the protocol version gates sending the new one.
 #pragma once
 
 #include <bit>
@@ -58,9 +61,25 @@ namespace zab {
 /// tell a zab peer from anything else that connected to its port.
 inline constexpr std::uint32_t frame_magic = 0x3142415Au;
 
-/// The frame format version this build writes and the only one it reads. 5: FOLLOWERINFO,
-/// OBSERVERINFO and LEADERINFO carry the options every replica must share (agreed_options).
-inline constexpr std::uint8_t frame_version = 5;
+/// The newest frame format version this build writes and reads. 5: FOLLOWERINFO,
+/// OBSERVERINFO and LEADERINFO carry the options every replica must share (agreed_options);
+/// 6: REQUESTS and REPLIES (forwarded_batch, reply_batch). A frame carries the version its
+/// message type appeared in (frame_version_of), so the frames of version 5 are byte for byte
+/// those of the release before, which reads only version 5 (docs/protocol.md §0.2).
+inline constexpr std::uint8_t frame_version = 6;
+
+/// The oldest frame format version this build reads.
+inline constexpr std::uint8_t oldest_frame_version = 5;
+
+/// The frame version a message of wire type `type` is written with: the version the type
+/// appeared in, 5 for every type older than version 6.
+constexpr std::uint8_t frame_version_of(wire::message_type type) noexcept {
+    switch (type) {
+        case wire::message_type::forwarded_batch:
+        case wire::message_type::reply_batch: return 6;
+        default: return 5;
+    }
+}
 
 /// Size of the fixed frame header. A stream transport reads exactly this many bytes, calls
 /// `decode_header`, and only then knows how many payload bytes to read.
@@ -72,6 +91,10 @@ inline constexpr std::size_t frame_header_size = 32;
 /// frame above the receiver's limit is refused.
 struct codec_limits {
     std::uint32_t max_payload_bytes = 64u << 20;
+    /// The newest frame version read: a newer one is `unsupported_version`. Below
+    /// `frame_version` only to make a peer read as a previous release did (tests of mixed
+    /// groups: options::test_hooks::protocol).
+    std::uint8_t newest_frame_version = frame_version;
 };
 
 /// Header fields the sender chooses per connection, not per message.
@@ -83,6 +106,7 @@ struct frame_context {
 /// A decoded, validated frame header: magic, version and flags have been checked, `type`
 /// names a known message and `payload_length` is within the limits.
 struct frame_header {
+    std::uint8_t version = oldest_frame_version;  ///< frame_version_of(type)
     wire::message_type type = wire::message_type::notification;
     std::uint64_t group_id = 0;
     std::uint64_t config_version = 0;
@@ -402,6 +426,12 @@ void fields(auto& a, message_of<wire::handover> auto& m) {
     a(m.leader, m.leader_zxid, m.leader_epoch, m.round);
 }
 void fields(auto& a, message_of<wire::proposal_batch> auto& m) { a(m.first, m.count, m.txns); }
+void fields(auto& a, message_of<wire::forwarded_batch> auto& m) {
+    a(m.first_request_id, m.count, m.txns);
+}
+void fields(auto& a, message_of<wire::reply_batch> auto& m) {
+    a(m.first_request_id, m.count, m.outcome, m.first);
+}
 
 /// Walks a byte field of `count` entries, each a u32 length and that many bytes, calling
 /// `f(index, entry)` until it returns false. False when the entries do not fill `bytes`
@@ -428,6 +458,17 @@ inline bool well_formed(const wire::proposal_batch& m) noexcept {
     if (m.count == 0 || m.first.counter() == 0) return false;
     if (std::uint64_t{m.first.counter()} + m.count - 1 > zxid::counter_max) return false;
     return for_each_entry(m.txns, m.count, [](std::uint32_t, byte_view) { return true; });
+}
+inline bool well_formed(const wire::forwarded_batch& m) noexcept {
+    // Consecutive request ids that do not wrap, entries filling `txns` exactly.
+    if (m.count == 0 || m.first_request_id > UINT64_MAX - (m.count - 1)) return false;
+    return for_each_entry(m.txns, m.count, [](std::uint32_t, byte_view) { return true; });
+}
+inline bool well_formed(const wire::reply_batch& m) noexcept {
+    if (m.count == 0 || m.first_request_id > UINT64_MAX - (m.count - 1)) return false;
+    if (m.outcome != wire::reply_outcome::accepted) return m.first == zxid{};
+    // An accepted run: a PROPOSALS batch's zxids, inside one epoch, never counter 0 (§1).
+    return m.first.counter() != 0 && std::uint64_t{m.first.counter()} + m.count - 1 <= zxid::counter_max;
 }
 
 template <typename M>
@@ -483,7 +524,7 @@ inline void put_header(std::span<std::byte> out, const frame_context& context,
     const std::span<const std::byte> payload = out.subspan(frame_header_size);
     wire_writer header{out.first(frame_header_size)};
     header.put(frame_magic);
-    header.put(frame_version);
+    header.put(frame_version_of(type));
     header.put(static_cast<std::uint8_t>(type));
     header.put(std::uint16_t{0});  // flags
     header.put(context.group_id);
@@ -541,6 +582,41 @@ void for_each_batch_txn(const wire::proposal_batch& batch, F&& f) {
     ZAB_ASSERT(whole, "for_each_batch_txn: a batch the decoder did not check");
 }
 
+namespace detail {
+
+/// A frame of `type` whose payload is `head` (u64), the entry count (u32) and the entries of
+/// `txns` as one byte field (each a u32 length and the bytes): PROPOSALS and REQUESTS. Each
+/// transaction's bytes are written once, straight into the frame; `placed[i]` (when
+/// `placed` is not empty) is then the view of `txns[i]` inside the returned frame.
+inline shared_bytes encode_entries(const frame_context& context, wire::message_type type,
+                                   std::uint64_t head, std::span<const byte_view> txns,
+                                   std::span<byte_view> placed) {
+    ZAB_ASSERT(!txns.empty() && txns.size() <= UINT32_MAX, "encode_entries: no entries");
+    ZAB_ASSERT(placed.empty() || placed.size() == txns.size(), "encode_entries: bad spans");
+    std::size_t entries = 0;
+    for (const byte_view txn : txns) entries += field_size(txn);
+    ZAB_ASSERT(entries <= UINT32_MAX, "encode_entries: a batch larger than a frame");
+    const std::size_t payload_size = sizeof(std::uint64_t) + sizeof(std::uint32_t) + 4 + entries;
+    ZAB_ASSERT(payload_size <= UINT32_MAX, "encode_entries: a batch larger than a frame");
+    return shared_bytes::make(frame_header_size + payload_size, [&](std::span<std::byte> out) {
+        const std::span<std::byte> payload = out.subspan(frame_header_size);
+        wire_writer writer{payload};
+        writer.put(head);
+        writer.put(static_cast<std::uint32_t>(txns.size()));
+        writer.put(static_cast<std::uint32_t>(entries));
+        for (std::size_t i = 0; i < txns.size(); ++i) {
+            writer.put(static_cast<std::uint32_t>(txns[i].size()));
+            const std::size_t at = payload.size() - writer.remaining();
+            writer.put_raw(txns[i]);
+            if (!placed.empty()) placed[i] = byte_view{payload.data() + at, txns[i].size()};
+        }
+        ZAB_ASSERT(writer.remaining() == 0, "encode_entries: sizing and writing disagree");
+        put_header(out, context, type);
+    });
+}
+
+}  // namespace detail
+
 /// Encodes a PROPOSALS frame for `txns` (at least one), the first as zxid `first`, writing
 /// each transaction's bytes once, straight into the frame; `placed[i]` is then the view of
 /// `txns[i]` inside the returned frame (for log records that share it, docs/design.md rule
@@ -553,26 +629,29 @@ inline shared_bytes encode_proposal_batch(const frame_context& context, zxid fir
     ZAB_ASSERT(std::uint64_t{first.counter()} + txns.size() - 1 <= zxid::counter_max &&
                    first.counter() != 0,
                "encode_proposal_batch: a run outside one epoch");
-    std::size_t entries = 0;
-    for (const byte_view txn : txns) entries += detail::field_size(txn);
-    ZAB_ASSERT(entries <= UINT32_MAX, "encode_proposal_batch: a batch larger than a frame");
-    const std::size_t payload_size = sizeof(std::uint64_t) + sizeof(std::uint32_t) + 4 + entries;
-    ZAB_ASSERT(payload_size <= UINT32_MAX, "encode_proposal_batch: a batch larger than a frame");
-    return shared_bytes::make(frame_header_size + payload_size, [&](std::span<std::byte> out) {
-        const std::span<std::byte> payload = out.subspan(frame_header_size);
-        detail::wire_writer writer{payload};
-        writer.put(first.value());
-        writer.put(static_cast<std::uint32_t>(txns.size()));
-        writer.put(static_cast<std::uint32_t>(entries));
-        for (std::size_t i = 0; i < txns.size(); ++i) {
-            writer.put(static_cast<std::uint32_t>(txns[i].size()));
-            const std::size_t at = payload.size() - writer.remaining();
-            writer.put_raw(txns[i]);
-            placed[i] = byte_view{payload.data() + at, txns[i].size()};
-        }
-        ZAB_ASSERT(writer.remaining() == 0, "encode_proposal_batch: sizing and writing disagree");
-        detail::put_header(out, context, wire::message_type::proposal_batch);
+    return detail::encode_entries(context, wire::message_type::proposal_batch, first.value(), txns,
+                                  placed);
+}
+
+/// Encodes a REQUESTS frame (protocol 0x10001 on, §0.2) for the forwarded writes `txns` (at
+/// least one), with the request ids `first_request_id`, `first_request_id + 1`, …: the same
+/// bytes as `encode(context, wire::forwarded_batch{…})` with the entries laid out in `txns`.
+inline shared_bytes encode_forwarded_batch(const frame_context& context, std::uint64_t first_request_id,
+                                           std::span<const byte_view> txns) {
+    ZAB_ASSERT(first_request_id <= UINT64_MAX - (txns.size() - 1),
+               "encode_forwarded_batch: request ids that wrap");
+    return detail::encode_entries(context, wire::message_type::forwarded_batch, first_request_id,
+                                  txns, {});
+}
+
+/// Calls `f(request_id, txn)` for each write of a decoded REQUESTS frame, in order, until it
+/// returns false. `txn` points into the frame. The decoder checked the batch (well_formed).
+template <typename F>
+void for_each_forwarded_txn(const wire::forwarded_batch& batch, F&& f) {
+    const bool whole = detail::for_each_entry(batch.txns, batch.count, [&](std::uint32_t i, byte_view txn) {
+        return f(batch.first_request_id + i, txn);
     });
+    ZAB_ASSERT(whole, "for_each_forwarded_txn: a batch the decoder did not check");
 }
 
 /// Decodes and validates the 32-byte header at the start of `bytes` (bytes after it are not
@@ -580,9 +659,12 @@ inline shared_bytes encode_proposal_batch(const frame_context& context, zxid fir
 /// allocates anything for the payload. Errors, checked in this order:
 /// - `truncated`: fewer than 32 bytes;
 /// - `bad_magic`: not a zab frame;
-/// - `unsupported_version`: a frame version other than `frame_version`;
-/// - `unknown_message_type`: the type byte names no message;
-/// - `malformed`: reserved flags are not zero;
+/// - `unsupported_version`: a frame version below `oldest_frame_version` or above
+///   `limits.newest_frame_version`;
+/// - `unknown_message_type`: the type byte names no message, or one that appeared in a
+///   later frame version than the frame's (version 5 knows neither REQUESTS nor REPLIES);
+/// - `malformed`: a type in a frame of a later version than its own (each type has one
+///   version, frame_version_of: one encoding per message), or reserved flags not zero;
 /// - `oversized`: `payload_length` exceeds `limits.max_payload_bytes`.
 inline result<frame_header> decode_header(byte_view bytes,
                                           const codec_limits& limits = {}) noexcept {
@@ -593,17 +675,23 @@ inline result<frame_header> decode_header(byte_view bytes,
     if (detail::load_le<std::uint32_t>(p) != frame_magic) {
         return make_error_code(errc::bad_magic);
     }
-    if (detail::load_le<std::uint8_t>(p + 4) != frame_version) {
+    const auto version = detail::load_le<std::uint8_t>(p + 4);
+    if (version < oldest_frame_version || version > limits.newest_frame_version) {
         return make_error_code(errc::unsupported_version);
     }
     const auto type = detail::load_le<std::uint8_t>(p + 5);
-    if (!detail::is_known_message_type(type)) {
+    if (!detail::is_known_message_type(type) ||
+        frame_version_of(static_cast<wire::message_type>(type)) > version) {
         return make_error_code(errc::unknown_message_type);
+    }
+    if (frame_version_of(static_cast<wire::message_type>(type)) != version) {
+        return make_error_code(errc::malformed);
     }
     if (detail::load_le<std::uint16_t>(p + 6) != 0) {
         return make_error_code(errc::malformed);
     }
     frame_header header;
+    header.version = version;
     header.type = static_cast<wire::message_type>(type);
     header.group_id = detail::load_le<std::uint64_t>(p + 8);
     header.config_version = detail::load_le<std::uint64_t>(p + 16);

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <map>
 #include <optional>
+#include <string_view>
 #include <tuple>
 
 #include "zab/core/logging.hpp"
@@ -19,6 +20,15 @@
 #include "zab/core/peer_context.hpp"
 
 namespace zab {
+
+/// What a FOLLOWERINFO or OBSERVERINFO announces: the role the learner joins as, its
+/// accepted epoch (§4.2), its protocol version (§0.2) and the options it must share.
+struct learner_announcement {
+    learner_type type = learner_type::participant;
+    epoch_t accepted_epoch = 0;
+    std::uint32_t protocol = protocol_version;
+    wire::agreed_options agreed{};
+};
 
 class zab_discovery {
 public:
@@ -67,11 +77,17 @@ public:
         ctx_.request_election("a quorum of the votes it knows of is no longer for it");
     }
 
-    /// FOLLOWERINFO or OBSERVERINFO from `from` on a new connection, with the options it
-    /// must share with this leader (§4.2).
-    void leader_on_info(peer_id from, learner_type claimed, epoch_t accepted,
-                        const wire::agreed_options& agreed) {
+    /// FOLLOWERINFO or OBSERVERINFO from `from` on a new connection, with its protocol
+    /// version (§0.2) and the options it must share with this leader (§4.2).
+    void leader_on_info(peer_id from, const learner_announcement& info) {
         auto& leader = *ctx_.leading;
+        const learner_type claimed = info.type;
+        const epoch_t accepted = info.accepted_epoch;
+        if (refuse_protocol(from, "learner", info.protocol)) {
+            ctx_.forget_learner(from, "a FOLLOWERINFO of a protocol version it does not speak");
+            ctx_.close(from);
+            return;
+        }
         // Whatever it claims, only a voter of an active configuration counts: a voter may
         // join as an observer (it does not vote until synced, ZOOKEEPER-261,
         // options::non_voter_until_synced), and a replica whose view of the membership lags
@@ -85,10 +101,11 @@ public:
         link.type = claimed;
         link.accepted_epoch = accepted;
         link.last_heard_tick = ctx_.now_tick;
+        link.protocol = ctx_.negotiated(info.protocol);
         // §4.2: a learner whose application options differ will refuse this leader once
         // LEADERINFO tells it the leader's (so its epoch still counts here: LEADERINFO
         // leaves once the epoch closes); its promise and acknowledgements count for nothing.
-        compare_agreed_options(link, agreed);
+        compare_agreed_options(link, info.agreed);
         // §4.3: while the epoch is open, it rises above every voter's accepted epoch (>=,
         // ZOOKEEPER-1343). Observers' accepted epochs do not count (ZOOKEEPER-2959).
         if (leader.at == leader_state::stage::gathering_epoch && claimed == learner_type::participant) {
@@ -167,7 +184,7 @@ public:
                 }
                 // Held until acceptedEpoch is durable on the leader (ZOOKEEPER-1291).
                 ctx_.send_after(link.id,
-                                wire::leader_info{leader.epoch, protocol_version, ctx_.opts().agreed()},
+                                wire::leader_info{leader.epoch, ctx_.protocol(), ctx_.opts().agreed()},
                                 0, leader.accepted_write);
                 link.move_to(learner_link::stage::awaiting_ack_epoch);
             }
@@ -197,6 +214,14 @@ public:
             ctx_.ignore(learner.leader, ignore_reason::out_of_stage);
             return;
         }
+        if (refuse_protocol(learner.leader, "leader", m.protocol)) {
+            // As a leader of other options (below): votes for it count for nobody while its
+            // connection lasts, so the others elect one this replica can follow.
+            ctx_.refused_leaders.insert(learner.leader);
+            ctx_.request_election("the leader's protocol version is older than any I speak");
+            return;
+        }
+        learner.leader_protocol = ctx_.negotiated(m.protocol);
         if (auto conflict = fingerprint_conflict(learner.leader, ctx_.opts().agreed(), m.agreed)) {
             // §4.5: under other application options (session limits, …) this replica would
             // answer clients differently from the leader's group: it does not follow, and
@@ -241,7 +266,26 @@ public:
     /// differs (§4.5); none once it accepted a leader's LEADERINFO, or took the lead itself.
     const std::optional<options_conflict>& refused_leader() const noexcept { return refused_leader_; }
 
+    /// The last leader or learner refused for its protocol version (§0.2), if any.
+    const std::optional<protocol_refusal>& last_protocol_refusal() const noexcept {
+        return last_protocol_refusal_;
+    }
+
 protected:  // the building blocks of the phase, for policies derived from this one
+
+    /// §0.2: true (counted, logged at error with both versions) when `peer`, a `what`,
+    /// announced a protocol version older than any this replica speaks. A newer one is
+    /// spoken at this replica's own version (negotiated: the lower of the two).
+    bool refuse_protocol(peer_id peer, std::string_view what, std::uint32_t theirs) {
+        if (theirs >= oldest_protocol_version) return false;
+        ++ctx_.counters.protocol_refusals;
+        last_protocol_refusal_ = protocol_refusal{peer, theirs};
+        zab::log(log_level::error,
+                 "peer {}: refusing {} {}: it speaks protocol version {:#x}, this replica "
+                 "{:#x} down to {:#x} (docs/protocol.md §0.2)",
+                 ctx_.self(), what, peer, theirs, ctx_.protocol(), oldest_protocol_version);
+        return true;
+    }
 
     /// §4.2: compares a learner's options with the leader's own. A different fingerprint
     /// (the application's replicated options) makes it `refused`; different lease options
@@ -281,15 +325,16 @@ protected:  // the building blocks of the phase, for policies derived from this 
         const epoch_t accepted = ctx_.durable_epochs.accepted;
         learner.joined_as = ctx_.self_type();
         if (learner.joined_as == learner_type::participant)
-            ctx_.send(learner.leader, wire::follower_info{accepted, protocol_version, ctx_.opts().agreed()});
+            ctx_.send(learner.leader, wire::follower_info{accepted, ctx_.protocol(), ctx_.opts().agreed()});
         else
-            ctx_.send(learner.leader, wire::observer_info{accepted, protocol_version, ctx_.opts().agreed()});
+            ctx_.send(learner.leader, wire::observer_info{accepted, ctx_.protocol(), ctx_.opts().agreed()});
         learner.info_sent = true;
         learner.last_heard_tick = ctx_.now_tick;
     }
 
     peer_context& ctx_;
     std::optional<options_conflict> refused_leader_;
+    std::optional<protocol_refusal> last_protocol_refusal_;
     std::map<peer_id, options_conflict> logged_conflicts_;  ///< the last one logged per learner
 };
 

@@ -18,8 +18,18 @@
 
 namespace zab {
 
-/// The protocol version carried in FOLLOWERINFO / LEADERINFO (ZooKeeper's 0x10000).
-inline constexpr std::uint32_t protocol_version = 0x10000;
+/// The protocol version this build speaks, carried in FOLLOWERINFO, OBSERVERINFO and
+/// LEADERINFO (ZooKeeper's field; 0x10000 in ZooKeeper and in zab before 0.2). A leader and
+/// a learner use the lower of their two versions on their connection (docs/protocol.md
+/// §0.2): 0x10001 adds REQUESTS and REPLIES, the forwarded writes of one turn in one frame.
+inline constexpr std::uint32_t protocol_version = 0x10001;
+
+/// The oldest protocol version this build still speaks: a peer announcing an older one is
+/// refused, with both versions named (§0.2).
+inline constexpr std::uint32_t oldest_protocol_version = 0x10000;
+
+/// The protocol version that added REQUESTS and REPLIES (forwarded_batch, reply_batch).
+inline constexpr std::uint32_t protocol_forwarded_batches = 0x10001;
 
 }  // namespace zab
 
@@ -217,6 +227,20 @@ struct forwarded_request {
     }
 };
 
+/// Learner → leader, protocol 0x10001 on (§0.2): the client writes a learner forwards in one
+/// turn (peer::submit_batch), as REQUEST writes with the consecutive ids `first_request_id`,
+/// `first_request_id + 1`, …. `txns` holds `count` entries (at least 1), each a u32 length
+/// and the transaction's bytes, filling it exactly (checked by the decoder, as PROPOSALS).
+struct forwarded_batch {
+    std::uint64_t first_request_id = 0;
+    std::uint32_t count = 0;
+    byte_view txns;
+    friend bool operator==(const forwarded_batch& a, const forwarded_batch& b) {
+        return a.first_request_id == b.first_request_id && a.count == b.count &&
+               as_string_view(a.txns) == as_string_view(b.txns);
+    }
+};
+
 /// Heartbeat, both directions (§6.2). The leader sends its last proposed zxid and a round
 /// number; the learner echoes the round, which is what a quorum-confirmed sync counts (§7).
 struct ping {
@@ -255,6 +279,19 @@ struct forwarded_reply {
     friend bool operator==(const forwarded_reply&, const forwarded_reply&) = default;
 };
 
+/// Leader → learner, protocol 0x10001 on (§0.2): the answer to the `count` (at least 1)
+/// forwarded writes `first_request_id`, … of one REQUESTS frame, all alike: `accepted`, as
+/// the consecutive zxids `first`, `first.next()`, … (a PROPOSALS batch, which a follower has
+/// first), or one definite refusal for all of them (`first` is then zero). The decoder
+/// checks that an accepted run stays in one epoch and never names counter 0.
+struct reply_batch {
+    std::uint64_t first_request_id = 0;
+    std::uint32_t count = 0;
+    reply_outcome outcome = reply_outcome::accepted;
+    zxid first;
+    friend bool operator==(const reply_batch&, const reply_batch&) = default;
+};
+
 /// Leader → learner, on every synced link, after the last COMMIT (or INFORM) of the leader's
 /// epoch: the leader hands its leadership to `leader` (§6.4). The learner adopts the vote it
 /// carries as if an election had decided it: `leader` leads, everyone else follows it. The
@@ -271,7 +308,8 @@ struct handover {
 using message = std::variant<notification, follower_info, observer_info, leader_info, ack_epoch,
                              diff, trunc, snap, snap_ack, sync_ack, new_leader, ack, up_to_date,
                              proposal, commit, inform, forwarded_request, ping, sync_answer,
-                             forwarded_reply, handover, proposal_batch>;
+                             forwarded_reply, handover, proposal_batch, forwarded_batch,
+                             reply_batch>;
 
 /// Wire type byte of each message. Stable: never renumber, only add.
 enum class message_type : std::uint8_t {
@@ -297,6 +335,8 @@ enum class message_type : std::uint8_t {
     forwarded_reply = 36,
     handover = 37,
     proposal_batch = 38,
+    forwarded_batch = 39,  ///< REQUESTS, protocol 0x10001 and frame version 6 on
+    reply_batch = 40,      ///< REPLIES, protocol 0x10001 and frame version 6 on
 };
 
 namespace detail {
@@ -325,6 +365,8 @@ ZAB_MESSAGE_TYPE(sync_answer)
 ZAB_MESSAGE_TYPE(forwarded_reply)
 ZAB_MESSAGE_TYPE(handover)
 ZAB_MESSAGE_TYPE(proposal_batch)
+ZAB_MESSAGE_TYPE(forwarded_batch)
+ZAB_MESSAGE_TYPE(reply_batch)
 #undef ZAB_MESSAGE_TYPE
 }  // namespace detail
 
@@ -362,6 +404,8 @@ constexpr std::string_view to_string(message_type t) noexcept {
         case message_type::forwarded_reply: return "REPLY";
         case message_type::handover: return "HANDOVER";
         case message_type::proposal_batch: return "PROPOSALS";
+        case message_type::forwarded_batch: return "REQUESTS";
+        case message_type::reply_batch: return "REPLIES";
     }
     return "?";
 }

@@ -13,6 +13,14 @@
 
 namespace zab {
 
+/// A peer refused for the protocol version it announced (§0.2): older than any this replica
+/// speaks (oldest_protocol_version).
+struct protocol_refusal {
+    peer_id peer = 0;
+    std::uint32_t theirs = 0;  ///< the version it announced
+    friend bool operator==(const protocol_refusal&, const protocol_refusal&) = default;
+};
+
 /// One option that must be equal on two replicas of a group and is not (§4.2): what
 /// `peer_status::refused_leader` and `learner_status::conflict` show.
 struct options_conflict {
@@ -242,6 +250,14 @@ struct options {
             voteless_acks_count,    ///< acknowledgements of followers without a vote count
         };
         reconfig_rule broken_reconfig = reconfig_rule::none;
+        /// §0.2: the protocol version this replica announces and speaks, 0 for
+        /// protocol_version. oldest_protocol_version (0x10000) makes it a replica of the
+        /// previous release as its peers see it: it never sends REQUESTS, and refuses frames
+        /// of version 6 as that release did — for tests of mixed-version groups.
+        std::uint32_t protocol = 0;
+        /// §0.2 broken: this replica speaks its own protocol version whatever its peer
+        /// announced — the negative control of the mixed-version tests.
+        bool no_version_negotiation = false;
     };
     test_hooks test_only;
 
@@ -293,6 +309,10 @@ struct options {
             return "max_learner_backlog must exceed 2 * (sync_window_records + "
                    "max_outstanding_proposals) + 16: a learner's sync would be dropped for its "
                    "size";
+        if (test_only.protocol != 0 &&
+            (test_only.protocol < oldest_protocol_version || test_only.protocol > protocol_version))
+            return "test_only.protocol must be 0 or a protocol version this build speaks "
+                   "(0x10000 to 0x10001)";
         if (test_only.initial_counter >= 0xfffffffeu)
             return "test_only.initial_counter must leave room for a proposal (below 2^32 - 2)";
         return {};

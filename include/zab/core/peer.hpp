@@ -218,7 +218,7 @@ public:
             ++ctx_.counters.stale_frames;
             return;
         }
-        auto decoded = decode(frame.view());
+        auto decoded = decode(frame.view(), ctx_.frame_limits());
         if (!decoded) {
             reject(from, decoded.error().message());
             end_step();
@@ -355,6 +355,12 @@ public:
         if (txns.empty()) return 0;
         const request_id first = ctx_.clients.peek_next_id();
         for (std::size_t i = 0; i < txns.size();) {
+            if (const std::size_t forwarded = forwardable_run(txns.subspan(i)); forwarded >= 2) {
+                broadcast_.learner_forward_batch(ctx_.clients.peek_next_id(), txns.subspan(i, forwarded));
+                for (std::size_t k = 0; k < forwarded; ++k) ctx_.clients.next_id();
+                i += forwarded;
+                continue;
+            }
             const std::size_t run = batchable_run(txns.subspan(i));
             if (run < 2) {
                 submit_application(txns[i]);
@@ -381,29 +387,25 @@ public:
 
 private:
     /// How many of `txns`, from the first, may go out in one PROPOSALS batch now: this is an
-    /// established leader taking requests, and each is an application write within
-    /// max_txn_bytes, the run within max_batch_bytes, the pending-request bound and the
-    /// outstanding-proposal bound (what is past them is refused one by one, as by `submit`).
+    /// established leader taking requests, and the run is within the pending-request bound
+    /// and the rest of zab_broadcast::batchable's (what is past them is refused one by one,
+    /// as by `submit`).
     std::size_t batchable_run(std::span<const byte_view> txns) const {
-        if (client_refusal() || !ctx_.leading || !ctx_.leading->established()) return 0;
-        const std::size_t outstanding = ctx_.leading->outstanding.size();
-        const std::size_t limit = ctx_.opts().max_outstanding_proposals;
-        // The epoch's counters left before the last one, which is never proposed (§1): at
-        // the end of an epoch the batch shrinks, and the write that finds none left is
-        // refused alone (zxid_exhausted), which starts the next epoch.
-        const std::uint64_t counters_left =
-            zxid::counter_max - 1 - std::uint64_t{ctx_.leading->last_proposed.counter()};
-        const std::size_t room = static_cast<std::size_t>(std::min<std::uint64_t>(
-            {ctx_.opts().max_pending_requests - ctx_.clients.in_flight(),
-             outstanding < limit ? limit - outstanding : 0, counters_left}));
+        if (client_refusal()) return 0;
+        return broadcast_.batchable(txns, ctx_.opts().max_pending_requests - ctx_.clients.in_flight());
+    }
+
+    /// How many of `txns`, from the first, this serving learner forwards in REQUESTS frames
+    /// (§6.1): application writes within max_txn_bytes and the pending-request bound, when
+    /// its leader speaks protocol 0x10001 (§0.2); 0 otherwise (each goes as `submit`'s).
+    std::size_t forwardable_run(std::span<const byte_view> txns) const {
+        if (client_refusal() || !serving_learner() ||
+            ctx_.learning->leader_protocol < protocol_forwarded_batches)
+            return 0;
+        const std::size_t room = ctx_.opts().max_pending_requests - ctx_.clients.in_flight();
         std::size_t run = 0;
-        std::uint64_t bytes = 0;
         for (const byte_view txn : txns) {
-            if (run == room || run == UINT32_MAX || txn.size() > ctx_.opts().max_txn_bytes ||
-                is_system_txn(txn))
-                break;
-            bytes += 4 + txn.size();
-            if (bytes > ctx_.opts().max_batch_bytes) break;
+            if (run == room || txn.size() > ctx_.opts().max_txn_bytes || is_system_txn(txn)) break;
             ++run;
         }
         return run;
@@ -633,6 +635,7 @@ public:
                              trouble.last_reason};
             l.conflict = link.conflict;
             l.lease_counted = link.lease_agreed && !link.refused;
+            l.protocol = link.protocol;
             if (!link.snapshot.empty()) {  // streaming (released once the last chunk is queued)
                 l.snapshot_bytes = link.snapshot.size();
                 l.snapshot_sent = link.snapshot_queued;
@@ -673,6 +676,9 @@ public:
         if (ctx_.leading) s.outstanding_proposals = ctx_.leading->outstanding.size();
         s.log_bytes_since_snapshot = ctx_.history_bytes_after_snapshot();
         s.refused_leader = discovery_.refused_leader();
+        s.protocol = ctx_.protocol();
+        if (ctx_.learning) s.leader_protocol = ctx_.learning->leader_protocol;
+        s.last_protocol_refusal = discovery_.last_protocol_refusal();
         return s;
     }
     /// Leader: learner `id`'s failed syncs in a row, connected or not (zero once synced).
@@ -1167,7 +1173,7 @@ private:
             if (!synchronization_.leader_start()) ctx_.request_election("cannot read the log");
             for (const auto& h : held)
                 if (ctx_.connection_to(h.id) == h.connection)
-                    discovery_.leader_on_info(h.id, h.type, h.accepted_epoch, h.agreed);
+                    discovery_.leader_on_info(h.id, h.info);
         } else {
             for (const auto& h : held)
                 if (ctx_.connection_to(h.id) == h.connection) ctx_.close(h.id);
@@ -1239,18 +1245,17 @@ private:
     }
 
     void dispatch(peer_id from, const wire::follower_info& m, const shared_bytes&) {
-        on_learner_info(from, learner_type::participant, m.accepted_epoch, m.agreed);
+        on_learner_info(from, {learner_type::participant, m.accepted_epoch, m.protocol, m.agreed});
     }
     void dispatch(peer_id from, const wire::observer_info& m, const shared_bytes&) {
-        on_learner_info(from, learner_type::observer, m.accepted_epoch, m.agreed);
+        on_learner_info(from, {learner_type::observer, m.accepted_epoch, m.protocol, m.agreed});
     }
-    void on_learner_info(peer_id from, learner_type type, epoch_t accepted,
-                         const wire::agreed_options& agreed) {
+    void on_learner_info(peer_id from, const learner_announcement& info) {
         if (!ctx_.leading && ctx_.state == peer_state::looking) {
             // Perhaps about to lead (still in its finalize wait): keep the newest one per
             // learner, as ZooKeeper's learner keeps retrying its connection for a while.
             std::erase_if(held_learner_infos_, [&](const auto& h) { return h.id == from; });
-            held_learner_infos_.push_back({from, *ctx_.connection_to(from), type, accepted, agreed});
+            held_learner_infos_.push_back({from, *ctx_.connection_to(from), info});
             return;
         }
         if (!ctx_.leading) {
@@ -1260,7 +1265,7 @@ private:
             ctx_.close(from);
             return;
         }
-        discovery_.leader_on_info(from, type, accepted, agreed);
+        discovery_.leader_on_info(from, info);
     }
 
     void dispatch(peer_id from, const wire::leader_info& m, const shared_bytes&) {
@@ -1410,10 +1415,19 @@ private:
         if (!ctx_.leading) return ctx_.ignore(from, ignore_reason::not_leading);  // it will learn
         if (auto* link = find_link(from)) broadcast_.leader_on_request(*link, m);
     }
+    void dispatch(peer_id from, const wire::forwarded_batch& m, const shared_bytes&) {
+        if (!ctx_.leading) return ctx_.ignore(from, ignore_reason::not_leading);  // it will learn
+        if (auto* link = find_link(from)) broadcast_.leader_on_request_batch(*link, m);
+    }
     void dispatch(peer_id from, const wire::forwarded_reply& m, const shared_bytes&) {
         if (from_my_leader(from) != learner_state::stage::broadcasting)
             return ctx_.ignore(from, ignore_reason::not_serving);
         broadcast_.learner_on_reply(m);
+    }
+    void dispatch(peer_id from, const wire::reply_batch& m, const shared_bytes&) {
+        if (from_my_leader(from) != learner_state::stage::broadcasting)
+            return ctx_.ignore(from, ignore_reason::not_serving);
+        broadcast_.learner_on_reply_batch(m);
     }
     void dispatch(peer_id from, const zab::wire::sync_answer& m, const shared_bytes&) {
         if (from_my_leader(from) != learner_state::stage::broadcasting)
@@ -1571,9 +1585,7 @@ private:
     struct held_learner_info {
         peer_id id;
         connection_id connection;
-        learner_type type;
-        epoch_t accepted_epoch;
-        wire::agreed_options agreed;
+        learner_announcement info;
     };
     std::vector<held_learner_info> held_learner_infos_;
     std::error_code failure_;

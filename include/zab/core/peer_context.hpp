@@ -127,12 +127,16 @@ struct peer_counters {
     std::uint64_t learners_refused_options = 0;  ///< leader: a learner's fingerprint differs
     std::uint64_t lease_options_mismatches = 0;  ///< leader: a learner's lease options differ
     std::uint64_t leaders_refused_options = 0;   ///< learner: the leader's fingerprint differs
+    /// A leader or learner announced a protocol version older than oldest_protocol_version
+    /// (§0.2): refused, both versions logged.
+    std::uint64_t protocol_refusals = 0;
     std::uint64_t learners_dropped = 0;     ///< leader: learner links it closed, for any reason
     std::uint64_t learners_silent = 0;      ///< leader: of those, silent for sync_limit (§6.2)
     std::uint64_t leader_step_downs = 0;    ///< no quorum within sync_limit (§6.2)
     std::uint64_t leaderships_abandoned = 0;///< unestablished, a quorum voted elsewhere (ZK-3109)
     std::uint64_t leader_silences = 0;      ///< learner: nothing from the leader for sync_limit
     std::uint64_t requests_forwarded = 0;   ///< learner: client writes and syncs sent to the leader
+    std::uint64_t forwarded_batches = 0;    ///< learner: REQUESTS frames among them (§6.1)
     std::uint64_t requests_refused = 0;     ///< leader: forwarded writes refused (a REPLY error)
     std::uint64_t syncs_answered = 0;       ///< leader: syncs confirmed by a quorum round (§7)
     std::uint64_t learners_over_backlog = 0;///< leader: learners dropped for their backlog
@@ -618,6 +622,25 @@ public:
     /// The counter every epoch's first transaction has (§1: 1, unless a test starts
     /// counters elsewhere) — for the contiguity checks (zxid::continued_by).
     std::uint32_t first_counter() const noexcept { return opts().test_only.initial_counter + 1; }
+
+    /// The protocol version this replica announces (§0.2): protocol_version, unless a test
+    /// makes it speak as a previous release (options::test_hooks::protocol).
+    std::uint32_t protocol() const noexcept {
+        return opts().test_only.protocol != 0 ? opts().test_only.protocol : protocol_version;
+    }
+
+    /// What the peer speaks with a peer that announced `theirs` (§0.2): the lower of the two.
+    std::uint32_t negotiated(std::uint32_t theirs) const noexcept {
+        return opts().test_only.no_version_negotiation ? protocol() : std::min(protocol(), theirs);
+    }
+
+    /// The decoder's limits: the frame versions of this replica's protocol (a previous
+    /// release read frame version 5 only).
+    codec_limits frame_limits() const noexcept {
+        codec_limits limits;
+        if (protocol() < protocol_forwarded_batches) limits.newest_frame_version = 5;
+        return limits;
+    }
 
     /// The last storage operation issued (0: none yet).
     storage_op last_issued_op() const noexcept { return durability_.last_issued_op(); }

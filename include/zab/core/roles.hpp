@@ -98,6 +98,9 @@ struct learner_link {
     bool refused = false;
     bool lease_agreed = true;
     std::optional<options_conflict> conflict;
+    /// The protocol version this link speaks: the lower of the learner's (FOLLOWERINFO or
+    /// OBSERVERINFO) and the leader's own (§0.2).
+    std::uint32_t protocol = oldest_protocol_version;
     /// SNAP flow control: bytes of the snapshot queued as chunks, and confirmed by SNAPACK.
     std::uint64_t snapshot_queued = 0;
     std::uint64_t snapshot_acknowledged = 0;
@@ -340,6 +343,9 @@ struct learner_state {
     /// what it is now (§9).
     learner_type joined_as = learner_type::participant;
     epoch_t epoch = 0;                 ///< the leader's new epoch (LEADERINFO)
+    /// The protocol version spoken with the leader: the lower of its LEADERINFO's and this
+    /// replica's own (§0.2); REQUESTS go to it only from protocol_forwarded_batches on.
+    std::uint32_t leader_protocol = oldest_protocol_version;
     /// Everything up to here is committed by the leader's word: the sync target (DIFF/TRUNC
     /// history, SNAP) and every COMMIT received.
     zxid known_committed;

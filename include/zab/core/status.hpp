@@ -40,7 +40,10 @@ struct learner_status {
     /// options: its heartbeat answers do not count toward the read lease (§7.1).
     std::optional<options_conflict> conflict{};
     bool lease_counted = true;  ///< its heartbeat answers may count toward the read lease
+    /// The protocol version spoken with it: the lower of its own and the leader's (§0.2).
+    std::uint32_t protocol = 0;
 };
+
 
 /// A peer's role and progress at one instant.
 struct peer_status {
@@ -70,6 +73,13 @@ struct peer_status {
     /// options::agreed_fingerprint differs from its own (§4.5); cleared once it accepts a
     /// leader or leads.
     std::optional<options_conflict> refused_leader{};
+    /// §0.2: the protocol version this replica speaks (protocol_version, unless a test
+    /// hook), the one spoken with its leader (a learner's; 0 otherwise: a leader's learners
+    /// say theirs), and the last peer refused for its version, if any (counter
+    /// `protocol_refusals`).
+    std::uint32_t protocol = 0;
+    std::uint32_t leader_protocol = 0;
+    std::optional<protocol_refusal> last_protocol_refusal{};
     /// How this replica last synced with a leader (DIFF, TRUNC or SNAP; records, bytes,
     /// ticks), from the UPTODATE that ended it; nothing until it has followed one.
     std::optional<sync_summary> last_sync{};

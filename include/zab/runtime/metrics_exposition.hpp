@@ -143,6 +143,11 @@ void write_peer_counters(Writer& w, const peer_counters& c) {
             c.establish_timeouts);
     counter(w, "zab_requests_forwarded_total", "Learner: client writes and syncs sent to the leader",
             c.requests_forwarded);
+    counter(w, "zab_forwarded_batches_total",
+            "Learner: REQUESTS frames, each the forwarded writes of one turn", c.forwarded_batches);
+    counter(w, "zab_protocol_refusals_total",
+            "Leaders and learners refused for a protocol version older than any this build speaks",
+            c.protocol_refusals);
     counter(w, "zab_syncs_answered_total", "Leader: linearizable syncs confirmed by a quorum round",
             c.syncs_answered);
     counter(w, "zab_compactions_total", "Log compactions", c.compactions);
