@@ -8,12 +8,13 @@
 # Everything here prints to stdout; helpers return non-zero on failure (callers run with
 # `set -euo pipefail`) and zab_die exits.
 
-# What zab needs on Debian bookworm to build everything, tests and fuzzers included.
+# What zab needs on Debian bookworm to build everything, tests and fuzzers included, and the
+# API reference (doxygen, for scripts/api_docs).
 # shellcheck disable=SC2034 # used by the scripts that source this file
 zab_debian_packages=(
     libboost1.81-dev libfmt-dev catch2
     cmake ninja-build g++ clang libclang-rt-14-dev ccache
-    redis-tools redis-server libssl-dev openssl curl libjemalloc-dev python3-redis
+    redis-tools redis-server libssl-dev openssl curl libjemalloc-dev python3-redis doxygen
 )
 
 # The repository's root directory (this file lives in scripts/).

@@ -42,7 +42,7 @@
 // Redis matches them (glob, case-insensitive). CLIENT LIST / INFO / KILL: Redis's formats
 // (kv_clients.hpp).
 //
-// Metrics (README.md, "Operating a group", "Metrics"): --metrics-port serves HTTP on
+// Metrics (docs/operating.md, "Metrics"): --metrics-port serves HTTP on
 // --metrics-host (default: --client-host): GET /metrics in the Prometheus text format
 // (zab's counters, gauges, histograms and events: zab/runtime/metrics_exposition.hpp), GET
 // /health 200 "ok" while the replica is established (leading with a quorum, or following a
@@ -56,7 +56,7 @@
 //   started with it: it is also the promise that keeps a replica out of elections for a
 //   while after it last heard from its leader. INFO: lease_syncs_served, lease_sync_fallbacks.
 //
-// Security (README.md, "Security"):
+// Security (docs/security.md; the flags: examples/kv/README.md, "TLS and passwords"):
 // --peer-tls-*: mutual TLS between the replicas (zab::asio::tls_security: the cluster CA,
 //   this replica's certificate naming zab://member/<id>, its key). Without them, plaintext.
 //   Both run on one node type: kv_peer_security.hpp.
@@ -1852,7 +1852,7 @@ public:
             const std::string problem = zab::kv::health_problem(peer->status());
             line("health", problem.empty() ? std::string{"ok"} : word(problem));
         }
-        // zab's figures, as --metrics-port shows them (README.md, "Metrics").
+        // zab's figures, as --metrics-port shows them (docs/operating.md, "Metrics").
         zab::kv::info_writer zab_figures{out};
         zab::write_node_metrics(zab_figures, node_, &registry_);
         zab_figures.finish();

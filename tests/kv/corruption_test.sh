@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # tests/kv/corruption_test.sh KV_SERVER — a log damaged on a majority of replicas never
-# elects a leader from the damaged histories, and the recovery the README documents loses
+# elects a leader from the damaged histories, and the recovery docs/operating.md documents loses
 # no acknowledged write (issue 15, defect 3). Three kv_server replicas on 127.0.0.1.
 #
 # For each kind of damage — a flipped byte in the payload of the middle record of a segment

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # tests/kv/membership_test.sh KV_SERVER — membership change with real processes (issue 18
-# items 7 and 8, the README's "Operating a group"). Three kv_server replicas; writes; grown
+# items 7 and 8, docs/operating.md). Three kv_server replicas; writes; grown
 # to five (two replicas started with --new-member, each added by ZRECONFIG ADD through the
 # leader); writes through a new member; an original voter, the leader, killed (SIGKILL) and
 # removed by ZRECONFIG REMOVE; writes; a machine replaced: a new replica (id 6) added, and an

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# tests/kv/metrics_test.sh KV_SERVER — kv_server's metrics port (issue 21 item 2; README
-# "Operating a group", "Metrics"). Three replicas with --metrics-port, scraped with curl:
+# tests/kv/metrics_test.sh KV_SERVER — kv_server's metrics port (issue 21 item 2;
+# docs/operating.md, "Metrics"). Three replicas with --metrics-port, scraped with curl:
 # - every replica answers GET /health 200 once established, and GET /metrics in the
 #   Prometheus text format (its Content-Type, a TYPE line per family);
 # - writes through the leader move its commit counter by as many, and the fsync histogram's

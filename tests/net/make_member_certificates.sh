@@ -1,5 +1,5 @@
 #!/bin/sh
-# tests/net/make_member_certificates.sh DIR [ID...] — the commands of README.md, "Security":
+# tests/net/make_member_certificates.sh DIR [ID...] — the commands of docs/security.md, "Certificates":
 # a cluster CA and a key and certificate per member (default 1 2 3), each naming its id as the
 # subjectAltName URI zab://member/<id>, made with the openssl program in DIR. The ctest
 # zab_tls_openssl_cli runs it and starts transports with what it made.

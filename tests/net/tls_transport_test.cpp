@@ -781,9 +781,9 @@ TEST_CASE("tls_transport: a member that keeps sending bad frames is dropped each
     h.exchange(0);
 }
 
-TEST_CASE("tls_transport: the certificates README.md's openssl commands make are accepted, "
+TEST_CASE("tls_transport: the certificates docs/security.md's openssl commands make are accepted, "
           "and member 2's refused as 3", "[.][openssl-cli]") {
-    // Run by the ctest zab_tls_openssl_cli, which names the script (the README's commands).
+    // Run by the ctest zab_tls_openssl_cli, which names the script (docs/security.md's commands).
     const char* script = std::getenv("ZAB_TLS_CERTIFICATE_SCRIPT");
     REQUIRE(script != nullptr);
     harness h;
@@ -886,7 +886,7 @@ TEST_CASE("node over tls_transport: three replicas elect and replicate, survive 
     CHECK(nodes[target]->transport().pending_handshakes() <= 16);
     CHECK(nodes[target]->transport().counters().rejected.too_many_pending_from_address > 0);
 
-    // Rotation to a new CA on the live group, in the three steps of the README.
+    // Rotation to a new CA on the live group, in the three steps of docs/security.md, "Rotation".
     test_ca next{dir.path, "next"};
     const std::string both = ca.bundle_with(next);
     for (auto& [id, n] : nodes) {

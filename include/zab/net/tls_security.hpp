@@ -20,7 +20,7 @@
 // uses it for every connection made afterwards; established connections keep the context they
 // were made with (each stream holds its context) until they close. A reload that fails changes
 // nothing. To rotate the CA, reload every replica first with a CA file holding both the old
-// and the new CA, then their new certificates, then the new CA alone (README.md, "Security").
+// and the new CA, then their new certificates, then the new CA alone (docs/security.md, "Rotation").
 //
 // Not done here: revocation lists (rotate the CA to revoke), and session resumption (off:
 // each connection does a full handshake, so every one is checked against the current CA).

@@ -9,7 +9,7 @@
 //   histogram(name, h)             a histogram's buckets, sum and count (after its family)
 // The figures come from what the replica already keeps — `peer::counters()`, `peer::status()`,
 // the transport's `counters()` — and from a `metrics_registry`'s histograms and events; the
-// README ("Operating a group", "Metrics") lists every name with its meaning.
+// docs/operating.md ("Metrics") lists every name with its meaning.
 #pragma once
 
 #include <cstddef>

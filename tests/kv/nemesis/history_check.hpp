@@ -4,7 +4,7 @@
 //   - Writes. Every acknowledged write was applied exactly once, with the outcome its client
 //     was told (a CAS answered :1 matched); a write refused with a definite error (-NOQUORUM,
 //     -BUSY, ...) was never applied; one whose outcome stayed unknown was applied at most once.
-//   - Sessions (the guarantee of local reads, README "What a client gets"): on one
+//   - Sessions (the guarantee of local reads, examples/kv/README.md, "What a client gets"): on one
 //     connection a client sees its own acknowledged writes and never goes back in time. A
 //     read answered from a replica's state after its first q committed transactions must
 //     find its value there; the check picks, read by read, the earliest q consistent with
