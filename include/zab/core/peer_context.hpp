@@ -524,6 +524,12 @@ public:
         durability_.check();
         if (leading) check_leader(*leading);
         if (learning) ZAB_ASSERT(learning->leader != self_, "a learner of itself");
+#if defined(ZAB_EXPENSIVE_INVARIANTS)
+        if (learning)  // learner_state::holds_unapplied searches it by halves
+            for (std::size_t i = 1; i < learning->unapplied.size(); ++i)
+                ZAB_ASSERT(learning->unapplied[i - 1].id < learning->unapplied[i].id,
+                           "a learner's unapplied proposals out of zxid order");
+#endif
     }
 
     /// The message being handled (set by the peer before it dispatches one), for log lines.
