@@ -156,9 +156,9 @@ int main(int argc, char** argv) {
         open.push_back(s.open);
         create.push_back(s.create);
         leader_start.push_back(s.leader_start);
-        std::printf("run %d: open %.1f ms, create %.1f ms, leader_start %.1f ms\n", run + 1,
+        std::printf("run %d: open %.3f ms, create %.3f ms, leader_start %.3f ms\n", run + 1,
                     s.open * 1e3, s.create * 1e3, s.leader_start * 1e3);
     }
-    std::printf("median of %d: open %.1f ms, create %.1f ms, leader_start %.1f ms\n", runs,
+    std::printf("median of %d: open %.3f ms, create %.3f ms, leader_start %.3f ms\n", runs,
                 median(open) * 1e3, median(create) * 1e3, median(leader_start) * 1e3);
 }

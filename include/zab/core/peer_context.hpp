@@ -165,6 +165,9 @@ public:
     virtual void make_durable(storage_op op) = 0;
     virtual void write_epochs(storage_op op, epochs e) = 0;
     virtual result<std::vector<log_record>> read(zxid after, std::size_t max) const = 0;
+    /// The last `max` records after the snapshot: zab::tail_readable_log's `read_last`, or
+    /// for a log without it the whole log read forward, the last `max` kept.
+    virtual result<std::vector<log_record>> read_last(std::size_t max) const = 0;
     virtual std::optional<log_snapshot> snapshot() const = 0;
     /// zab::compactable_log's `compact`; false for a log that cannot compact.
     virtual bool compact(zxid z, const shared_bytes& state) = 0;
@@ -637,6 +640,10 @@ public:
     /// Reads from the log (sync planning, applying a restarted replica's committed history).
     result<std::vector<log_record>> read_log(zxid after, std::size_t max) const {
         return storage_->read(after, max);
+    }
+    /// The last `max` records after the log's snapshot, ascending (a leader's window, §5.1).
+    result<std::vector<log_record>> read_log_last(std::size_t max) const {
+        return storage_->read_last(max);
     }
     std::optional<log_snapshot> log_snapshot_in_effect() const { return storage_->snapshot(); }
 
