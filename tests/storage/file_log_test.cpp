@@ -1,7 +1,9 @@
 // zab::file_log in normal operation: options, round trips across segment rolls, reads from
 // memory and disk, compacted reads, truncation (in memory, on disk, across segments, while a
 // flush runs), snapshot installs, epochs, group commit counted in fdatasyncs, a flush on
-// another thread, and the terminal failed state.
+// another thread, the terminal failed state, and the index of system transactions and the
+// tail reads (system_txns, read_last).
+#include <algorithm>
 #include <cerrno>
 #include <condition_variable>
 #include <mutex>
@@ -811,4 +813,90 @@ TEST_CASE("file_log compact and install_snapshot: an install replaces a pending 
     REQUIRE(log.snapshot()->last_included == zxid{1, 37});
     REQUIRE(log.snapshot()->state == after_install);
     require_records(read_all(log), ids(1, 38, 38));
+}
+
+namespace {
+
+/// A record like `record()` whose payload begins like one of zab's own transactions.
+log_record system_record(std::uint32_t epoch, std::uint32_t counter) {
+    log_record r = record(epoch, counter);
+    std::vector<std::byte> bytes(r.txn.view().begin(), r.txn.view().end());
+    std::copy(zab::system_txn_magic.begin(), zab::system_txn_magic.end(), bytes.begin());
+    return {r.id, shared_bytes{std::move(bytes)}};
+}
+
+/// Records (1, first) … (1, last), those whose counter is a multiple of 10 system ones.
+std::vector<log_record> mixed_records(std::uint32_t first, std::uint32_t last) {
+    std::vector<log_record> out;
+    for (std::uint32_t c = first; c <= last; ++c)
+        out.push_back(c % 10 == 0 ? system_record(1, c) : record(1, c));
+    return out;
+}
+
+std::vector<zxid> tens(std::uint32_t first, std::uint32_t last) {
+    std::vector<zxid> out;
+    for (std::uint32_t c = first; c <= last; ++c)
+        if (c % 10 == 0) out.push_back(zxid{1, c});
+    return out;
+}
+
+std::vector<zxid> last_ids(const file_log& log, std::size_t max) {
+    auto last = log.read_last(max);
+    REQUIRE(last.has_value());
+    return ids(last.value());
+}
+
+}  // namespace
+
+TEST_CASE("file_log system_txns and read_last: kept through append, truncate, compact, install "
+          "and reopen") {
+    temporary_directory dir;
+    const auto options = small_options(dir.data());
+    {
+        file_log log = open_new(options);
+        REQUIRE(log.system_txns().empty());
+        REQUIRE(last_ids(log, 5).empty());
+        log.append(1, mixed_records(1, 80));  // several segments, some not yet written
+        REQUIRE(log.system_txns() == tens(1, 80));
+        REQUIRE(last_ids(log, 3) == ids(1, 78, 80));
+        log.make_durable(1);
+        flush_ok(log);
+        log.append(2, mixed_records(81, 95));  // the tail half on disk, half in memory
+        REQUIRE(last_ids(log, 20) == ids(1, 76, 95));
+        REQUIRE(log.system_txns() == tens(1, 95));
+        // A TRUNC takes the system transactions after its point with it.
+        log.truncate_after(3, zxid{1, 64});
+        REQUIRE(log.system_txns() == tens(1, 64));
+        REQUIRE(last_ids(log, 2) == ids(1, 63, 64));
+        log.make_durable(3);
+        flush_ok(log);
+        // A compaction: those up to it are no longer the log's, the tail stops at it.
+        REQUIRE(log.compact(zxid{1, 35}, shared_bytes::copy_of(zab::as_bytes("at <1, 35>"))));
+        REQUIRE(log.system_txns() == tens(36, 64));
+        REQUIRE(last_ids(log, 100) == ids(1, 36, 64));
+        flush_ok(log);
+    }
+    {
+        // Reopened: the scan at open finds them again, the checkpoint's covered ones not.
+        file_log log = open_log(options);
+        REQUIRE(log.system_txns() == tens(36, 64));
+        REQUIRE(last_ids(log, 100) == ids(1, 36, 64));
+        REQUIRE(last_ids(log, 1) == ids(1, 64, 64));
+        log.append(4, mixed_records(65, 72));
+        REQUIRE(log.system_txns() == tens(36, 72));
+        // A snapshot install replaces everything: only `following`'s count.
+        log.install_snapshot(5, zxid{1, 100}, shared_bytes::copy_of(zab::as_bytes("snap")),
+                             mixed_records(101, 125));
+        REQUIRE(log.system_txns() == tens(101, 125));
+        REQUIRE(last_ids(log, 4) == ids(1, 122, 125));
+        log.make_durable(5);
+        flush_ok(log);
+    }
+    file_log log = open_log(options);
+    REQUIRE(log.system_txns() == tens(101, 125));
+    REQUIRE(last_ids(log, 100) == ids(1, 101, 125));
+    auto last = log.read_last(1);
+    REQUIRE(last.has_value());
+    REQUIRE(last.value().front().txn == record(1, 125).txn);
+    REQUIRE(log.read(zxid{1, 119}, 1).value().front().txn == system_record(1, 120).txn);
 }

@@ -97,3 +97,28 @@ TEST_CASE("memory_log: compact replaces the records up to a record above the sna
     CHECK(log.last_zxid() == zxid{1, 3});
     CHECK(ids(log.read(zxid{1, 3}, 10)).empty());
 }
+
+TEST_CASE("memory_log: system_txns and read_last through append, truncate, compact, install") {
+    const std::string system{reinterpret_cast<const char*>(zab::system_txn_magic.data()),
+                             zab::system_txn_magic.size()};
+    zab::log_image start;
+    start.records = {record({1, 1}, system + "first"), record({1, 2}, "b")};
+    zab::memory_log log{start, zab::epochs{1, 1}};
+    CHECK(log.system_txns() == std::vector<zxid>{{1, 1}});  // found in the image it starts with
+    const std::vector<zab::log_record> batch{record({1, 3}, "c"), record({1, 4}, system + "d"),
+                                             record({1, 5}, "e"), record({1, 6}, system + "f")};
+    log.append(1, batch);
+    CHECK(log.system_txns() == std::vector<zxid>{{1, 1}, {1, 4}, {1, 6}});
+    CHECK(log.system_txns() == log.contents().system_txns());
+    CHECK(ids(log.read_last(2)) == std::vector<zxid>{{1, 5}, {1, 6}});
+    CHECK(ids(log.read_last(100)).size() == 6);
+    log.truncate_after(2, zxid{1, 5});
+    CHECK(log.system_txns() == std::vector<zxid>{{1, 1}, {1, 4}});
+    REQUIRE(log.compact(zxid{1, 2}, zab::shared_bytes::copy_of(zab::as_bytes("at 1.2"))));
+    CHECK(log.system_txns() == std::vector<zxid>{{1, 4}});
+    CHECK(ids(log.read_last(10)) == std::vector<zxid>{{1, 3}, {1, 4}, {1, 5}});
+    const std::vector<zab::log_record> following{record({2, 1}, system + "g"), record({2, 2}, "h")};
+    log.install_snapshot(3, zxid{1, 9}, zab::shared_bytes::copy_of(zab::as_bytes("s")), following);
+    CHECK(log.system_txns() == std::vector<zxid>{{2, 1}});
+    CHECK(ids(log.read_last(1)) == std::vector<zxid>{{2, 2}});
+}

@@ -429,9 +429,7 @@ public:
     /// it (§6.1; a leader committing a run in one step sends only the last one's COMMIT).
     void learner_on_commit(const wire::commit& m) {
         auto& learner = *ctx_.learning;
-        if (learner.unapplied.empty() || learner.unapplied.front().id > m.id ||
-            std::none_of(learner.unapplied.begin(), learner.unapplied.end(),
-                         [&](const log_record& r) { return r.id == m.id; })) {
+        if (!learner.holds_unapplied(m.id)) {
             ctx_.leader_misbehaved("COMMIT of a transaction not pending");
             return;
         }

@@ -149,6 +149,30 @@ concept compactable_log =
         { log.compact(z, state) } -> std::same_as<bool>;
     };
 
+/// Optional: a log store that reads its last records without reading the ones before them.
+/// A new leader keeps the last records of its log in memory for DIFF (§5.1); without this it
+/// reads the whole log after the snapshot to find them.
+///
+///   log.read_last(max)   The last `max` records after the snapshot (all of them if fewer),
+///                        ascending: what `read(after, max)` returns for the `after` whose
+///                        answer ends at `last_zxid()`. Errors as `read`'s.
+template <typename L>
+concept tail_readable_log = log_store<L> && requires(const L& log, std::size_t max) {
+    { log.read_last(max) } -> std::same_as<result<std::vector<log_record>>>;
+};
+
+/// Optional: a log store that knows where zab's own transactions are (the reconfigurations,
+/// `is_system_txn` in zab/core/reconfig.hpp), so that a start recovers the membership (§9)
+/// by reading those records only; without this it reads the whole log after the snapshot.
+///
+///   log.system_txns()    The zxids of the records after the snapshot whose transaction is a
+///                        system transaction, ascending, as a `std::vector<zxid>`. Kept
+///                        exact through every log operation, compaction and reopening.
+template <typename L>
+concept system_txn_indexed_log = log_store<L> && requires(const L& log) {
+    { log.system_txns() } -> std::same_as<std::vector<zxid>>;
+};
+
 // --- State machine -------------------------------------------------------------------------
 
 /// State machine: the application's replicated state.

@@ -8,11 +8,14 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <optional>
 #include <system_error>
 #include <utility>
+#include <vector>
 
 #include "zab/core/codec.hpp"
 #include "zab/core/concepts.hpp"
@@ -732,6 +735,28 @@ private:
         result<std::vector<log_record>> read(zxid after, std::size_t max) const override {
             return log.read(after, max);
         }
+        result<std::vector<log_record>> read_last(std::size_t max) const override {
+            if constexpr (tail_readable_log<Log>) {
+                return log.read_last(max);
+            } else {
+                // Forward from the snapshot, keeping the last `max`: the whole log is read.
+                std::deque<log_record> last;
+                const auto snapshot = log.snapshot();
+                zxid after = snapshot ? snapshot->last_included : zxid{};
+                for (;;) {
+                    auto chunk = log.read(after, 1024);
+                    if (!chunk) return chunk.error();
+                    if (chunk.value().empty()) break;
+                    after = chunk.value().back().id;
+                    for (auto& record : chunk.value()) {
+                        last.push_back(std::move(record));
+                        if (last.size() > max) last.pop_front();
+                    }
+                }
+                return std::vector<log_record>(std::make_move_iterator(last.begin()),
+                                               std::make_move_iterator(last.end()));
+            }
+        }
         std::optional<log_snapshot> snapshot() const override { return log.snapshot(); }
         bool compact(zxid z, const shared_bytes& state) override {
             if constexpr (compactable_log<Log>)
@@ -918,26 +943,44 @@ private:
             ctx_.config_ = std::move(*snapshot_config);
             ctx_.config_changed = false;
         }
-        const auto snapshot = storage_.log.snapshot();
-        zxid after = snapshot ? snapshot->last_included : zxid{};
-        for (;;) {
-            auto chunk = storage_.log.read(after, 1024);
-            if (!chunk) {
-                // The log's own error, cause kept (an I/O error is no corruption): peer::create
-                // returns it as it is.
-                zab::log(log_level::error, "peer {}: reading the log for its reconfigurations: {}",
-                         ctx_.self(), chunk.error().message());
-                return chunk.error();
+        const auto recover = [&](const log_record& record) {
+            if (record.id <= ctx_.last_applied || record.id.epoch() < last_epoch) {
+                ctx_.activate(record);
+                ctx_.config_changed = false;
+            } else {
+                ctx_.note_logged(record);
             }
-            if (chunk.value().empty()) break;
-            for (const auto& record : chunk.value()) {
-                after = record.id;
-                if (!is_system_txn(record.txn.view())) continue;
-                if (record.id <= ctx_.last_applied || record.id.epoch() < last_epoch) {
-                    ctx_.activate(record);
-                    ctx_.config_changed = false;
-                } else {
-                    ctx_.note_logged(record);
+        };
+        const auto read_failed = [&](std::error_code error) {
+            // The log's own error, cause kept (an I/O error is no corruption): peer::create
+            // returns it as it is.
+            zab::log(log_level::error, "peer {}: reading the log for its reconfigurations: {}",
+                     ctx_.self(), error.message());
+            return error;
+        };
+        if constexpr (system_txn_indexed_log<Log>) {
+            // The log knows where its reconfigurations are: only those records are read.
+            for (const zxid id : storage_.log.system_txns()) {
+                auto found = storage_.log.read(zxid::from_value(id.value() - 1), 1);
+                if (!found) return read_failed(found.error());
+                if (found.value().empty() || found.value().front().id != id ||
+                    !is_system_txn(found.value().front().txn.view())) {
+                    zab::log(log_level::error, "peer {}: the log names {} a system transaction, "
+                             "but does not hold one there", ctx_.self(), id);
+                    return make_error_code(errc::corrupt);
+                }
+                recover(found.value().front());
+            }
+        } else {
+            const auto snapshot = storage_.log.snapshot();
+            zxid after = snapshot ? snapshot->last_included : zxid{};
+            for (;;) {
+                auto chunk = storage_.log.read(after, 1024);
+                if (!chunk) return read_failed(chunk.error());
+                if (chunk.value().empty()) break;
+                for (const auto& record : chunk.value()) {
+                    after = record.id;
+                    if (is_system_txn(record.txn.view())) recover(record);
                 }
             }
         }

@@ -169,6 +169,9 @@ public:
     virtual void make_durable(storage_op op) = 0;
     virtual void write_epochs(storage_op op, epochs e) = 0;
     virtual result<std::vector<log_record>> read(zxid after, std::size_t max) const = 0;
+    /// The last `max` records after the snapshot: zab::tail_readable_log's `read_last`, or
+    /// for a log without it the whole log read forward, the last `max` kept.
+    virtual result<std::vector<log_record>> read_last(std::size_t max) const = 0;
     virtual std::optional<log_snapshot> snapshot() const = 0;
     /// zab::compactable_log's `compact`; false for a log that cannot compact.
     virtual bool compact(zxid z, const shared_bytes& state) = 0;
@@ -528,6 +531,12 @@ public:
         durability_.check();
         if (leading) check_leader(*leading);
         if (learning) ZAB_ASSERT(learning->leader != self_, "a learner of itself");
+#if defined(ZAB_EXPENSIVE_INVARIANTS)
+        if (learning)  // learner_state::holds_unapplied searches it by halves
+            for (std::size_t i = 1; i < learning->unapplied.size(); ++i)
+                ZAB_ASSERT(learning->unapplied[i - 1].id < learning->unapplied[i].id,
+                           "a learner's unapplied proposals out of zxid order");
+#endif
     }
 
     /// The message being handled (set by the peer before it dispatches one), for log lines.
@@ -654,6 +663,10 @@ public:
     /// Reads from the log (sync planning, applying a restarted replica's committed history).
     result<std::vector<log_record>> read_log(zxid after, std::size_t max) const {
         return storage_->read(after, max);
+    }
+    /// The last `max` records after the log's snapshot, ascending (a leader's window, §5.1).
+    result<std::vector<log_record>> read_log_last(std::size_t max) const {
+        return storage_->read_last(max);
     }
     std::optional<log_snapshot> log_snapshot_in_effect() const { return storage_->snapshot(); }
 

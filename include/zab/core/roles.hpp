@@ -356,6 +356,21 @@ struct learner_state {
     std::uint64_t unacked_bytes = 0;
     /// Logged or buffered proposals not yet applied, oldest first: a COMMIT names one of them.
     ring<log_record> unapplied;
+
+    /// Whether `unapplied` holds the proposal `id`: a binary search by position (it is in
+    /// ascending zxid order), not a scan of up to a window of proposals per COMMIT.
+    bool holds_unapplied(zxid id) const {
+        std::size_t low = 0;
+        std::size_t high = unapplied.size();
+        while (low < high) {
+            const std::size_t middle = low + (high - low) / 2;
+            if (unapplied[middle].id < id)
+                low = middle + 1;
+            else
+                high = middle;
+        }
+        return low < unapplied.size() && unapplied[low].id == id;
+    }
     std::uint64_t last_heard_tick = 0;
     /// §4 initLimit: UPTODATE by this tick (pushed back while the sync makes progress), or
     /// back to LOOKING.

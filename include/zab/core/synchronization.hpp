@@ -26,23 +26,29 @@ public:
 
     // --- leader side ----------------------------------------------------------------------
 
-    /// The peer just became LEADING: its history (all of its log) is what it will sync from.
-    /// Returns false if the log cannot be read (a storage failure: the peer stops).
+    /// The peer just became LEADING: its history (all of its log) is what it will sync from,
+    /// and its last `committed_window_max` records are the window kept in memory (§5.1); the
+    /// record before them, if the log holds more, is the window's base. Only that tail is
+    /// read (from a zab::tail_readable_log; another log is read whole). Returns false if the
+    /// log cannot be read (a storage failure: the peer stops).
     bool leader_start() {
         auto& leader = *ctx_.leading;
-        zxid after;
-        if (auto snapshot = ctx_.log_snapshot_in_effect()) after = snapshot->last_included;
-        leader.committed_base = after;
-        for (;;) {
-            auto chunk = ctx_.read_log(after, 1024);
-            if (!chunk) {
-                ctx_.storage_error(chunk.error(), "reading its own log to lead");
-                return false;
-            }
-            if (chunk.value().empty()) break;
-            for (auto& record : chunk.value()) leader.remember_committed(std::move(record));
-            after = leader.committed.back().id;
+        auto tail = ctx_.read_log_last(leader_state::committed_window_max + 1);
+        if (!tail) {
+            ctx_.storage_error(tail.error(), "reading its own log to lead");
+            return false;
         }
+        auto& records = tail.value();
+        std::size_t first = 0;
+        leader.committed_base = zxid{};
+        if (records.size() > leader_state::committed_window_max) {
+            leader.committed_base = records.front().id;
+            first = 1;
+        } else if (auto snapshot = ctx_.log_snapshot_in_effect()) {
+            leader.committed_base = snapshot->last_included;
+        }
+        for (std::size_t i = first; i < records.size(); ++i)
+            leader.remember_committed(std::move(records[i]));
         return true;
     }
 

@@ -27,6 +27,11 @@
 // file, the offset and the check (see segment_scan.hpp). `open` changes nothing on disk
 // before every check passed, and its repairs (cut a torn tail, remove temporaries and the
 // files of a replaced generation) are idempotent: a crash during recovery is harmless.
+//
+// In memory, beside the records' positions (one index entry per record), the zxids of the
+// system transactions (zab::system_txn_indexed_log), noted by that scan and kept by every
+// append, truncation, install and compaction: a start reads only those records for its
+// membership, and a new leader reads only its log's tail by position (zab::tail_readable_log).
 #pragma once
 
 #include <algorithm>
@@ -51,6 +56,7 @@
 #include "zab/core/concepts.hpp"
 #include "zab/core/error.hpp"
 #include "zab/core/logging.hpp"
+#include "zab/core/reconfig.hpp"
 #include "zab/core/zxid.hpp"
 #include "zab/storage/data_directory.hpp"
 #include "zab/storage/durable_io.hpp"
@@ -166,6 +172,7 @@ public:
             keep_size = last.end();
         }
         index_.erase(first_removed, index_.end());
+        forget_system_txns_after(last_kept);
         const std::size_t dropped = std::min(removed, unwritten_.size());
         unwritten_.erase(unwritten_.end() - static_cast<std::ptrdiff_t>(dropped), unwritten_.end());
         in_flight_records_ = std::min(in_flight_records_, unwritten_.size());
@@ -199,6 +206,7 @@ public:
         pending_truncation_.reset();
         segments_.clear();
         index_.clear();
+        system_txns_.clear();
         unwritten_.clear();
         in_flight_records_ = 0;
         snapshot_ = log_snapshot{last_included, state};
@@ -236,6 +244,10 @@ public:
                                                       state, owner_, options_.snapshots_kept,
                                                       true, generation_, {}};
         snapshot_ = log_snapshot{last_included, state};
+        // The records up to it stay until the checkpoint retires their segments, but they are
+        // no longer the log's: nor are their system transactions.
+        system_txns_.erase(system_txns_.begin(),
+                           std::upper_bound(system_txns_.begin(), system_txns_.end(), last_included));
         return true;
     }
 
@@ -265,26 +277,21 @@ public:
     /// checks; `storage_failed` when the read itself fails.
     result<std::vector<log_record>> read(zxid after, std::size_t max) const {
         if (snapshot_ && after < snapshot_->last_included) return make_error_code(errc::compacted);
-        const auto first = std::upper_bound(index_.begin(), index_.end(), after,
-                                            [](zxid z, const index_entry& e) { return z < e.id; });
-        const auto begin = static_cast<std::size_t>(first - index_.begin());
-        const std::size_t end = begin + std::min(max, index_.size() - begin);
-        const std::size_t first_unwritten = index_.size() - unwritten_.size();
-        std::vector<log_record> out;
-        out.reserve(end - begin);
-        std::size_t i = begin;
-        while (i < std::min(end, first_unwritten)) {
-            // One pread for a run of records of one segment (they are contiguous on disk).
-            std::size_t j = i + 1;
-            while (j < std::min(end, first_unwritten) && index_[j].segment == index_[i].segment &&
-                   index_[j].end() - index_[i].offset <= read_run_bytes)
-                ++j;
-            if (auto run = read_from_disk(i, j, out); !run) return run.error();
-            i = j;
-        }
-        for (; i < end; ++i) out.push_back(unwritten_[i - first_unwritten]);
-        return out;
+        const std::size_t begin = first_after(after);
+        return read_entries(begin, begin + std::min(max, index_.size() - begin));
     }
+
+    /// zab::tail_readable_log: the last `max` records after the snapshot, ascending, found by
+    /// position in the index (no record before them is read). Errors as `read`'s.
+    result<std::vector<log_record>> read_last(std::size_t max) const {
+        const std::size_t floor = first_after(snapshot_ ? snapshot_->last_included : zxid{});
+        return read_entries(index_.size() - std::min(max, index_.size() - floor), index_.size());
+    }
+
+    /// zab::system_txn_indexed_log: the zxids of the system transactions after the snapshot,
+    /// ascending. Found by the scan at open, kept by every append, truncation, snapshot
+    /// install and compaction.
+    std::vector<zxid> system_txns() const { return system_txns_; }
 
     // --- flushing ------------------------------------------------------------------------
 
@@ -611,6 +618,40 @@ private:
         return mark;
     }
 
+    /// The index position of the first record after `z`.
+    std::size_t first_after(zxid z) const {
+        return static_cast<std::size_t>(
+            std::upper_bound(index_.begin(), index_.end(), z,
+                             [](zxid id, const index_entry& e) { return id < e.id; }) -
+            index_.begin());
+    }
+
+    /// The records at index positions [begin, end): from memory when not yet written, else
+    /// pread from the segments and checked again.
+    result<std::vector<log_record>> read_entries(std::size_t begin, std::size_t end) const {
+        const std::size_t first_unwritten = index_.size() - unwritten_.size();
+        std::vector<log_record> out;
+        out.reserve(end - begin);
+        std::size_t i = begin;
+        while (i < std::min(end, first_unwritten)) {
+            // One pread for a run of records of one segment (they are contiguous on disk).
+            std::size_t j = i + 1;
+            while (j < std::min(end, first_unwritten) && index_[j].segment == index_[i].segment &&
+                   index_[j].end() - index_[i].offset <= read_run_bytes)
+                ++j;
+            if (auto run = read_from_disk(i, j, out); !run) return run.error();
+            i = j;
+        }
+        for (; i < end; ++i) out.push_back(unwritten_[i - first_unwritten]);
+        return out;
+    }
+
+    /// A truncation after `last_kept`: the system transactions it removed are no longer.
+    void forget_system_txns_after(zxid last_kept) {
+        system_txns_.erase(std::upper_bound(system_txns_.begin(), system_txns_.end(), last_kept),
+                           system_txns_.end());
+    }
+
     /// Drops segments `numbers` (unlinked by a checkpoint's job, or found covered by the
     /// checkpoint at open) and their records, which all lie at or below the snapshot.
     void forget_segments(const std::vector<std::uint64_t>& numbers) {
@@ -681,6 +722,7 @@ private:
         ++write.records;
         index_.push_back({record.id, segment.file->number, segment.size,
                           static_cast<std::uint32_t>(record.txn.size())});
+        if (is_system_txn(record.txn.view())) system_txns_.push_back(record.id);
         unwritten_.push_back(record);
         segment.size += size;
     }
@@ -792,6 +834,9 @@ private:
     std::optional<log_snapshot> snapshot_;
     std::vector<segment_state> segments_;
     std::vector<index_entry> index_;
+    /// The zxids of the records after the snapshot that are system transactions, ascending
+    /// (zab::system_txn_indexed_log): a start reads only these for its membership (§9).
+    std::vector<zxid> system_txns_;
     std::deque<log_record> unwritten_;
     std::size_t in_flight_records_ = 0;
     std::uint64_t next_segment_number_ = 1;
@@ -818,6 +863,8 @@ private:
 };
 
 static_assert(compactable_log<file_log>);
+static_assert(tail_readable_log<file_log>);
+static_assert(system_txn_indexed_log<file_log>);
 
 // --- recovery (out of line: the class above is the API) -----------------------------------
 
@@ -1182,8 +1229,11 @@ inline result<void> file_log::recover_segments(
             repairs.torn_tail = detail::pending_truncation{file, scan.valid_end};
             repairs.torn_tail_end = scan.damage_end;
         }
-        for (const detail::scanned_record& r : scan.records)
+        for (const detail::scanned_record& r : scan.records) {
             index_.push_back({r.id, file->number, r.offset, r.length});
+            // Below a checkpoint a record is kept but no longer the log's (compact).
+            if (r.system && r.id > snapshot_zxid) system_txns_.push_back(r.id);
+        }
         expected_base = scan.records.empty() ? head.header.base : scan.records.back().id;
         const bool same_format = head.header.max_record_bytes == options_.max_record_bytes &&
                                  head.header.window_bytes == options_.group_commit_window_bytes;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cstddef>
 #include <optional>
 #include <span>
 #include <utility>
@@ -12,6 +13,7 @@
 #include "zab/core/assert.hpp"
 #include "zab/core/concepts.hpp"
 #include "zab/core/error.hpp"
+#include "zab/core/reconfig.hpp"
 #include "zab/core/zxid.hpp"
 
 namespace zab {
@@ -76,6 +78,22 @@ struct log_image {
         std::vector<log_record> out;
         for (; first != records.end() && out.size() < max; ++first) out.push_back(*first);
         return out;
+    }
+
+    /// The last `max` records (zab::tail_readable_log's `read_last`).
+    result<std::vector<log_record>> read_last(std::size_t max) const {
+        return std::vector<log_record>(records.end() - static_cast<std::ptrdiff_t>(
+                                                           std::min(max, records.size())),
+                                       records.end());
+    }
+
+    /// The zxids of the records that are system transactions, ascending (what
+    /// zab::system_txn_indexed_log's `system_txns` answers), found by looking at every record.
+    std::vector<zxid> system_txns() const {
+        std::vector<zxid> found;
+        for (const auto& record : records)
+            if (is_system_txn(record.txn.view())) found.push_back(record.id);
+        return found;
     }
 };
 

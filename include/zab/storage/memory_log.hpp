@@ -13,6 +13,7 @@
 // Every member runs on the peer's thread.
 #pragma once
 
+#include <algorithm>
 #include <optional>
 #include <span>
 #include <utility>
@@ -21,6 +22,7 @@
 #include "zab/core/assert.hpp"
 #include "zab/core/concepts.hpp"
 #include "zab/core/error.hpp"
+#include "zab/core/reconfig.hpp"
 #include "zab/core/zxid.hpp"
 #include "zab/storage/flush_job.hpp"
 #include "zab/storage/log_image.hpp"
@@ -44,21 +46,34 @@ public:
     /// An empty log with epochs {0, 0}.
     memory_log() = default;
     /// A log that starts with `contents` and `stored` (a test's recovered state).
-    memory_log(log_image contents, epochs stored) : image_{std::move(contents)}, epochs_{stored} {}
+    memory_log(log_image contents, epochs stored)
+        : image_{std::move(contents)}, epochs_{stored}, system_txns_{image_.system_txns()} {}
 
     // --- zab::log_store ------------------------------------------------------------------
 
-    void append(storage_op, std::span<const log_record> records) { image_.append(records); }
-    void truncate_after(storage_op, zxid last_kept) { image_.truncate_after(last_kept); }
+    void append(storage_op, std::span<const log_record> records) {
+        image_.append(records);
+        for (const auto& record : records)
+            if (is_system_txn(record.txn.view())) system_txns_.push_back(record.id);
+    }
+    void truncate_after(storage_op, zxid last_kept) {
+        image_.truncate_after(last_kept);
+        system_txns_.erase(std::upper_bound(system_txns_.begin(), system_txns_.end(), last_kept),
+                           system_txns_.end());
+    }
     void install_snapshot(storage_op, zxid last_included, const shared_bytes& state,
                           std::span<const log_record> following) {
         image_ = log_image::installed(last_included, state, following);
+        system_txns_ = image_.system_txns();
     }
     /// Compaction (zab::compactable_log): the records up to `last_included` are replaced by
     /// `state`, so memory stays bounded on a long run. False when `last_included` is not a
     /// record above the snapshot.
     bool compact(zxid last_included, const shared_bytes& state) {
-        return image_.compact(last_included, state);
+        if (!image_.compact(last_included, state)) return false;
+        system_txns_.erase(system_txns_.begin(), std::upper_bound(system_txns_.begin(),
+                                                                  system_txns_.end(), last_included));
+        return true;
     }
     /// The next flush reports every log operation ≤ op durable.
     void make_durable(storage_op op) { requested_sync_ = op; }
@@ -73,6 +88,11 @@ public:
     result<std::vector<log_record>> read(zxid after, std::size_t max) const {
         return image_.read(after, max);
     }
+    /// zab::tail_readable_log: the last `max` records.
+    result<std::vector<log_record>> read_last(std::size_t max) const { return image_.read_last(max); }
+    /// zab::system_txn_indexed_log: the zxids of its system transactions, kept as they come
+    /// and go (not found by looking at every record).
+    std::vector<zxid> system_txns() const { return system_txns_; }
 
     // --- flushing (the interface of zab::file_log) -----------------------------------------
 
@@ -102,11 +122,14 @@ public:
 private:
     log_image image_;
     epochs epochs_;
+    std::vector<zxid> system_txns_;  ///< of image_'s records, ascending
     std::optional<storage_op> requested_sync_;
     std::optional<storage_op> pending_epochs_;
     bool job_outstanding_ = false;
 };
 
 static_assert(compactable_log<memory_log>);
+static_assert(tail_readable_log<memory_log>);
+static_assert(system_txn_indexed_log<memory_log>);
 
 }  // namespace zab

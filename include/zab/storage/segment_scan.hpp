@@ -38,6 +38,7 @@
 
 #include "zab/core/bytes.hpp"
 #include "zab/core/error.hpp"
+#include "zab/core/reconfig.hpp"
 #include "zab/core/zxid.hpp"
 #include "zab/storage/file_system.hpp"
 #include "zab/storage/format.hpp"
@@ -87,6 +88,7 @@ struct scanned_record {
     zxid id;
     std::uint64_t offset = 0;   ///< of its header
     std::uint32_t length = 0;   ///< of its payload
+    bool system = false;        ///< its payload is one of zab's own transactions (is_system_txn)
     std::uint64_t synced = 0;   ///< the segment was durable up to here before it was written
     std::uint64_t end() const noexcept {
         return offset + storage_format::record_header_size + length;
@@ -161,7 +163,8 @@ inline result<bool> read_whole_record(block_reader& reader, std::uint64_t offset
         return false;
     }
     distance = h.sync_distance;
-    out = {h.id, offset, h.length, offset - std::min<std::uint64_t>(h.sync_distance, offset)};
+    out = {h.id, offset, h.length, is_system_txn(whole.value().subspan(record_header_size)),
+           offset - std::min<std::uint64_t>(h.sync_distance, offset)};
     return true;
 }
 

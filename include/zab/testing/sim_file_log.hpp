@@ -176,6 +176,9 @@ public:
     result<std::vector<log_record>> read(zxid after, std::size_t max) const {
         return log_->read(after, max);
     }
+    /// zab::tail_readable_log and zab::system_txn_indexed_log: file_log's own.
+    result<std::vector<log_record>> read_last(std::size_t max) const { return log_->read_last(max); }
+    std::vector<zxid> system_txns() const { return log_->system_txns(); }
 
     // --- fault injection -----------------------------------------------------------------
 
@@ -515,5 +518,7 @@ private:
 };
 
 static_assert(zab::compactable_log<sim_file_log>);
+static_assert(zab::tail_readable_log<sim_file_log>);
+static_assert(zab::system_txn_indexed_log<sim_file_log>);
 
 }  // namespace zab::testing

@@ -426,6 +426,13 @@ public:
     result<std::vector<log_record>> read(zxid after, std::size_t max) const {
         return visible_.read(after, max);
     }
+    /// zab::tail_readable_log: the last `max` records.
+    result<std::vector<log_record>> read_last(std::size_t max) const {
+        return visible_.read_last(max);
+    }
+    /// zab::system_txn_indexed_log: the zxids of its system transactions (the model looks at
+    /// every record; file_log and memory_log keep an index).
+    std::vector<zxid> system_txns() const { return visible_.system_txns(); }
 
     // --- a driver that chooses the order (zab/testing/explorer.hpp) ----------------------
 
@@ -782,5 +789,7 @@ private:
 };
 
 static_assert(zab::compactable_log<sim_log>);
+static_assert(zab::tail_readable_log<sim_log>);
+static_assert(zab::system_txn_indexed_log<sim_log>);
 
 }  // namespace zab::testing
