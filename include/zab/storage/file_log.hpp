@@ -118,6 +118,14 @@ public:
         }
         if (!opened) {
             log(log_level::error, "file_log: cannot open {}: {}", options.directory, why);
+        } else {
+            // What it read, so that an upgrade's log says which formats it found (every one
+            // is the only version this build reads: another is refused above, named).
+            log(log_level::info, "file_log: opened {}: segment format {}, snapshot, epochs, "
+                "identity and synced format {}; {} records after the snapshot, last {}",
+                options.directory, storage_format::segment_format_version,
+                storage_format::format_version, opened.value().index_.size(),
+                opened.value().last_zxid());
         }
         if (diagnostic != nullptr && (!opened || opened.value().resynced_)) *diagnostic = why;
         return opened;
