@@ -5,7 +5,7 @@
 #include <string_view>
 
 #define ZAB_VERSION_MAJOR 0
-#define ZAB_VERSION_MINOR 1
+#define ZAB_VERSION_MINOR 2
 #define ZAB_VERSION_PATCH 0
 
 #define ZAB_VERSION_TEXT_(major, minor, patch) #major "." #minor "." #patch
@@ -20,7 +20,7 @@ struct release_version {
     int patch;
 };
 inline constexpr release_version version{ZAB_VERSION_MAJOR, ZAB_VERSION_MINOR, ZAB_VERSION_PATCH};
-/// The same as text: "0.1.0".
+/// The same as text: "0.2.0".
 inline constexpr std::string_view version_text =
     ZAB_VERSION_TEXT(ZAB_VERSION_MAJOR, ZAB_VERSION_MINOR, ZAB_VERSION_PATCH);
 
