@@ -41,10 +41,8 @@ echo "baseline built or reused in $((SECONDS - started)) s: $old_server"
 
 
 every=500
-declare -A build_of=()
 run() {  # run ID BINARY: starts replica ID with BINARY on its data directory
     server="$2"
-    build_of[$1]="$2"
     start "$1" --snapshot-every "$every"
 }
 for id in 1 2 3; do run "$id" "$old_server"; done
