@@ -30,12 +30,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fcntl.h>
-#include <filesystem>
 #include <string>
 #include <unistd.h>
 #include <vector>
 
 #include "zab/storage/file_log.hpp"
+
+#include "scratch_directory.hpp"
 
 namespace {
 
@@ -69,19 +70,6 @@ double seconds_since(bench_clock::time_point start) {
     std::exit(1);
 }
 
-/// A fresh directory under the parent, removed when this goes out of scope.
-struct scratch_directory {
-    std::string path;
-    scratch_directory() : path{parent_directory + "/zab_file_log_bench_XXXXXX"} {
-        if (::mkdtemp(path.data()) == nullptr) die("mkdtemp");
-    }
-    ~scratch_directory() {
-        std::error_code ignored;
-        std::filesystem::remove_all(path, ignored);
-    }
-    scratch_directory(const scratch_directory&) = delete;
-    scratch_directory& operator=(const scratch_directory&) = delete;
-};
 
 /// The real file system, except that the fdatasync of the synced watermark is skipped (the
 /// write itself still happens): what the appends would cost without the watermark's sync.
@@ -143,7 +131,7 @@ zab::file_log open_log(const std::string& directory) {
 /// The raw device: 4 KiB writes + fdatasync per second, appending to a new file or
 /// overwriting a preallocated, zero-filled one.
 double raw_syncs_per_second(bool preallocated) {
-    scratch_directory dir;
+    const zab::bench::scratch_directory dir{parent_directory, "zab_file_log_bench"};
     const std::string path = dir.path + "/raw";
     const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (fd < 0) die("open");
@@ -173,7 +161,7 @@ double raw_syncs_per_second(bool preallocated) {
 
 /// One run in a fresh directory; exits the program on any storage error.
 run_result run_once(std::size_t record_bytes, std::size_t batch_records) {
-    scratch_directory dir;
+    const zab::bench::scratch_directory dir{parent_directory, "zab_file_log_bench"};
     zab::file_log log = open_log(dir.path + "/data");
     log.write_epochs(0, {1, 1});
     if (log.flush().failed()) std::exit(1);
@@ -218,7 +206,7 @@ run_result run_once(std::size_t record_bytes, std::size_t batch_records) {
 
 /// Seconds per GB to open (recover) a log of 100-byte records `megabytes` large.
 double recovery_seconds_per_gb(std::size_t megabytes) {
-    scratch_directory dir;
+    const zab::bench::scratch_directory dir{parent_directory, "zab_file_log_bench"};
     std::uint64_t bytes = 0;
     {
         zab::file_log log = open_log(dir.path + "/data");
@@ -242,7 +230,7 @@ double recovery_seconds_per_gb(std::size_t megabytes) {
 
 /// MB/s of a checkpoint of a `megabytes` state: written and made durable, then loaded.
 std::pair<double, double> snapshot_megabytes_per_second(std::size_t megabytes) {
-    scratch_directory dir;
+    const zab::bench::scratch_directory dir{parent_directory, "zab_file_log_bench"};
     const zab::shared_bytes state{std::vector<std::byte>(megabytes << 20, std::byte{0x33})};
     const double size = static_cast<double>(state.size()) / 1e6;
     double write_seconds = 0;

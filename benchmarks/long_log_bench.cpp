@@ -17,14 +17,14 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <filesystem>
 #include <string>
-#include <unistd.h>
 #include <vector>
 
 #include "zab/core/peer.hpp"
 #include "zab/storage/file_log.hpp"
 #include "zab/testing/recording_state_machine.hpp"
+
+#include "scratch_directory.hpp"
 
 namespace {
 
@@ -42,20 +42,6 @@ double seconds_since(bench_clock::time_point start) {
     std::exit(1);
 }
 
-/// A fresh directory under the parent, removed when this goes out of scope.
-struct scratch_directory {
-    std::string path;
-    explicit scratch_directory(const std::string& parent)
-        : path{parent + "/zab_long_log_bench_XXXXXX"} {
-        if (::mkdtemp(path.data()) == nullptr) fail("mkdtemp failed");
-    }
-    ~scratch_directory() {
-        std::error_code ignored;
-        std::filesystem::remove_all(path, ignored);
-    }
-    scratch_directory(const scratch_directory&) = delete;
-    scratch_directory& operator=(const scratch_directory&) = delete;
-};
 
 zab::file_log open_log(const std::string& directory) {
     zab::file_log_options options;
@@ -144,7 +130,7 @@ int main(int argc, char** argv) {
     }
     if (records == 0 || records > 0xffff'fffeu) fail("--records must be in [1, 2^32 - 2]");
     zab::set_log_level(zab::log_level::off);
-    scratch_directory dir{parent};
+    const zab::bench::scratch_directory dir{parent, "zab_long_log_bench"};
     const std::string data = dir.path + "/data";
     const auto built = bench_clock::now();
     build_log(data, records);

@@ -191,11 +191,7 @@ public:
     /// with a REPLY (a refusal is definite); a sync waits for a quorum heartbeat round.
     void leader_on_request(learner_link& link, const wire::forwarded_request& m) {
         auto& leader = *ctx_.leading;
-        if (link.at != learner_link::stage::broadcasting) {
-            ctx_.ignore(link.id, ignore_reason::out_of_stage);  // learners forward once UPTODATE
-            ctx_.drop_learner(link.id, "a request before UPTODATE");
-            return;
-        }
+        if (!forwarding_allowed(link)) return;
         if (m.kind != wire::request_kind::write) {
             // Bounded like its writes: one learner's syncs cannot grow the leader's table
             // without limit (issue 15 defect 6); a refusal is definite.
@@ -217,9 +213,7 @@ public:
             leader.round_wanted = true;
             return;
         }
-        result<zxid> proposed = make_error_code(errc::backpressure);
-        if (link.forwarded_outstanding < ctx_.opts().max_forwarded_per_learner)
-            proposed = propose(m.txn, link.id);
+        const result<zxid> proposed = propose_forwarded(link, m.txn);
         if (proposed) {
             ctx_.send(link.id, wire::forwarded_reply{m.request_id, wire::reply_outcome::accepted, proposed.value()});
             return;
@@ -235,11 +229,7 @@ public:
     /// must go alone (a reconfiguration, one past a bound) is proposed or refused as a REQUEST
     /// is, and answered by a REPLIES of one. Every write gets exactly one answer, in order.
     void leader_on_request_batch(learner_link& link, const wire::forwarded_batch& m) {
-        if (link.at != learner_link::stage::broadcasting) {
-            ctx_.ignore(link.id, ignore_reason::out_of_stage);  // learners forward once UPTODATE
-            ctx_.drop_learner(link.id, "a request before UPTODATE");
-            return;
-        }
+        if (!forwarding_allowed(link)) return;
         forwarded_scratch_.clear();
         for_each_forwarded_txn(m, [&](std::uint64_t, byte_view txn) {
             forwarded_scratch_.push_back(txn);
@@ -252,12 +242,9 @@ public:
         for (std::size_t i = 0; i < txns.size();) {
             const std::size_t room = link.forwarded_outstanding < limit ? limit - link.forwarded_outstanding : 0;
             const std::size_t run = batchable(txns.subspan(i), room);
-            result<zxid> proposed = make_error_code(errc::backpressure);
             const std::size_t answered = std::max<std::size_t>(run, 1);
-            if (run >= 2)
-                proposed = propose_batch(txns.subspan(i, run), link.id);
-            else if (room > 0)
-                proposed = propose(txns[i], link.id);
+            const result<zxid> proposed = run >= 2 ? propose_batch(txns.subspan(i, run), link.id)
+                                                   : propose_forwarded(link, txns[i]);
             if (proposed) {
                 ctx_.send(link.id, wire::reply_batch{request, static_cast<std::uint32_t>(answered),
                                                      wire::reply_outcome::accepted, proposed.value()});
@@ -527,6 +514,23 @@ public:
     }
 
 protected:  // the building blocks of the phase, for policies derived from this one
+    /// A learner forwards only once UPTODATE (§6.1): a REQUEST or REQUESTS before it drops
+    /// the learner. True when `link` may forward.
+    bool forwarding_allowed(learner_link& link) {
+        if (link.at == learner_link::stage::broadcasting) return true;
+        ctx_.ignore(link.id, ignore_reason::out_of_stage);
+        ctx_.drop_learner(link.id, "a request before UPTODATE");
+        return false;
+    }
+
+    /// One write forwarded by `link`, proposed alone: `backpressure` once the learner has
+    /// max_forwarded_per_learner of its writes outstanding, else `propose`'s answer.
+    result<zxid> propose_forwarded(learner_link& link, byte_view txn) {
+        if (link.forwarded_outstanding >= ctx_.opts().max_forwarded_per_learner)
+            return make_error_code(errc::backpressure);
+        return propose(txn, link.id);
+    }
+
     /// Registers proposal `id`, whose txn is `txn` inside `frame` (a PROPOSAL, or a PROPOSALS
     /// batch when `batched`): the leader's own append, and the forwarding learner's count.
     void record_proposal(zxid id, const shared_bytes& frame, byte_view txn, bool batched, peer_id origin) {
